@@ -8,9 +8,13 @@ before any lane thread starts (docs/LITELLM.md).
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
-from typing import Any
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 _import_lock = threading.Lock()
 _litellm: Any = None
@@ -70,3 +74,266 @@ def missing_keys(litellm_model: str, api_base: str | None = None) -> list[str]:
     except Exception:
         return []
     return sorted(result.get("missing_keys") or [])
+
+
+_LITELLM_LOGGERS = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy")
+
+
+def prepare(
+    models: Sequence[ModelLike], sim_prices: Mapping[str, tuple[float, float]] | None = None
+) -> None:
+    """Set litellm's process-wide state once, before any lane thread starts.
+
+    Imports litellm (offline), silences its banners, stops its loggers from
+    also propagating to the root logger (each has its own stderr handler, so
+    every line would print twice under an application's logging setup), and
+    prices every model served by the simulated provider. ``sim_prices`` maps
+    a served name (``"sim-careful"``) to USD per (input, output) token; when
+    None, models whose ``api_base`` is ``"simulator"`` get the simulator's
+    own ``SIM_PRICES``. Raises ``ValueError`` if a registered price does not
+    make a call cost something (a run would then count free spend).
+    """
+    lib = _lib()
+    lib.suppress_debug_info = True
+    for name in _LITELLM_LOGGERS:
+        logging.getLogger(name).propagate = False
+    for model in models:
+        prices = _sim_prices_for(model, sim_prices)
+        if prices is None:
+            continue
+        in_cost, out_cost = prices
+        entry = {
+            "input_cost_per_token": float(in_cost),
+            "output_cost_per_token": float(out_cost),
+            "litellm_provider": "openai",
+            "mode": "chat",
+        }
+        # litellm looks the cost up by the model string as requested
+        # ("openai/sim-careful"); registering a custom name also logs a
+        # warning about cache prices that means nothing here.
+        logger = logging.getLogger("LiteLLM")
+        level = logger.level
+        logger.setLevel(logging.ERROR)
+        try:
+            lib.register_model({model.litellm_model: entry})
+        finally:
+            logger.setLevel(level)
+        prompt_usd, completion_usd = lib.cost_per_token(
+            model=model.litellm_model, prompt_tokens=1000, completion_tokens=1000
+        )
+        if not (prompt_usd > 0 and completion_usd > 0):
+            raise ValueError(f"model {model.name!r}: the registered price does not reach litellm's cost lookup")
+
+
+def _sim_prices_for(
+    model: ModelLike, sim_prices: Mapping[str, tuple[float, float]] | None
+) -> tuple[float, float] | None:
+    served = model.litellm_model.rsplit("/", 1)[-1]
+    if sim_prices is not None:
+        return sim_prices.get(served) or sim_prices.get(model.litellm_model)
+    if getattr(model, "api_base", None) == "simulator":
+        from confirmatory.sim.behaviour import SIM_PRICES  # noqa: PLC0415 - stdlib-only, small
+
+        return SIM_PRICES.get(served)
+    return None
+
+
+# ---------------------------------------------------------------------------
+# Calls
+# ---------------------------------------------------------------------------
+
+# An api_base on loopback is the simulated provider (or a local stand-in): it
+# needs a non-empty key but no real one, and none is read from the environment.
+_LOOPBACK = ("http://127.0.0.1", "http://localhost", "http://[::1]")
+SIM_API_KEY = "sim-no-key"
+
+
+class ModelLike(Protocol):
+    """What a call needs of a design's ``ModelSpec`` (duck-typed)."""
+
+    name: str
+    litellm_model: str
+    params: Mapping[str, Any]
+    timeout_s: float
+    api_base: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """One model call that returned.
+
+    ``finish_reason`` is ``"length"`` for a truncated turn in either API
+    (a Responses ``incomplete`` with reason ``max_output_tokens``).
+    ``cost_usd`` is litellm's float (None when the model is unpriced):
+    convert it once, with ``money.to_nusd``, where it is counted.
+    ``usage`` holds ``input_tokens``, ``output_tokens``, ``total_tokens``
+    in both APIs. ``start``/``end`` are raw ``time.time()``.
+    """
+
+    kind: str  # "chat" or "responses"
+    content: str | None
+    tool_calls: tuple[dict[str, str], ...]  # {"id", "name", "arguments" (a JSON string)}
+    finish_reason: str | None
+    cost_usd: float | None
+    usage: dict[str, int] = field(default_factory=dict)
+    start: float = 0.0
+    end: float = 0.0
+
+
+def _is_loopback(api_base: str | None) -> bool:
+    return bool(api_base) and str(api_base).startswith(_LOOPBACK)
+
+
+def _route(model: ModelLike) -> dict[str, Any]:
+    api_base = getattr(model, "api_base", None)
+    if api_base == "simulator":
+        # The runner replaces this marker with the running simulator's URL.
+        raise ValueError(f"model {model.name!r}: api_base 'simulator' must be resolved to the simulator's URL first")
+    kwargs: dict[str, Any] = {
+        "model": model.litellm_model,
+        # Retries belong to the runner's rules, and num_retries>0 loses the
+        # exception class (LITELLM.md): every failure reaches the caller once.
+        "num_retries": 0,
+        "timeout": float(model.timeout_s),
+    }
+    if api_base:
+        kwargs["api_base"] = api_base
+    if _is_loopback(api_base):
+        kwargs["api_key"] = SIM_API_KEY
+    return kwargs
+
+
+def _cost(response: Any) -> float | None:
+    hidden = getattr(response, "_hidden_params", None) or {}
+    cost = hidden.get("response_cost")
+    return float(cost) if cost is not None else None
+
+
+def _stamp(exc: BaseException, start: float, end: float) -> None:
+    """Leave the call's times on the exception: a harness reports failed calls too."""
+    try:
+        exc.call_start = start  # type: ignore[attr-defined]
+        exc.call_end = end  # type: ignore[attr-defined]
+    except (AttributeError, TypeError):
+        pass
+
+
+def chat(
+    model: ModelLike,
+    messages: list[dict[str, Any]],
+    *,
+    tools: list[dict[str, Any]] | None = None,
+    response_format: dict[str, Any] | None = None,
+    max_tokens: int | None = None,
+    extra_headers: dict[str, str] | None = None,
+) -> Reply:
+    """One chat-completions call; litellm's exceptions propagate unchanged
+    (each carries ``call_start``/``call_end``)."""
+    lib = _lib()
+    kwargs = _route(model)
+    kwargs.update(dict(model.params or {}))
+    if max_tokens is not None:
+        kwargs["max_tokens"] = max_tokens
+    if tools:
+        kwargs["tools"] = tools
+    if response_format is not None:
+        kwargs["response_format"] = response_format
+    if extra_headers:
+        kwargs["extra_headers"] = dict(extra_headers)
+    start = time.time()
+    try:
+        response = lib.completion(messages=messages, **kwargs)
+    except BaseException as exc:
+        _stamp(exc, start, time.time())
+        raise
+    end = time.time()
+    choice = response.choices[0]
+    message = choice.message
+    calls = tuple(
+        {"id": str(tc.id), "name": str(tc.function.name), "arguments": str(tc.function.arguments or "")}
+        for tc in (getattr(message, "tool_calls", None) or [])
+    )
+    usage = getattr(response, "usage", None)
+    return Reply(
+        kind="chat",
+        content=message.content,
+        tool_calls=calls,
+        finish_reason=choice.finish_reason,
+        cost_usd=_cost(response),
+        usage={
+            "input_tokens": int(getattr(usage, "prompt_tokens", 0) or 0),
+            "output_tokens": int(getattr(usage, "completion_tokens", 0) or 0),
+            "total_tokens": int(getattr(usage, "total_tokens", 0) or 0),
+        },
+        start=start,
+        end=end,
+    )
+
+
+def responses(
+    model: ModelLike,
+    input: list[dict[str, Any]] | str,  # noqa: A002 - the Responses API's own name
+    *,
+    tools: list[dict[str, Any]] | None = None,
+    max_output_tokens: int | None = None,
+    extra_headers: dict[str, str] | None = None,
+    text_format: dict[str, Any] | None = None,
+) -> Reply:
+    """One Responses-API call (``text_format`` e.g. ``{"type": "json_object"}``);
+    litellm's exceptions propagate unchanged (each carries ``call_start``/``call_end``)."""
+    lib = _lib()
+    kwargs = _route(model)
+    params = dict(model.params or {})
+    # The Responses API names the output limit differently.
+    if "max_tokens" in params:
+        params.setdefault("max_output_tokens", params.pop("max_tokens"))
+    kwargs.update(params)
+    if max_output_tokens is not None:
+        kwargs["max_output_tokens"] = max_output_tokens
+    if tools:
+        kwargs["tools"] = tools
+    if text_format is not None:
+        kwargs["text"] = {"format": text_format}
+    if extra_headers:
+        kwargs["extra_headers"] = dict(extra_headers)
+    start = time.time()
+    try:
+        response = lib.responses(input=input, **kwargs)
+    except BaseException as exc:
+        _stamp(exc, start, time.time())
+        raise
+    end = time.time()
+    texts: list[str] = []
+    calls: list[dict[str, str]] = []
+    for item in getattr(response, "output", None) or []:
+        kind = getattr(item, "type", None)
+        if kind == "function_call":
+            calls.append({"id": str(item.call_id), "name": str(item.name), "arguments": str(item.arguments or "")})
+        elif kind == "message":
+            for part in getattr(item, "content", None) or []:
+                if getattr(part, "type", None) == "output_text":
+                    texts.append(str(part.text))
+    status = getattr(response, "status", None)
+    if status == "incomplete":
+        details = getattr(response, "incomplete_details", None)
+        reason = getattr(details, "reason", None)
+        finish = "length" if reason in (None, "max_output_tokens") else str(reason)
+    elif calls:
+        finish = "tool_calls"
+    else:
+        finish = "stop" if status == "completed" else status
+    usage = getattr(response, "usage", None)
+    return Reply(
+        kind="responses",
+        content="".join(texts) if texts else None,
+        tool_calls=tuple(calls),
+        finish_reason=finish,
+        cost_usd=_cost(response),
+        usage={
+            "input_tokens": int(getattr(usage, "input_tokens", 0) or 0),
+            "output_tokens": int(getattr(usage, "output_tokens", 0) or 0),
+            "total_tokens": int(getattr(usage, "total_tokens", 0) or 0),
+        },
+        start=start,
+        end=end,
+    )

@@ -1,0 +1,349 @@
+"""Anchors: what the run fixes about its logs, and the pushes that take it off the machine.
+
+Owns anchors.jsonl and anchor-pushes.jsonl (RECORDS.md). An anchor is one
+line naming, for every other log, how many lines were acknowledged (fsynced)
+and the hash of the last one, and the sha256 of every manifest. After each
+anchor the design's ``anchors.command`` runs in the background with the
+absolute path of anchors.jsonl appended (normally scripts/confirmatory_anchor.py,
+which commits it to a witness remote; see docs/ANCHORS.md); its result is a
+``push`` line in anchor-pushes.jsonl.
+
+Neither anchors.jsonl nor anchor-pushes.jsonl is anchored: the final push's
+result necessarily comes after the final anchor.
+
+Threads: ``start`` runs one periodic anchor thread; pushes run on one push
+worker, one command at a time. A push never blocks ``anchor()``: an anchor
+made while a push runs is covered by the next push (the command always sends
+the whole file). Neither thread is a daemon; each keeps its first exception
+in ``failure`` for the Run to read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from confirmatory.chain import ChainError, ChainWriter, check_chain, log_seed, sha256_hex
+from confirmatory.clock import Clock
+
+OUTPUT_TAIL_CHARS = 2000
+# Exit status of push-anchor when the command failed: the witness does not
+# hold the final anchor yet (cli.EXIT_WITNESS; not imported, to keep cli light).
+EXIT_WITNESS = 6
+_UNANCHORED = frozenset({"anchors.jsonl", "anchor-pushes.jsonl"})
+_TERM_GRACE_S = 3.0
+
+
+def _redact(text: str) -> str:
+    try:
+        from confirmatory.secrets import redact  # optional: another module's job
+    except ImportError:
+        return text
+    return redact(text)
+
+
+def run_anchor_command(command: Sequence[str], anchors_file: Path, cwd: Path,
+                       on_start: Callable[[subprocess.Popen], None] | None = None) -> tuple[int, str]:
+    """Run ``command + [anchors_file]``; (return code, redacted output tail).
+
+    stdout and stderr go to one temporary file, not a pipe: a chatty command
+    can then never block on a full pipe that nobody reads. The command gets
+    its own session so that a kill reaches the git processes it started.
+    127 means the command could not be started."""
+    with tempfile.TemporaryFile() as out:
+        try:
+            proc = subprocess.Popen([*command, str(anchors_file)], cwd=cwd, stdin=subprocess.DEVNULL,
+                                    stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        except OSError as exc:
+            return 127, _redact(f"could not start the anchor command {list(command)!r}: {exc}")
+        if on_start is not None:
+            on_start(proc)
+        rc = proc.wait()
+        out.seek(0, os.SEEK_END)
+        out.seek(max(0, out.tell() - 4 * OUTPUT_TAIL_CHARS))
+        # Redact before cutting the tail, so a secret cut in half is still found.
+        text = _redact(out.read().decode("utf-8", errors="replace"))
+    return rc, text[-OUTPUT_TAIL_CHARS:]
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """SIGTERM the command's session (git removes its lock files on SIGTERM), then SIGKILL."""
+    for sig, grace in ((signal.SIGTERM, _TERM_GRACE_S), (signal.SIGKILL, None)):
+        if proc.poll() is not None:
+            return
+        try:
+            # Race: the command may exit between poll() and here; its pid (the
+            # group id) stays reserved until we reap it, so this cannot hit a stranger.
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+class Anchorer:
+    """Appends anchors and runs the anchor command after each (see the module docstring).
+
+    ``logs``: relpath -> the writer of every log this process writes.
+    ``external_logs``: logs other processes append to (resume.jsonl); they are
+    read from disk and counted up to their last complete, chain-valid line. A
+    mapping gives each one's seed; a plain sequence means run-level logs, whose
+    seed comes from the run's manifest.json. A missing one is anchored as 0
+    lines (head = its seed). ``manifests``: relpaths hashed as file bytes.
+    """
+
+    def __init__(self, run_dir: Path, clock: Clock, *, logs: Mapping[str, ChainWriter],
+                 external_logs: Sequence[str] | Mapping[str, str], manifests: Sequence[str],
+                 anchors: ChainWriter, pushes: ChainWriter, interval_s: float,
+                 command: Sequence[str] | None, cwd: Path) -> None:
+        named = set(logs) | set(external_logs)
+        if named & _UNANCHORED:
+            raise ValueError(f"{sorted(named & _UNANCHORED)} cannot be anchored (module docstring)")
+        if interval_s <= 0:
+            raise ValueError(f"interval_s must be > 0, got {interval_s}")
+        self._run_dir = Path(run_dir)
+        self._clock = clock
+        self._logs = dict(logs)
+        self._external: dict[str, str | None] = (
+            dict(external_logs) if isinstance(external_logs, Mapping) else dict.fromkeys(external_logs))
+        self._manifests = tuple(manifests)
+        self._anchors = anchors
+        self._pushes = pushes
+        self._interval_s = float(interval_s)
+        self._command = tuple(command) if command else None
+        self._cwd = Path(cwd)
+        self.failure: BaseException | None = None
+
+        self._anchor_lock = threading.Lock()  # one anchor at a time, in seq order
+        self._final_seq: int | None = None
+        self._stop = threading.Event()
+        self._ticker: threading.Thread | None = None
+
+        # Push worker state, all under _push_cv.
+        self._push_cv = threading.Condition()
+        self._pending: int | None = None   # newest anchor not yet handed to a push
+        self._done_seq = -1                # anchor covered by the last finished push
+        self._done_rc: int | None = None
+        self._proc: subprocess.Popen | None = None
+        self._closing = False              # finish(): the worker exits once idle
+        self._give_up = False              # finish() timed out: start nothing more
+        self._worker: threading.Thread | None = None
+        self._finished = False
+        self._final_rc: int | None = None
+
+    # --- anchors ----------------------------------------------------------
+
+    def anchor(self, final: bool = False) -> int:
+        """Append an anchor line and hand it to the push worker; returns its seq."""
+        with self._anchor_lock:
+            if self._final_seq is not None:
+                raise RuntimeError("the final anchor is written; no anchor may follow it")
+            logs = {}
+            for rel, writer in self._logs.items():
+                lines, head = writer.snapshot()  # acknowledged = fsynced lines only
+                logs[rel] = {"lines": lines, "head": head}
+            for rel, seed in self._external.items():
+                # Race: another process appends under its own lock; we may read
+                # while it writes. check_chain stops before a partial last line,
+                # so we count only complete lines. A complete line whose fsync
+                # has not returned yet can still be counted: we cannot see
+                # another process's fsync.
+                check = check_chain(self._run_dir / rel, seed or self._run_seed(rel))
+                logs[rel] = {"lines": check.lines, "head": check.head}
+            manifests = {rel: sha256_hex((self._run_dir / rel).read_bytes()) for rel in self._manifests}
+            seq = self._anchors.snapshot()[0]  # we are its only appender, under our lock
+            # t after the snapshots: every counted line existed by t.
+            self._anchors.append({"event": "anchor", "t": self._clock.now(), "final": final,
+                                  "logs": logs, "manifests": manifests})
+            if final:
+                self._final_seq = seq
+        self._request_push(seq)
+        return seq
+
+    def _run_seed(self, rel: str) -> str:
+        return log_seed(sha256_hex((self._run_dir / "manifest.json").read_bytes()), rel)
+
+    def start(self) -> None:
+        """Write the first anchor now (before any lane admits anything), then
+        one every ``interval_s`` on the anchor thread until ``finish``."""
+        if self._ticker is not None:
+            raise RuntimeError("the anchorer is already started")
+        self.anchor()
+        # Not a daemon: it writes records, and the Run joins it in finish().
+        self._ticker = threading.Thread(target=self._tick, name="anchorer", daemon=False)
+        self._ticker.start()
+
+    def _tick(self) -> None:
+        try:
+            # Event.wait, not sleep: finish() sets the event and is not kept waiting.
+            while not self._stop.wait(self._interval_s):
+                self.anchor()
+        except BaseException as exc:  # noqa: BLE001 - kept for the Run, not lost with the thread
+            self.failure = self.failure or exc
+
+    def finish(self, push_timeout: float = 120) -> int | None:
+        """Stop the anchor thread, write the final anchor, wait up to
+        ``push_timeout`` s for its push; its return code (None: no command).
+
+        If the time runs out, the push under way is killed and logged with its
+        return code; if that was an earlier anchor's push, the final anchor's
+        push is logged as not run (rc null) and -1 is returned. Idempotent."""
+        if self._finished:
+            return self._final_rc
+        self._stop.set()
+        if self._ticker is not None:
+            self._ticker.join()
+        try:
+            final = self.anchor(final=True)
+        except BaseException:
+            self._abandon_pushes()  # a live non-daemon worker would keep the process up
+            raise
+        self._finished = True
+        if self._command is None:
+            return None
+        with self._push_cv:
+            pushed = self._push_cv.wait_for(lambda: self._done_seq >= final or self._worker_gone(),
+                                            timeout=push_timeout)
+            self._closing = True
+            if not pushed:
+                self._give_up = True
+            proc = self._proc
+            self._push_cv.notify_all()
+        if not pushed and proc is not None:
+            _kill_group(proc)
+        if self._worker is not None:
+            self._worker.join()
+        with self._push_cv:
+            ok = self._done_seq >= final and self._done_rc is not None
+            self._final_rc = self._done_rc if ok else -1
+        return self._final_rc
+
+    def _abandon_pushes(self) -> None:
+        with self._push_cv:
+            self._closing = self._give_up = True
+            proc = self._proc
+            self._push_cv.notify_all()
+        if proc is not None:
+            _kill_group(proc)
+        if self._worker is not None:
+            self._worker.join()
+
+    # --- the push worker ----------------------------------------------------
+
+    def _worker_gone(self) -> bool:
+        return self._worker is not None and not self._worker.is_alive()
+
+    def _request_push(self, seq: int) -> None:
+        if self._command is None:
+            return
+        with self._push_cv:
+            self._pending = seq  # replaces an older pending seq: one push covers both
+            if self._worker is None:
+                self._worker = threading.Thread(target=self._push_loop, name="anchor-push", daemon=False)
+                self._worker.start()
+            self._push_cv.notify_all()
+
+    def _push_loop(self) -> None:
+        try:
+            while True:
+                with self._push_cv:
+                    while self._pending is None and not self._closing:
+                        self._push_cv.wait()
+                    if self._pending is None:
+                        return
+                    seq, self._pending = self._pending, None
+                    give_up = self._give_up
+                if give_up:
+                    rc, output = None, "not run: finish()'s push_timeout was spent on an earlier push"
+                else:
+                    assert self._command is not None
+                    rc, output = run_anchor_command(self._command, self._anchors.path.resolve(),
+                                                    self._cwd, on_start=self._started)
+                    with self._push_cv:
+                        self._proc = None
+                        if self._give_up and rc != 0:
+                            output = (output + f"\n[killed by the runner after finish()'s push_timeout]"
+                                      )[-OUTPUT_TAIL_CHARS:]
+                self._pushes.append({"event": "push", "t": self._clock.now(), "anchor_seq": seq,
+                                     "rc": rc, "output": output})
+                with self._push_cv:
+                    self._done_seq, self._done_rc = seq, rc
+                    self._push_cv.notify_all()
+        except BaseException as exc:  # noqa: BLE001 - kept for the Run; finish() stops waiting
+            self.failure = self.failure or exc
+            with self._push_cv:
+                self._push_cv.notify_all()
+
+    def _started(self, proc: subprocess.Popen) -> None:
+        with self._push_cv:
+            self._proc = proc
+            give_up = self._give_up
+        if give_up:
+            # Race: finish() gave up between our taking the seq and the Popen;
+            # it saw no process to kill, so we do it.
+            _kill_group(proc)
+
+
+# --- after the run -------------------------------------------------------------
+
+def push_anchor_command(run_dir: Path) -> int:
+    """``confirmatory push-anchor RUN_DIR``: re-run the run's anchor command on
+    its anchors.jsonl and log the result to anchor-pushes.jsonl.
+
+    The command and its working directory come from manifest.json
+    (``anchors.command``, ``anchors.cwd``; a relative cwd is taken from the run
+    directory). Exit 0 when the command returned 0, 6 when it did not, 1 when
+    it could not be tried."""
+    run_dir = Path(run_dir)
+
+    def fail(message: str) -> int:
+        print(f"confirmatory push-anchor: {message}", file=sys.stderr)
+        return 1
+
+    manifest_path = run_dir / "manifest.json"
+    try:
+        raw = manifest_path.read_bytes()
+        manifest = json.loads(raw)
+    except (OSError, ValueError) as exc:
+        return fail(f"cannot read {manifest_path}: {exc}")
+    config = manifest.get("anchors") if isinstance(manifest, dict) else None
+    command = config.get("command") if isinstance(config, dict) else None
+    if not command or not isinstance(command, list) or not all(isinstance(a, str) for a in command):
+        return fail(f"{manifest_path} records no anchor command (key anchors.command); "
+                    "this run was not configured to push its anchors to a witness")
+    cwd = run_dir / config.get("cwd", ".")
+    if not cwd.is_dir():
+        return fail(f"the anchor command's working directory {cwd} does not exist (anchors.cwd)")
+
+    msha = sha256_hex(raw)
+    anchors_path = run_dir / "anchors.jsonl"
+    check = check_chain(anchors_path, log_seed(msha, "anchors.jsonl"))
+    if check.lines == 0:
+        return fail(f"{anchors_path} holds no anchor to push ({check.problem or 'empty'})")
+    if not check.ok:
+        print(f"confirmatory push-anchor: warning: {anchors_path}: {check.problem}", file=sys.stderr)
+    try:
+        pushes = ChainWriter(run_dir / "anchor-pushes.jsonl", log_seed(msha, "anchor-pushes.jsonl"))
+    except (ChainError, OSError) as exc:
+        return fail(f"cannot append to anchor-pushes.jsonl: {exc}")
+    with pushes:
+        rc, output = run_anchor_command(command, anchors_path.resolve(), cwd)
+        # A fresh Clock: the run's clock is gone; this line comes after all of its lines anyway.
+        pushes.append({"event": "push", "t": Clock().now(), "anchor_seq": check.lines - 1,
+                       "rc": rc, "output": output, "by": "push-anchor"})
+    if rc == 0:
+        print(f"anchor {check.lines - 1} pushed; logged in anchor-pushes.jsonl")
+        return 0
+    last = output.strip().splitlines()[-1] if output.strip() else "(no output)"
+    print(f"confirmatory push-anchor: the anchor command returned {rc}: {last}", file=sys.stderr)
+    return EXIT_WITNESS

@@ -1,0 +1,423 @@
+"""The design file's data model: what a frozen study design may say.
+
+This module owns the *shape* of a design (docs/DESIGN-FILE.md): one frozen
+pydantic model per TOML table, unknown keys refused, defaults as documented,
+and the checks that involve more than one field (a reserve above its cap, a
+``matched_with`` naming nobody, duplicate slugs). It reads no files; reading
+the TOML, the households and the harness pins is ``confirmatory.design_load``,
+re-exported here as ``load_design`` so callers need one import.
+
+Scalars are strict (TOML is typed: a seed written as the string "7" is a
+mistake to report, not to coerce); lists stay lax so TOML arrays become tuples.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, field_validator, model_validator
+
+# A slug becomes a path component under the run directory (RECORDS.md Layout);
+# "." and ".." match the character class but would walk the tree, so refuse them.
+SLUG_RE = re.compile(r"[A-Za-z0-9._-]+")
+ENTRY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+SHA256_RE = re.compile(r"[0-9a-f]{64}")
+
+CLASSES: tuple[str, ...] = ("harness", "stopped", "operator", "host", "provider", "model", "inconclusive", "ok")
+FAULT_KINDS: tuple[str, ...] = (
+    "rate_limit", "server_error", "bad_gateway", "unavailable", "hang", "truncate", "malformed", "bad_answer", "auth",
+)
+SIMULATOR = "simulator"
+
+
+def slug_problem(value: str) -> str | None:
+    """Why ``value`` is not a slug, or None."""
+    if not SLUG_RE.fullmatch(value):
+        return f"must be a slug of [A-Za-z0-9._-] (got {value!r})"
+    if set(value) == {"."}:
+        return f"must not be only dots (got {value!r})"
+    return None
+
+
+def _slug(value: str) -> str:
+    problem = slug_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+def _sha256(value: str) -> str:
+    if not SHA256_RE.fullmatch(value):
+        raise ValueError(f"must be 64 lower-case hex digits (got {value!r})")
+    return value
+
+
+def _entry(value: str) -> str:
+    if not ENTRY_RE.fullmatch(value):
+        raise ValueError(f'must be "package.module:callable" (got {value!r})')
+    return value
+
+
+def _finite(value: float) -> float:
+    # TOML allows inf and nan; neither is a budget or a duration.
+    if not math.isfinite(value):
+        raise ValueError(f"must be a finite number (got {value!r})")
+    return value
+
+
+Num = Annotated[float, Field(strict=True)]  # strict float still accepts a TOML integer
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Study(_Frozen):
+    id: StrictStr = Field(min_length=1)
+    seed: StrictInt
+    spend_before_stage_usd: Num = Field(default=0.0, ge=0)
+
+    _fin = field_validator("spend_before_stage_usd")(_finite)
+
+
+class Ceiling(_Frozen):
+    overall_cap_usd: Num = Field(ge=0)
+    margin_usd: Num = Field(default=25.0, ge=0)
+
+    _fin = field_validator("overall_cap_usd", "margin_usd")(_finite)
+
+    @property
+    def ceiling_usd(self) -> float:
+        return self.overall_cap_usd + self.margin_usd
+
+
+class Harness(_Frozen):
+    entry: StrictStr
+    pins: dict[StrictStr, StrictStr] = Field(min_length=1)
+
+    _e = field_validator("entry")(_entry)
+
+    @field_validator("pins")
+    @classmethod
+    def _pins(cls, pins: dict[str, str]) -> dict[str, str]:
+        for path, digest in pins.items():
+            if not path:
+                raise ValueError("a pinned path must not be empty")
+            if not SHA256_RE.fullmatch(digest):
+                raise ValueError(f'"{path}": must be 64 lower-case hex digits (got {digest!r})')
+        return pins
+
+
+class Engine(_Frozen):
+    factory: StrictStr
+    workers_per_model: StrictInt = Field(default=2, ge=1)
+
+    _e = field_validator("factory")(_entry)
+
+
+class HouseholdsFile(_Frozen):
+    path: StrictStr = Field(min_length=1)
+    sha256: StrictStr
+
+    _h = field_validator("sha256")(_sha256)
+
+
+class Arm(_Frozen):
+    name: StrictStr
+    features: dict[StrictStr, Any] = Field(default_factory=dict)
+
+    _s = field_validator("name")(_slug)
+
+
+class ModelSpec(_Frozen):
+    name: StrictStr
+    litellm_model: StrictStr = Field(min_length=1)
+    cap_usd: Num = Field(ge=0)
+    reserve_usd: Num = Field(ge=0)
+    lanes: StrictInt = Field(default=2, ge=1)
+    params: dict[StrictStr, Any] = Field(default_factory=dict)
+    timeout_s: Num = Field(default=120.0, gt=0)
+    api_base: StrictStr | None = None
+    matched_with: StrictStr | None = None
+
+    _s = field_validator("name")(_slug)
+    _fin = field_validator("cap_usd", "reserve_usd", "timeout_s")(_finite)
+
+    @field_validator("reserve_usd")
+    @classmethod
+    def _reserve_within_cap(cls, reserve: float, info: Any) -> float:
+        cap = info.data.get("cap_usd")
+        if cap is not None and reserve > cap:
+            raise ValueError(f"must be <= cap_usd {cap} (got {reserve})")
+        return reserve
+
+    @field_validator("params")
+    @classmethod
+    def _params(cls, params: dict[str, Any]) -> dict[str, Any]:
+        for key in ("max_tokens", "max_completion_tokens"):
+            if key in params and (type(params[key]) is not int or params[key] < 1):
+                raise ValueError(f"{key} must be a positive integer (got {params[key]!r})")
+        if "max_tokens" in params and "max_completion_tokens" in params:
+            raise ValueError("give max_tokens or max_completion_tokens, not both")
+        if "seed" in params and type(params["seed"]) is not int:
+            raise ValueError(f"seed must be an integer (got {params['seed']!r})")
+        if "temperature" in params and type(params["temperature"]) not in (int, float):
+            raise ValueError(f"temperature must be a number (got {params['temperature']!r})")
+        return params
+
+    @field_validator("api_base")
+    @classmethod
+    def _api_base(cls, value: str | None) -> str | None:
+        if value is not None and value != SIMULATOR and not value.startswith(("http://", "https://")):
+            raise ValueError(f'must be "simulator" or an http(s) URL (got {value!r})')
+        return value
+
+    @property
+    def simulated(self) -> bool:
+        return self.api_base == SIMULATOR
+
+    @property
+    def served_name(self) -> str:
+        """The model name the provider sees (after litellm's provider prefix)."""
+        return self.litellm_model.rsplit("/", 1)[-1]
+
+
+class Rules(_Frozen):
+    max_reruns_per_arm: StrictInt = Field(default=2, ge=0)
+    attempt_deadline_s: Num = Field(default=3600, gt=0)
+    inconclusive_household_limit: StrictInt = Field(default=5, ge=0)
+    stop_follow_s: Num = Field(default=5, gt=0)
+    precedence: tuple[StrictStr, ...] = CLASSES
+
+    _fin = field_validator("attempt_deadline_s", "stop_follow_s")(_finite)
+
+    @field_validator("precedence")
+    @classmethod
+    def _permutation(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if sorted(value) != sorted(CLASSES):
+            raise ValueError(f"must list each of {', '.join(CLASSES)} exactly once (got {list(value)})")
+        return value
+
+
+class Evidence(_Frozen):
+    name: StrictStr
+    path: StrictStr | None = Field(default=None, min_length=1)
+    command: tuple[StrictStr, ...] | None = Field(default=None, min_length=1)
+
+    _s = field_validator("name")(_slug)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "Evidence":
+        if (self.path is None) == (self.command is None):
+            raise ValueError("give exactly one of path or command")
+        return self
+
+
+def _instant(value: Any) -> float:
+    """An ISO-8601 string, a TOML datetime or epoch seconds, as epoch seconds."""
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(f"not an ISO-8601 time (got {value!r})") from None
+    if isinstance(value, datetime):
+        # A time without an offset means a different instant on every machine.
+        if value.tzinfo is None:
+            raise ValueError(f"time needs a UTC offset (got {value.isoformat()!r})")
+        return value.timestamp()
+    if type(value) in (int, float) and math.isfinite(value):
+        return float(value)
+    raise ValueError(f"must be an ISO-8601 time or epoch seconds (got {value!r})")
+
+
+class Host(_Frozen):
+    sample_interval_s: Num = Field(default=30, gt=0)
+    max_gap_s: Num = Field(default=45, gt=0)
+    sampler_failure_s: Num = Field(default=300, gt=0)
+    read_tries: StrictInt = Field(default=5, ge=1)
+    pressure_threshold: Num = Field(default=10.0, ge=0, le=100)
+    window: tuple[float, float] | None = None
+    evidence: tuple[Evidence, ...] = ()
+
+    _fin = field_validator("sample_interval_s", "max_gap_s", "sampler_failure_s", "pressure_threshold")(_finite)
+
+    @field_validator("max_gap_s")
+    @classmethod
+    def _gap_covers_interval(cls, gap: float, info: Any) -> float:
+        # A gap shorter than the interval would make every attempt a host failure.
+        interval = info.data.get("sample_interval_s")
+        if interval is not None and gap < interval:
+            raise ValueError(f"must be >= sample_interval_s {interval} (got {gap})")
+        return gap
+
+    @field_validator("window", mode="before")
+    @classmethod
+    def _window(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        if not isinstance(value, (list, tuple)) or len(value) != 2:
+            raise ValueError(f"must be [start, end] (got {value!r})")
+        start, end = _instant(value[0]), _instant(value[1])
+        if end <= start:
+            raise ValueError("end must come after start")
+        return (start, end)
+
+
+class Anchors(_Frozen):
+    interval_s: Num = Field(default=900, gt=0)
+    command: tuple[StrictStr, ...] | None = Field(default=None, min_length=1)
+
+    _fin = field_validator("interval_s")(_finite)
+
+
+class Fault(_Frozen):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    kind: Literal[FAULT_KINDS]  # type: ignore[valid-type]
+    model: StrictStr | None = None
+    household: StrictStr | None = None
+    arm: StrictStr | None = None
+    pass_: StrictInt | None = Field(default=None, alias="pass", ge=0)
+    call: StrictInt | None = Field(default=None, ge=0)
+    rate: Num = Field(default=1.0, ge=0, le=1)
+    hang_s: Num | None = Field(default=None, ge=0, le=30)  # this fault's hang; else the table's
+
+
+class Simulator(_Frozen):
+    seed: StrictInt = 0
+    hang_s: Num = Field(default=5.0, ge=0, le=30)  # how long a "hang" sleeps (the server caps it at 30 s)
+    faults: tuple[Fault, ...] = ()
+
+
+class Design(_Frozen):
+    study: Study
+    ceiling: Ceiling
+    harness: Harness
+    engine: Engine
+    households: HouseholdsFile
+    arms: tuple[Arm, ...] = Field(min_length=1)
+    models: tuple[ModelSpec, ...] = Field(min_length=1)
+    rules: Rules = Rules()
+    host: Host = Host()
+    anchors: Anchors = Anchors()
+    simulator: Simulator | None = None
+
+    @model_validator(mode="after")
+    def _across_tables(self) -> "Design":
+        problems = cross_problems(self.model_dump(by_alias=True))
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
+
+    def model(self, name: str) -> ModelSpec:
+        for spec in self.models:
+            if spec.name == name:
+                return spec
+        raise KeyError(name)
+
+
+def cross_problems(data: Any) -> list[str]:
+    """Checks that span entries: unique slugs, matched pairs, fault targets.
+
+    Works on the raw TOML mapping too (tolerating wrong shapes, which the field
+    checks report), so these problems are listed alongside field problems.
+    """
+    problems: list[str] = []
+    if not isinstance(data, dict):
+        return problems
+
+    def entries(value: Any) -> list[Any]:
+        return list(value) if isinstance(value, (list, tuple)) else []
+
+    def names(table: str, items: list[Any]) -> list[str]:
+        seen: set[str] = set()
+        for i, item in enumerate(items):
+            name = item.get("name") if isinstance(item, dict) else None
+            if isinstance(name, str):
+                if name in seen:
+                    problems.append(f'{table}[{i}].name: duplicate slug "{name}"')
+                seen.add(name)
+        return sorted(seen)
+
+    arm_names = names("arms", entries(data.get("arms")))
+    models = entries(data.get("models"))
+    model_names = names("models", models)
+    host = data.get("host") if isinstance(data.get("host"), dict) else {}
+    names("host.evidence", entries(host.get("evidence")))
+
+    for i, item in enumerate(models):
+        other = item.get("matched_with") if isinstance(item, dict) else None
+        if isinstance(other, str):
+            if other == item.get("name"):
+                problems.append(f'models[{i}].matched_with: must name another model (got its own name "{other}")')
+            elif other not in model_names:
+                problems.append(f'models[{i}].matched_with: no model is named "{other}"')
+
+    # The simulator matches a fault by served name; the full litellm string selects it too.
+    served = {m["litellm_model"].rsplit("/", 1)[-1] for m in models
+              if isinstance(m, dict) and isinstance(m.get("litellm_model"), str)}
+    sim = data.get("simulator") if isinstance(data.get("simulator"), dict) else {}
+    for i, fault in enumerate(entries(sim.get("faults"))):
+        if not isinstance(fault, dict):
+            continue
+        if isinstance(fault.get("model"), str) and fault["model"].rsplit("/", 1)[-1] not in served:
+            problems.append(f'simulator.faults[{i}].model: no model is served as "{fault["model"]}"'
+                            f" (served names: {', '.join(sorted(served))})")
+        if isinstance(fault.get("arm"), str) and fault["arm"] not in arm_names:
+            problems.append(f'simulator.faults[{i}].arm: no arm is named "{fault["arm"]}"')
+    return problems
+
+
+@dataclass(frozen=True)
+class Household:
+    """One case of the study: its slug id and the whole JSON object."""
+
+    id: str
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class LoadedDesign:
+    """A validated design with its households read and its pins verified."""
+
+    design: Design
+    path: Path
+    base_dir: Path
+    raw: bytes
+    sha256: str
+    households: tuple[Household, ...]
+    pins: dict[str, str] = field(default_factory=dict)
+
+
+class DesignError(Exception):
+    """The design was refused; ``problems`` holds one line per problem, naming the key."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = list(problems)
+        super().__init__("\n".join(self.problems))
+
+
+def load_design(path: Path | str, *, workers: int | None = None) -> LoadedDesign:
+    """Read, validate and pin-check a design file (see ``confirmatory.design_load``)."""
+    from confirmatory.design_load import load_design as _load
+
+    return _load(path, workers=workers)
+
+
+def resolve_entry(entry: str, base_dir: Path | None = None) -> Any:
+    """The callable named by ``"module:callable"`` (see ``confirmatory.design_load``)."""
+    from confirmatory.design_load import resolve_entry as _resolve
+
+    return _resolve(entry, base_dir)
+
+
+__all__ = [
+    "Anchors", "Arm", "Ceiling", "CLASSES", "Design", "DesignError", "Engine", "Evidence", "FAULT_KINDS",
+    "Fault", "Harness", "Host", "Household", "HouseholdsFile", "LoadedDesign", "ModelSpec", "Rules",
+    "Simulator", "Study", "cross_problems", "load_design", "resolve_entry", "slug_problem",
+]

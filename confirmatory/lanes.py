@@ -1,0 +1,441 @@
+"""Lanes: one model's worker threads, and the model state they share.
+
+A lane takes its households (draw index mod lanes) in draw order. For each
+it asks for an admission decision; if admitted it runs pass 0 over the arms
+in the household's arm order, waits for the pass's host evidence, classifies
+every attempt with the pure rules, and runs the next pass over the arms whose
+action was ``rerun`` or ``pause``; then it writes the household's attempt
+lines and household line and asks about its next household.
+
+Ordering: every instant that must be ordered against another (a decision, an
+attempt's start, a household's end, a stop, a pause, a resume, the ceiling's
+crossing) is read from the clock *under the ceiling's lock* (``Spend.ordered``),
+and the state it acts on is changed under the same lock. Lines are written
+after the lock is released; the log is therefore not in time order, and
+readers order by ``t``.
+
+Lock order: ``ModelState.cond`` before ``Spend.lock``; chain writers' locks
+are leaves.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from confirmatory import rules
+from confirmatory.chain import write_json_durable
+from confirmatory.errors import BudgetStop, HarnessContractError, describe_exception
+
+if TYPE_CHECKING:  # pragma: no cover
+    from confirmatory.run import Run
+    from confirmatory.spend import AttemptSpend
+
+
+@dataclass
+class Attempt:
+    """One attempt as the lane knows it once it has ended."""
+
+    household: str
+    arm: str
+    pass_index: int
+    lane: int
+    start: float
+    end: float
+    record: dict[str, Any]
+    record_rel: str
+    record_sha256: str
+    reruns_used: int
+    cls: str | None = None
+    action: str | None = None
+    signature: str | None = None
+    acted: bool = False  # its stop or pause has been carried out
+
+    @property
+    def cost_nusd(self) -> int:
+        return int(self.record["cost_nusd"])
+
+    def line(self) -> dict[str, Any]:
+        return {
+            "event": "attempt",
+            "lane": self.lane,
+            "household": self.household,
+            "arm": self.arm,
+            "pass": self.pass_index,
+            "start": self.start,
+            "end": self.end,
+            "cost_nusd": self.cost_nusd,
+            "record": self.record_rel,
+            "record_sha256": self.record_sha256,
+            "class": self.cls,
+            "action": self.action,
+            "signature": self.signature,
+            "reruns_used": self.reruns_used,
+        }
+
+
+@dataclass
+class Running:
+    """An attempt under way, watched for its deadline by the main thread."""
+
+    spend: AttemptSpend
+    household: str
+    arm: str
+    pass_index: int
+    lane: int
+    start: float
+    deadline_record: tuple[dict[str, Any], str, str, float] | None = None
+
+
+@dataclass
+class ModelState:
+    """Everything the lanes of one model share. Guarded by ``cond`` unless noted."""
+
+    name: str
+    spec: Any
+    run_log: Any
+    admission_log: Any
+    model_dir: Any
+    draw: list[str]
+    arm_orders: dict[str, list[str]]
+    households: dict[str, Any]
+    cap_nusd: int
+    reserve_nusd: int
+    cond: threading.Condition = field(default_factory=threading.Condition)
+    pool: Any = None
+    # Admission state (changed under cond *and* the ceiling's lock).
+    refused: bool = False
+    finished_nusd: int = 0
+    under_way: int = 0
+    pending: int = 0  # households whose pass has ended but whose classes are undecided
+    # Stop / pause state (changed under the ceiling's lock; waiters use cond).
+    stopped: bool = False
+    stop_cause: str | None = None
+    paused: bool = False
+    pause_t: float | None = None
+    running: dict[str, Running] = field(default_factory=dict)
+    inconclusive: dict[str, set[str]] = field(default_factory=dict)
+    # Progress counters (read without the lock for display only).
+    decided: int = 0
+    households_done: int = 0
+    attempts: int = 0
+    reruns: int = 0
+    lanes_done: int = 0
+
+
+class Lane:
+    """One lane thread's work. ``run()`` is the thread body; it never raises."""
+
+    def __init__(self, run: Run, model: ModelState, index: int) -> None:
+        self.run = run
+        self.m = model
+        self.index = index
+        self.spec = model.spec
+        self.rules = run.design.rules
+
+    # -- the thread body -------------------------------------------------
+    def run_lane(self) -> None:
+        reason = "done"
+        try:
+            for k, household in enumerate(self.m.draw):
+                if k % self.spec.lanes != self.index:
+                    continue
+                verdict = self.decide(household)
+                if verdict in ("ceiling", "stopped", "refused"):
+                    reason = verdict
+                    break
+                if not self.run_household(household):
+                    reason = self._end_reason()
+                    break
+        except BaseException as exc:  # noqa: BLE001 - the outcome is handed to the Run
+            reason = "stopped"
+            self.run.lane_failed(self.m, self.index, exc)
+        finally:
+            with self.run.spend.ordered() as t:
+                pass
+            self.m.run_log.append({"event": "lane-end", "lane": self.index, "reason": reason, "t": t})
+            with self.m.cond:
+                self.m.lanes_done += 1
+                self.m.cond.notify_all()
+            self.run.wake()
+
+    def _end_reason(self) -> str:
+        if self.run.spend.crossed.is_set() and not self.m.stopped and not self.run.stopped:
+            return "ceiling"
+        return "stopped"
+
+    def _halted(self) -> bool:
+        return self.m.stopped or self.run.stopped or self.run.spend.crossed.is_set()
+
+    # -- admission -------------------------------------------------------
+    def decide(self, household: str) -> str:
+        """Ask for an admission decision: "admit", "refused", "ceiling" or "stopped"."""
+        m = self.m
+        with m.cond:
+            # A decision waits while a pass's classes are undecided: until then
+            # nobody knows whether that household has finished.
+            while m.pending > 0 and not self._halted():
+                m.cond.wait(0.5)
+            with self.run.spend.ordered() as t:
+                if self.run.spend.crossed.is_set():
+                    return "ceiling"
+                if m.stopped or self.run.stopped:
+                    return "stopped"
+                admit = rules.admit(
+                    refused_before=m.refused,
+                    finished_nusd=m.finished_nusd,
+                    under_way=m.under_way,
+                    reserve_nusd=m.reserve_nusd,
+                    cap_nusd=m.cap_nusd,
+                )
+                line = {
+                    "event": "decision",
+                    "lane": self.index,
+                    "household": household,
+                    "t": t,
+                    "admit": admit,
+                    "finished_nusd": m.finished_nusd,
+                    "under_way": m.under_way,
+                    "reserve_nusd": m.reserve_nusd,
+                    "cap_nusd": m.cap_nusd,
+                }
+                if admit:
+                    m.under_way += 1
+                else:
+                    m.refused = True
+                m.decided += 1
+        m.admission_log.append(line)
+        return "admit" if admit else "refused"
+
+    # -- one household -----------------------------------------------------
+    def run_household(self, household: str) -> bool:
+        """Run every pass of ``household``; True when it finished, False when cut short."""
+        m = self.m
+        order = m.arm_orders[household]
+        attempts: list[Attempt] = []
+        reruns_used = {arm: 0 for arm in order}
+        arms = list(order)
+        pass_index = 0
+        finished = True
+        try:
+            while arms:
+                ended: list[Attempt] = []
+                for arm in arms:
+                    attempt = self.run_attempt(household, arm, pass_index, reruns_used[arm])
+                    if attempt is None:  # nothing started: the model or run stopped
+                        finished = False
+                        break
+                    ended.append(attempt)
+                    attempts.append(attempt)
+                    if self._early_consequence(attempt):
+                        finished = False
+                        break
+                if ended:
+                    with m.cond:
+                        m.pending += 1
+                    try:
+                        self.classify_pass(ended)
+                    finally:
+                        with m.cond:
+                            m.pending -= 1
+                            m.cond.notify_all()
+                if not finished or self._halted() or any(a.action == rules.Action.STOP for a in ended):
+                    finished = False
+                    break
+                actions = {a.arm: rules.Action(a.action) for a in ended}
+                arms = [
+                    arm
+                    for arm in rules.next_pass_arms(order, actions)
+                    if reruns_used[arm] < self.rules.max_reruns_per_arm
+                ]
+                for arm in arms:
+                    reruns_used[arm] += 1
+                m.reruns += len(arms)
+                pass_index += 1
+        finally:
+            self.end_household(household, attempts, finished)
+        return finished
+
+    def end_household(self, household: str, attempts: list[Attempt], finished: bool) -> None:
+        m = self.m
+        spend = sum(a.cost_nusd for a in attempts)
+        unclassified = [a for a in attempts if a.cls is None]
+        if unclassified:
+            # Cut short before its pass was classified (a runner error): the
+            # same evidence wait and rules as any pass, so verify agrees.
+            self.classify_pass(unclassified)
+        with m.cond:
+            with self.run.spend.ordered() as t:
+                m.under_way -= 1
+                if finished:
+                    m.finished_nusd += spend
+                m.households_done += 1
+            m.cond.notify_all()
+        for a in attempts:
+            m.run_log.append(a.line())
+        m.run_log.append(
+            {
+                "event": "household",
+                "lane": self.index,
+                "household": household,
+                "t": t,
+                "finished": finished,
+                "spend_nusd": spend,
+            }
+        )
+
+    # -- one attempt -------------------------------------------------------
+    def _stop_reason(self) -> str | None:
+        if self.run.spend.crossed.is_set():
+            return "ceiling crossed"
+        if self.run.stopped:
+            return f"run stopped ({self.run.stop_cause})"
+        if self.m.stopped:
+            return f"model stopped ({self.m.stop_cause})"
+        return None
+
+    def run_attempt(self, household: str, arm: str, pass_index: int, reruns_used: int) -> Attempt | None:
+        from confirmatory.spend import AttemptSpend
+
+        m = self.m
+        key = f"{household}/{arm}/{pass_index}"
+        aspend = AttemptSpend(
+            self.run.spend,
+            model=m.name,
+            household=household,
+            arm=arm,
+            pass_index=pass_index,
+            stop_reason=self._stop_reason,
+            on_late_cost=lambda nusd: self.run.late_cost(m, household, arm, pass_index, nusd),
+        )
+        with m.cond:
+            while True:
+                if self._halted():
+                    return None
+                with self.run.spend.ordered() as start:
+                    # Re-checked under the ceiling's lock: a stop, pause or
+                    # crossing taken under it is strictly before or after `start`.
+                    if not (m.paused or self._halted()):
+                        running = Running(aspend, household, arm, pass_index, self.index, start)
+                        m.running[key] = running
+                        m.attempts += 1
+                        break
+                m.cond.wait(0.5)
+        arm_spec = self.run.arms[arm]
+        status, error, answer, extra = "ok", None, None, None
+        try:
+            result = self.run.harness(self.spec, m.households[household], arm_spec, m.pool, aspend, self.run.clock)
+            if not isinstance(result, dict):
+                raise HarnessContractError(f"the harness returned {type(result).__name__}, not a dict")
+            answer = result.get("answer")
+            extra = {k: v for k, v in result.items() if k != "answer"} or None
+        except BudgetStop as exc:
+            status, error = "budget_stop", describe_exception(exc)
+        except Exception as exc:  # noqa: BLE001 - every failure becomes a record
+            error = describe_exception(exc)
+            status = "error"
+            if self.run.pool_failed(m, exc):
+                # The engine pool died: the model is stopped (cause pool) and
+                # the conversation ended because of it; the error is kept.
+                status = "budget_stop"
+        with self.run.spend.ordered() as end:
+            pass
+        if not aspend.finish():
+            # The deadline watcher abandoned this attempt and wrote its record.
+            deadline = running.deadline_record
+            assert deadline is not None
+            record, rel, sha, dl_end = deadline
+            with m.cond:
+                m.running.pop(key, None)
+            return Attempt(household, arm, pass_index, self.index, start, dl_end, record, rel, sha, reruns_used)
+        cost, calls = aspend.snapshot()
+        record = {
+            "model": m.name,
+            "household": household,
+            "arm": arm,
+            "pass": pass_index,
+            "lane": self.index,
+            "start": start,
+            "end": end,
+            "status": status,
+            "cost_nusd": cost,
+            "error": error,
+            "calls": calls,
+            "answer": answer,
+        }
+        if extra:
+            record["extra"] = extra
+        rel, sha = self.run.write_record(m, record)
+        with m.cond:
+            m.running.pop(key, None)
+        return Attempt(household, arm, pass_index, self.index, start, end, record, rel, sha, reruns_used)
+
+    # -- classification ------------------------------------------------------
+    def decide_attempt(self, a: Attempt, host_reasons: tuple[str, ...]) -> rules.Decision:
+        r = self.rules
+        with self.m.cond:
+            households = {sig: set(hh) for sig, hh in self.m.inconclusive.items()}
+        return rules.decide(
+            a.record,
+            host_reasons,
+            reruns_used=a.reruns_used,
+            max_reruns=r.max_reruns_per_arm,
+            precedence=r.precedence,
+            class_lists=self.run.class_lists,
+            inconclusive_households=households,
+            inconclusive_limit=r.inconclusive_household_limit,
+        )
+
+    def _early_consequence(self, a: Attempt) -> bool:
+        """Act at once on a class the host evidence cannot change.
+
+        A harness failure stops the model and an operator failure pauses it
+        as soon as the attempt ends, not after the pass's host evidence
+        (which can take ~3 sample intervals): no attempt should start on a
+        broken harness or a revoked key meanwhile. Returns True when the
+        household must end now.
+        """
+        with_host = rules.classify(a.record, ("probe",), precedence=self.rules.precedence,
+                                   class_lists=self.run.class_lists)
+        without = rules.classify(a.record, (), precedence=self.rules.precedence,
+                                 class_lists=self.run.class_lists)
+        if with_host != without:
+            return False
+        return self._consequence(a, without)
+
+    def _consequence(self, a: Attempt, cls: rules.Cls) -> bool:
+        if a.acted:
+            return cls == rules.Cls.HARNESS
+        if cls == rules.Cls.HARNESS:
+            a.acted = True
+            cause = rules.stop_cause_for(cls, a.record) or "harness"
+            if cause == "harness":  # a deadline was triggered by the watcher already
+                self.run.trigger(self.m, "harness", a.household, a.arm, a.pass_index)
+            return True
+        if cls == rules.Cls.OPERATOR:
+            a.acted = True
+            self.run.pause(self.m, a.household, a.arm, a.pass_index)
+        return False
+
+    def classify_pass(self, ended: list[Attempt]) -> None:
+        last_end = max(a.end for a in ended)
+        monitor = self.run.host
+        monitor.wait_complete(last_end, self.run.stop_event)
+        for a in ended:
+            verdict = monitor.verdict(a.start, a.end)
+            self.classify_with(a, tuple(verdict.reasons))
+
+    def classify_with(self, a: Attempt, host_reasons: tuple[str, ...]) -> None:
+        rec_cls = rules.classify(a.record, host_reasons, precedence=self.rules.precedence,
+                                 class_lists=self.run.class_lists)
+        if rec_cls == rules.Cls.INCONCLUSIVE:
+            sig = rules.error_signature(a.record.get("error"))
+            with self.m.cond:
+                self.m.inconclusive.setdefault(sig, set()).add(a.household)
+        d = self.decide_attempt(a, host_reasons)
+        a.cls, a.action, a.signature = str(d.cls), str(d.action), d.signature
+        if d.stop_cause == "inconclusive":
+            self.run.trigger(self.m, "inconclusive", a.household, a.arm, a.pass_index)
+        else:
+            self._consequence(a, d.cls)

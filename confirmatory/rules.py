@@ -1,0 +1,324 @@
+"""The runner's decisions, as pure functions and tables (docs/RULES.md).
+
+Owns: admission, an attempt's class (from its record, the class lists and
+the host evidence), its action, the plan of the next pass, the inconclusive
+stop rule, and which stops end a model or the whole run.
+
+Two callers, one set of answers: the lanes call these functions and write
+down what they returned; ``verify`` calls them again on what was written and
+must get the same answers. Nothing here reads a clock, a file or the
+environment, and nothing imports litellm: an error is known only by the
+qualified names its record stores (``type``, ``mro``) and its ``status_code``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Cls(StrEnum):
+    OK = "ok"
+    MODEL = "model"
+    PROVIDER = "provider"
+    HOST = "host"
+    OPERATOR = "operator"
+    HARNESS = "harness"
+    STOPPED = "stopped"
+    INCONCLUSIVE = "inconclusive"
+
+
+class Action(StrEnum):
+    KEEP = "keep"
+    RERUN = "rerun"
+    PAUSE = "pause"
+    STOP = "stop"
+
+
+DEFAULT_PRECEDENCE: tuple[str, ...] = (
+    "harness", "stopped", "operator", "host", "provider", "model", "inconclusive", "ok",
+)
+
+DEADLINE_TYPE = "confirmatory.AttemptDeadline"
+
+# Which exceptions say whose fault a failure was.  Classification walks the
+# recorded MRO from the raised type to its bases and stops at the first name
+# found in any list, so a subclass listed anywhere wins over its base; each
+# list is still kept subclasses-first so that it reads in match order.
+# Why each entry sits where it does: docs/RULES.md "Class lists".
+CLASS_LISTS: dict = {
+    "operator": [
+        # a person must act: credentials, permissions, a name that resolves to
+        # nothing, money, an unpriced model, a request the design cannot make
+        "litellm.exceptions.CallerCredentialAuthenticationError",
+        "litellm.exceptions.AuthenticationError",
+        "openai.OAuthError",
+        "openai.AuthenticationError",
+        "litellm.exceptions.PermissionDeniedError",
+        "openai.PermissionDeniedError",
+        "litellm.exceptions.NotFoundError",
+        "openai.NotFoundError",
+        "litellm.exceptions.LiteLLMUnknownProvider",
+        "litellm.exceptions.PaymentRequiredError",
+        "litellm.exceptions.BudgetExceededError",
+        "litellm.exceptions.ModelNotMappedError",
+        "litellm.exceptions.UnsupportedParamsError",
+        "litellm.exceptions.UnsupportedEndpointError",
+        "litellm.exceptions.EndpointNotSupportedByModelError",
+        "litellm.exceptions.MalformedRequestFieldError",
+        "httpx.UnsupportedProtocol",
+        "httpx.InvalidURL",
+    ],
+    "provider": [
+        # the service failed this time; the same request may well succeed
+        "litellm.exceptions.CallerCredentialRateLimitError",
+        "litellm.exceptions.RateLimitError",
+        "openai.RateLimitError",
+        "litellm.types.router.RouterRateLimitError",
+        "litellm.types.router.RouterRateLimitErrorBasic",
+        "litellm.exceptions.InternalServerError",
+        "openai.InternalServerError",
+        "litellm.exceptions.MidStreamFallbackError",
+        "litellm.exceptions.ServiceUnavailableError",
+        "litellm.exceptions.BadGatewayError",
+        "openai.ConflictError",
+        "litellm.exceptions.Timeout",
+        "openai.APITimeoutError",
+        "litellm.exceptions.APIConnectionError",
+        "openai.APIConnectionError",
+        "litellm.exceptions.APIResponseValidationError",
+        "openai.APIResponseValidationError",
+        "litellm.exceptions.ImageFetchError",
+        "litellm.exceptions.VectorStoreSearchError",
+        "litellm.exceptions.MockException",
+        "litellm.exceptions.APIError",
+        "openai.WebSocketConnectionClosedError",
+        "httpx.TimeoutException",
+        "httpx.NetworkError",
+        "httpx.RemoteProtocolError",
+        "httpx.ProxyError",
+        "httpx.TransportError",
+    ],
+    "model": [
+        # the model's own doing (or the content it was given): rerunning the
+        # same request would observe the same behaviour again
+        "litellm.exceptions.ContextWindowExceededError",
+        "litellm.exceptions.ContentPolicyViolationError",
+        "litellm.exceptions.RejectedRequestError",
+        "litellm.exceptions.JSONSchemaValidationError",
+        "litellm.exceptions.InvalidRequestError",
+        "litellm.exceptions.BadRequestError",
+        "openai.BadRequestError",
+        "litellm.exceptions.UnprocessableEntityError",
+        "openai.UnprocessableEntityError",
+        "openai.ContentFilterFinishReasonError",
+        "openai.LengthFinishReasonError",
+        "litellm.exceptions.GuardrailRaisedException",
+        "litellm.exceptions.BlockedPiiEntityError",
+        "litellm.exceptions.ModifyResponseException",
+        "litellm.exceptions.SensitiveDataRouteException",
+        "litellm.tool_loop.ToolLoopMaxRoundsExceeded",
+        "confirmatory.errors.TruncationSurvived",
+        "confirmatory.errors.EscalatedTimeout",
+        "confirmatory.errors.UnparseableAnswer",
+        "confirmatory.errors.ModelFault",
+    ],
+    # litellm reports 401/403/404 (and a 409) as a plain APIError: the status
+    # decides (LITELLM.md).
+    "status_overrides": {
+        "litellm.exceptions.APIError": {
+            "401": "operator", "402": "operator", "403": "operator", "404": "operator",
+            "429": "provider",
+        },
+    },
+}
+
+# Exception classes litellm exports that are deliberately in no list, and why.
+NOT_LISTED: dict[str, str] = {
+    "litellm.exceptions.OpenAIError": "the root of every openai error: an error known only by it is 'any other error' (inconclusive)",
+    "pydantic_core._pydantic_core.ValidationError": "pydantic's, re-exported by litellm; raised by code, not by a provider: harness",
+    "zoneinfo._common.ZoneInfoNotFoundError": "the standard library's, re-exported by litellm: harness",
+}
+
+# Errors of these packages that no list names are "any other error".
+PROVIDER_PACKAGES: tuple[str, ...] = ("litellm.", "openai.", "httpx.")
+
+# What each class does (DESIGN.md "Classes and actions").
+ACTION_OF: dict[Cls, Action] = {
+    Cls.HARNESS: Action.STOP,
+    Cls.STOPPED: Action.KEEP,
+    Cls.OPERATOR: Action.PAUSE,
+    Cls.HOST: Action.RERUN,
+    Cls.PROVIDER: Action.RERUN,
+    Cls.INCONCLUSIVE: Action.RERUN,
+    Cls.MODEL: Action.KEEP,
+    Cls.OK: Action.KEEP,
+}
+
+# Which stops end one model and which end every lane.
+STOP_SCOPE: dict[str, str] = {
+    "harness": "model", "inconclusive": "model", "deadline": "model", "pool": "model",
+    "runner-error": "run", "interrupt": "run", "sampler": "run",
+}
+
+TRIGGER_CAUSES: tuple[str, ...] = ("harness", "deadline", "inconclusive")
+
+
+def admit(*, refused_before: bool, finished_nusd: int, under_way: int,
+          reserve_nusd: int, cap_nusd: int) -> bool:
+    """The admission rule: never after a refusal; else the reserve of every
+    household under way, this one included, must fit under the cap with what
+    finished households spent.  (No decision at all after the ceiling: the
+    caller's business.)"""
+    if refused_before:
+        return False
+    return finished_nusd + reserve_nusd * (under_way + 1) <= cap_nusd
+
+
+def _error_class(error: Mapping | None, class_lists: Mapping) -> Cls:
+    if not error:
+        # status "error" with no error object: the harness broke the contract
+        return Cls.HARNESS
+    etype = str(error.get("type") or "")
+    if etype == DEADLINE_TYPE:
+        return Cls.HARNESS
+    names = list(error.get("mro") or ()) or [etype]
+    if names[0] != etype:
+        names.insert(0, etype)
+    lookup = {name: Cls(c) for c in ("operator", "provider", "model")
+              for name in class_lists.get(c, ())}
+    for name in names:
+        cls = lookup.get(name)
+        if cls is None:
+            continue
+        override = class_lists.get("status_overrides", {}).get(name, {})
+        status = error.get("status_code")
+        if status is not None and str(status) in override:
+            return Cls(override[str(status)])
+        return cls
+    return Cls.INCONCLUSIVE if etype.startswith(PROVIDER_PACKAGES) else Cls.HARNESS
+
+
+def record_class(record: Mapping, *, class_lists: Mapping = CLASS_LISTS) -> Cls:
+    """The class a record says by itself, before host evidence."""
+    status = record.get("status")
+    if status == "budget_stop":
+        return Cls.STOPPED
+    if status == "deadline":
+        return Cls.HARNESS
+    if status == "ok":
+        return Cls.OK if not record.get("error") else _error_class(record["error"], class_lists)
+    if status == "error":
+        return _error_class(record.get("error"), class_lists)
+    raise ValueError(f"record status {status!r} is none of ok/error/budget_stop/deadline")
+
+
+def classify(record: Mapping, host_reasons: Sequence[str], *,
+             precedence: Sequence[str] = DEFAULT_PRECEDENCE,
+             class_lists: Mapping = CLASS_LISTS) -> Cls:
+    """The attempt's class: of the classes that match (the record's own, and
+    ``host`` when the host evidence gave reasons), the first in precedence."""
+    matches = {record_class(record, class_lists=class_lists)}
+    if host_reasons:
+        matches.add(Cls.HOST)
+    for name in precedence:
+        if name in matches:
+            return Cls(name)
+    raise ValueError(f"precedence {list(precedence)} names none of {sorted(matches)}")
+
+
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_HEXID = re.compile(r"\b(?:0x)?(?=[0-9a-f_-]*\d)[0-9a-f][0-9a-f_-]{7,}\b")
+_DIGITS = re.compile(r"\d+")
+_SPACE = re.compile(r"\s+")
+SIGNATURE_MESSAGE_CHARS = 200
+
+
+def error_signature(error: Mapping | None) -> str | None:
+    """``type: message`` with the message normalised so that one failure
+    repeated with other ids, counts or times gives one signature."""
+    if not error:
+        return None
+    msg = str(error.get("message") or "").lower()
+    msg = _UUID.sub("#", msg)
+    msg = _HEXID.sub("#", msg)
+    msg = _DIGITS.sub("#", msg)
+    msg = _SPACE.sub(" ", msg).strip()[:SIGNATURE_MESSAGE_CHARS]
+    return f"{error.get('type')}: {msg}"
+
+
+def action_for(cls: Cls, *, reruns_used: int, max_reruns: int) -> Action:
+    """The class's action; a rerun the arm can no longer have is ``keep``
+    (the last attempt stands).  A pause stays a pause at the limit: the model
+    still waits for a person, the next pass just has no attempt for it."""
+    action = ACTION_OF[Cls(cls)]
+    if action is Action.RERUN and reruns_used >= max_reruns:
+        return Action.KEEP
+    return action
+
+
+def stop_cause_for(cls: Cls, record: Mapping) -> str | None:
+    """The stop a harness-class attempt triggers: ``deadline`` or ``harness``."""
+    if Cls(cls) is not Cls.HARNESS:
+        return None
+    error = record.get("error") or {}
+    if record.get("status") == "deadline" or error.get("type") == DEADLINE_TYPE:
+        return "deadline"
+    return "harness"
+
+
+def next_pass_arms(arm_order: Sequence[str], actions: Mapping[str, Action], *,
+                   reruns_used: Mapping[str, int] | None = None,
+                   max_reruns: int | None = None) -> list[str]:
+    """The arms of the next pass, in arm order: those whose action was rerun
+    or pause.  Given ``reruns_used`` (before the pass just decided) and
+    ``max_reruns``, a paused arm that has used every rerun gets none."""
+    arms = []
+    for arm in arm_order:
+        action = actions.get(arm)
+        if action not in (Action.RERUN, Action.PAUSE):
+            continue
+        if (action is Action.PAUSE and reruns_used is not None and max_reruns is not None
+                and reruns_used.get(arm, 0) >= max_reruns):
+            continue
+        arms.append(arm)
+    return arms
+
+
+def inconclusive_trigger(households_by_signature: Mapping[str, set[str]], limit: int) -> str | None:
+    """A signature that has ended attempts in more than ``limit`` households
+    (the alphabetically first, if several), or None."""
+    over = sorted(sig for sig, hh in households_by_signature.items() if len(hh) > limit)
+    return over[0] if over else None
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    cls: Cls
+    action: Action
+    signature: str | None
+    stop_cause: str | None  # "harness" / "deadline" / "inconclusive" when action is stop
+
+
+def decide(record: Mapping, host_reasons: Sequence[str], *, reruns_used: int, max_reruns: int,
+           precedence: Sequence[str] = DEFAULT_PRECEDENCE, class_lists: Mapping = CLASS_LISTS,
+           inconclusive_households: Mapping[str, set[str]] | None = None,
+           inconclusive_limit: int | None = None) -> Decision:
+    """Class, action, signature and stop cause of one attempt, all rules at once.
+
+    ``inconclusive_households``: per signature, the model's households with an
+    inconclusive attempt so far, *including this attempt's household* if it
+    is inconclusive.  An inconclusive attempt whose signature is then in more
+    than ``inconclusive_limit`` households gets ``stop`` (cause inconclusive).
+    """
+    cls = classify(record, host_reasons, precedence=precedence, class_lists=class_lists)
+    signature = error_signature(record.get("error"))
+    action = action_for(cls, reruns_used=reruns_used, max_reruns=max_reruns)
+    cause = stop_cause_for(cls, record)
+    if (cls is Cls.INCONCLUSIVE and inconclusive_households is not None
+            and inconclusive_limit is not None
+            and len(inconclusive_households.get(signature, ())) > inconclusive_limit):
+        action, cause = Action.STOP, "inconclusive"
+    return Decision(cls, action, signature, cause)

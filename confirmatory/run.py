@@ -1,0 +1,410 @@
+"""The Run: owns every thread of one confirmatory run, and every stop.
+
+Threads: per model ``lanes`` lane threads (``confirmatory.lanes``), the host
+sampler (``confirmatory.host``), the anchorer (``confirmatory.anchors``);
+the main thread only waits (``wait``): for lanes to finish, a noted signal,
+a resume request, an attempt past its deadline, a dead engine pool, the
+sampler's health. None of the record-writing threads is a daemon; each hands
+its outcome to the Run; the first runner failure stops every model.
+
+Shutdown is: set the flag under the ceiling's lock (so its instant is
+ordered against attempt starts), wake every waiter, join.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from confirmatory import rules
+from confirmatory.chain import write_json_durable
+from confirmatory.clock import Clock
+from confirmatory.lanes import Lane, ModelState, Running
+from confirmatory.money import usd_to_nusd
+from confirmatory.runfiles import RunFiles, create_run_dir
+from confirmatory.spend import Spend
+
+POLL_S = 0.05
+
+
+@dataclass(frozen=True)
+class RunResult:
+    status: str  # "completed", "stopped", "ceiling"
+    stop_cause: str | None
+    spend_total_nusd: int
+    run_dir: Path
+    final_push_rc: int | None
+
+
+class Run:
+    """One execution of a loaded design into a new run directory."""
+
+    def __init__(
+        self,
+        loaded: Any,
+        run_dir: Path,
+        *,
+        clock: Any = None,
+        host_readers: Any = None,
+        config: dict[str, Any] | None = None,
+        install_signals: bool = True,
+        api_bases: dict[str, str] | None = None,
+    ) -> None:
+        self.loaded = loaded
+        self.design = loaded.design
+        self.clock = clock or Clock()
+        self.run_dir = Path(run_dir)
+        self.class_lists = rules.CLASS_LISTS
+        self._install_signals = install_signals
+        self._host_readers = host_readers
+        self._config = config
+        self._api_bases = api_bases or {}
+        self.arms = {a.name: a for a in self.design.arms}
+        self.households = {h.id: h for h in loaded.households}
+        self.stop_event = threading.Event()
+        self._wake = threading.Event()
+        self._signal: int | None = None
+        self._fatal: list[tuple[str, str]] = []
+        self._fatal_lock = threading.Lock()
+        self.stopped = False
+        self.stop_cause: str | None = None
+        self.files: RunFiles | None = None
+        self.models: dict[str, ModelState] = {}
+        self._threads: list[threading.Thread] = []
+        self._closed = False
+        self._resume_seen = 0
+        self.host: Any = None
+        self.anchorer: Any = None
+        self.harness: Any = None
+        self.spend = Spend(
+            ceiling_nusd=usd_to_nusd(self.design.ceiling.overall_cap_usd) + usd_to_nusd(self.design.ceiling.margin_usd),
+            before_nusd=usd_to_nusd(self.design.study.spend_before_stage_usd),
+            clock=self.clock,
+            on_crossing=self._on_crossing,
+        )
+
+    # -- set-up ------------------------------------------------------------
+    def start(self) -> None:
+        from confirmatory.design import resolve_entry
+
+        self.harness = resolve_entry(self.design.harness.entry, self.loaded.base_dir)
+        factory = resolve_entry(self.design.engine.factory, self.loaded.base_dir)
+        self.files = create_run_dir(self.loaded, self.run_dir, clock=self.clock, config=self._config)
+        for spec in self.design.models:
+            mf = self.files.models[spec.name]
+            if spec.name in self._api_bases:
+                spec = spec.model_copy(update={"api_base": self._api_bases[spec.name]})
+            self.models[spec.name] = ModelState(
+                name=spec.name,
+                spec=spec,
+                run_log=mf.run_log,
+                admission_log=mf.admission_log,
+                model_dir=mf.dir,
+                draw=list(mf.manifest["draw"]),
+                arm_orders={k: list(v) for k, v in mf.manifest["arm_orders"].items()},
+                households=self.households,
+                cap_nusd=mf.manifest["cap_nusd"],
+                reserve_nusd=mf.manifest["reserve_nusd"],
+            )
+        if self._install_signals and threading.current_thread() is threading.main_thread():
+            self._old_handlers = {
+                s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)
+            }
+        self._start_host()
+        for m in self.models.values():
+            try:
+                m.pool = factory(self.design.engine.workers_per_model)
+            except Exception as exc:  # noqa: BLE001 - a pool that fails to start stops its model
+                self.stop_model(m, "pool", detail=f"engine pool failed to start: {exc!r}")
+        self._start_anchorer()
+        for m in self.models.values():
+            for i in range(m.spec.lanes):
+                lane = Lane(self, m, i)
+                t = threading.Thread(target=lane.run_lane, name=f"lane-{m.name}-{i}", daemon=False)
+                self._threads.append(t)
+        for t in self._threads:
+            t.start()
+
+    def _start_host(self) -> None:
+        from confirmatory.host import HostMonitor
+
+        assert self.files is not None
+        self.host = HostMonitor(
+            self.files.host_log,
+            self.clock,
+            self.design.host,
+            on_fatal=self.fatal,
+            readers=self._host_readers,
+        )
+        self.host.start()
+
+    def _start_anchorer(self) -> None:
+        from confirmatory.anchors import Anchorer
+
+        assert self.files is not None
+        f = self.files
+        cmd = self.design.anchors.command
+        self.anchorer = Anchorer(
+            self.run_dir,
+            self.clock,
+            logs=f.writers(),
+            external_logs={"resume.jsonl": _seed(f.manifest_sha256, "resume.jsonl")},
+            manifests=f.manifest_paths(),
+            anchors=f.anchors_log,
+            pushes=f.pushes_log,
+            interval_s=self.design.anchors.interval_s,
+            command=list(cmd) if cmd else None,
+            cwd=self.loaded.base_dir,
+        )
+        # The first anchor comes before the first admission decision.
+        self.anchorer.anchor(final=False)
+        self.anchorer.start()
+
+    # -- the main thread ------------------------------------------------------
+    def wait(self) -> RunResult:
+        """Wait for the lanes, acting on signals, resumes, deadlines, pools, fatal errors."""
+        try:
+            while any(t.is_alive() for t in self._threads):
+                self._wake.wait(POLL_S)
+                self._wake.clear()
+                self._tick()
+            self._tick()
+        except BaseException as exc:  # noqa: BLE001 - a runner error: settle, then stop
+            self.fatal("runner-error", f"main loop: {exc!r}")
+            self._tick()
+            for t in self._threads:
+                t.join()
+        return self._finish()
+
+    def _tick(self) -> None:
+        if self._signal is not None and not self.stopped:
+            self.stop_run("interrupt", detail=f"signal {self._signal}")
+        with self._fatal_lock:
+            fatal = list(self._fatal)
+        if fatal and not self.stopped:
+            cause, detail = fatal[0]
+            self.stop_run(cause, detail=detail)
+        now = self.clock.now()
+        deadline = self.design.rules.attempt_deadline_s
+        for m in self.models.values():
+            with m.cond:
+                running = list(m.running.values())
+            for r in running:
+                if now - r.start >= deadline and r.deadline_record is None:
+                    self._abandon(m, r)
+            if m.pool is not None and not m.stopped and not m.pool.alive():
+                self.stop_model(m, "pool", detail="engine pool died")
+            if m.paused:
+                self._check_resume()
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        # Only note it: the main loop stops the lanes.
+        self._signal = signum
+        self._wake.set()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def fatal(self, cause: str, detail: str) -> None:
+        """A runner-level failure (sampler, runner error) from any thread: stop every model."""
+        with self._fatal_lock:
+            self._fatal.append((cause, detail))
+        self._wake.set()
+
+    def lane_failed(self, m: ModelState, lane: int, exc: BaseException) -> None:
+        detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        self.fatal("runner-error", f"lane {m.name}/{lane}: {detail}")
+
+    # -- events the lanes and the main loop write --------------------------
+    def write_record(self, m: ModelState, record: dict[str, Any]) -> tuple[str, str]:
+        rel = f"records/{record['household']}/{record['arm']}/{record['pass']}.json"
+        sha = write_json_durable(m.model_dir / rel, record)
+        return rel, sha
+
+    def late_cost(self, m: ModelState, household: str, arm: str, pass_index: int, nusd: int) -> None:
+        t = self.clock.now()
+        m.run_log.append({"event": "late-cost", "household": household, "arm": arm, "pass": pass_index,
+                          "cost_nusd": nusd, "t": t})
+
+    def trigger(self, m: ModelState, cause: str, household: str, arm: str, pass_index: int) -> None:
+        """Log a trigger and stop the model with its cause (at once: well within stop_follow_s)."""
+        with self.spend.ordered() as t:
+            if m.stopped or self.stopped:
+                return  # already stopped: this attempt's stop has nothing left to stop
+            m.stopped = True
+            m.stop_cause = cause
+        m.run_log.append({"event": "trigger", "cause": cause, "household": household, "arm": arm,
+                          "pass": pass_index, "t": t})
+        self._write_stop(m, cause)
+
+    def stop_model(self, m: ModelState, cause: str, *, detail: str = "") -> None:
+        with self.spend.ordered():
+            if m.stopped or self.stopped:
+                return
+            m.stopped = True
+            m.stop_cause = cause
+        self._write_stop(m, cause, detail=detail)
+
+    def _write_stop(self, m: ModelState, cause: str, *, detail: str = "") -> None:
+        with self.spend.ordered() as t:
+            pass
+        line = {"event": "stop", "cause": cause, "scope": rules.STOP_SCOPE.get(cause, "model"), "t": t}
+        if detail:
+            line["detail"] = detail
+        m.run_log.append(line)
+        with m.cond:
+            m.cond.notify_all()
+        self._wake.set()
+
+    def stop_run(self, cause: str, *, detail: str = "") -> None:
+        with self.spend.ordered() as t:
+            if self.stopped:
+                return
+            self.stopped = True
+            self.stop_cause = cause
+        self.stop_event.set()
+        line = {"event": "stop", "cause": cause, "scope": "run", "t": t}
+        if detail:
+            line["detail"] = detail
+        assert self.files is not None
+        self.files.run_log.append(line)
+        for m in self.models.values():
+            m.run_log.append(line)
+            with m.cond:
+                m.cond.notify_all()
+
+    def _on_crossing(self, t: float, total: int) -> None:
+        # Called under the ceiling's lock at the crossing instant.
+        line = {"event": "ceiling", "t": t, "total_nusd": total, "ceiling_nusd": self.spend.ceiling_nusd}
+        assert self.files is not None
+        self.files.run_log.append(line)
+        for m in self.models.values():
+            m.run_log.append(line)
+        self.stop_event.set()
+        self._wake.set()
+
+    def pause(self, m: ModelState, household: str, arm: str, pass_index: int) -> None:
+        with self.spend.ordered() as t:
+            m.paused = True
+            m.pause_t = t
+        m.run_log.append({"event": "pause", "household": household, "arm": arm, "pass": pass_index, "t": t})
+        self._wake.set()
+
+    def _check_resume(self) -> None:
+        from confirmatory.resume import read_requests
+
+        assert self.files is not None
+        requests = read_requests(self.run_dir)
+        for req in requests[self._resume_seen:]:
+            self._resume_seen += 1
+            m = self.models.get(req.get("model"))
+            if m is None:
+                continue
+            with m.cond:
+                with self.spend.ordered() as t:
+                    accepted = m.paused and m.pause_t is not None and req["t"] > m.pause_t
+                    if accepted:
+                        m.paused = False
+                m.cond.notify_all()
+            m.run_log.append({"event": "resume", "request_t": req["t"], "accepted": accepted, "t": t})
+
+    def _abandon(self, m: ModelState, r: Running) -> None:
+        """An attempt past its deadline: write its record now, trigger, stop the model."""
+        from confirmatory.errors import AttemptDeadline, describe_exception
+
+        taken = r.spend.abandon()
+        if taken is None:
+            return  # it ended normally just now
+        cost, calls = taken
+        with self.spend.ordered() as end:
+            pass
+        exc = AttemptDeadline(f"attempt still running {self.design.rules.attempt_deadline_s} s after its start")
+        record = {
+            "model": m.name, "household": r.household, "arm": r.arm, "pass": r.pass_index, "lane": r.lane,
+            "start": r.start, "end": end, "status": "deadline", "cost_nusd": cost,
+            "error": describe_exception(exc), "calls": calls, "answer": None,
+        }
+        rel, sha = self.write_record(m, record)
+        r.deadline_record = (record, rel, sha, end)
+        self.trigger(m, "deadline", r.household, r.arm, r.pass_index)
+
+    def pool_failed(self, m: ModelState, exc: BaseException) -> bool:
+        """True (and the model stopped, cause pool) when ``exc`` came from a dead engine pool."""
+        from confirmatory.pool import PoolFailure
+
+        dead = isinstance(exc, PoolFailure) or (m.pool is not None and not m.pool.alive())
+        if dead:
+            self.stop_model(m, "pool", detail=f"engine pool failed: {exc!r}")
+        return dead
+
+    # -- the end -----------------------------------------------------------
+    def _finish(self) -> RunResult:
+        assert self.files is not None
+        if self.host is not None:
+            self.host.stop()
+            self.host.join()
+        with self._fatal_lock:
+            fatal = list(self._fatal)
+        if fatal and not self.stopped:  # the sampler died while the lanes ended
+            self.stop_run(fatal[0][0], detail=fatal[0][1])
+        total = self.spend.total_nusd
+        for m in self.models.values():
+            m.run_log.append({"event": "close", "t": self.clock.now(), "spend_nusd": self.spend.model_total(m.name)})
+        if self.spend.crossed.is_set():
+            status = "ceiling"
+        elif self.stopped or any(m.stopped for m in self.models.values()):
+            status = "stopped"
+        else:
+            status = "completed"
+        cause = self.stop_cause or next((m.stop_cause for m in self.models.values() if m.stop_cause), None)
+        self.files.run_log.append({"event": "close", "t": self.clock.now(), "status": status,
+                                   "spend_total_nusd": total})
+        rc = self.anchorer.finish() if self.anchorer is not None else None
+        self.close()
+        return RunResult(status, cause, total, self.run_dir, rc)
+
+    def close(self) -> None:
+        """Idempotent: join what is left, close pools and writers, restore signal handlers."""
+        if self._closed:
+            return
+        self._closed = True
+        self.stop_event.set()
+        for t in self._threads:
+            t.join()
+        if self.host is not None:
+            self.host.stop()
+            self.host.join()
+        for m in self.models.values():
+            if m.pool is not None:
+                try:
+                    m.pool.close()
+                except Exception:  # noqa: BLE001 - closing is best effort; records are written
+                    pass
+        if getattr(self, "_old_handlers", None):
+            for s, h in self._old_handlers.items():
+                signal.signal(s, h)
+        if self.files is not None:
+            self.files.close()
+
+    def execute(self) -> RunResult:
+        try:
+            self.start()
+        except BaseException:
+            self.close()
+            raise
+        return self.wait()
+
+
+def _seed(manifest_sha: str, rel: str) -> str:
+    from confirmatory.chain import log_seed
+
+    return log_seed(manifest_sha, rel)
+
+
+def now_wall() -> float:
+    return time.time()

@@ -1,0 +1,200 @@
+"""Spend: the one lock-protected account of every dollar, and the ceiling.
+
+``Spend`` counts, in integer nano-dollars, the spend before the stage, every
+attempt's cost and every late cost, over all models together. Its lock is
+*the ceiling's lock* (DESIGN.md "Shape"): every time that must be ordered
+against the ceiling's crossing, a stop, a pause or a household's end is taken
+while holding it (``Spend.ordered``), so no two such instants can be
+inverted by a thread switch between reading the clock and acting on it.
+
+``AttemptSpend`` is the handle a harness gets for one attempt. Recording a
+cost (``add_call``) and asking whether to go on (``checkpoint``) are separate
+verbs: a call that has happened is always counted, even when the answer is
+"stop".
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from confirmatory.errors import BudgetStop, describe_exception
+from confirmatory.money import to_nusd
+
+CALL_KINDS = ("chat", "responses", "tool", "explain")
+
+
+class Spend:
+    """Total = spend before the stage + every attempt's cost + every late cost."""
+
+    def __init__(
+        self,
+        *,
+        ceiling_nusd: int,
+        before_nusd: int,
+        clock: Any,
+        on_crossing: Callable[[float, int], None] | None = None,
+    ) -> None:
+        self.ceiling_nusd = ceiling_nusd
+        self.before_nusd = before_nusd
+        self._clock = clock
+        self._on_crossing = on_crossing
+        self.lock = threading.RLock()
+        self._total = before_nusd
+        self.crossed_t: float | None = None
+        self.crossed = threading.Event()
+        self._by_model: dict[str, int] = {}
+
+    @property
+    def total_nusd(self) -> int:
+        with self.lock:
+            return self._total
+
+    def model_total(self, model: str) -> int:
+        with self.lock:
+            return self._by_model.get(model, 0)
+
+    def add(self, model: str, nusd: int) -> None:
+        """Count ``nusd``; the first time the total exceeds the ceiling, note the crossing.
+
+        The crossing instant is read under the lock, so every decision and
+        attempt start (also taken under it) is strictly before or after it.
+        The crossing callback runs under the lock as well: it only writes the
+        ``ceiling`` lines (leaf locks) and sets events.
+        """
+        if nusd < 0:
+            raise ValueError("a cost cannot be negative")
+        with self.lock:
+            self._total += nusd
+            self._by_model[model] = self._by_model.get(model, 0) + nusd
+            if self.crossed_t is None and self._total > self.ceiling_nusd:
+                self.crossed_t = self._clock.now()
+                self.crossed.set()
+                if self._on_crossing is not None:
+                    self._on_crossing(self.crossed_t, self._total)
+
+    @contextmanager
+    def ordered(self) -> Iterator[float]:
+        """Hold the ceiling's lock and yield a clock time taken under it."""
+        with self.lock:
+            yield self._clock.now()
+
+
+class AttemptSpend:
+    """One attempt's view of the spend: its calls, its cost, its stop flag.
+
+    ``stop_reason`` is asked at every ``checkpoint``: it returns why the
+    runner wants the conversation to end (ceiling, model stopped, run
+    stopped), or None. ``abandon`` is called by the deadline watcher: from
+    then on the record is written, and every further cost is a late cost
+    reported through ``on_late_cost``.
+    """
+
+    def __init__(
+        self,
+        spend: Spend,
+        *,
+        model: str,
+        household: str,
+        arm: str,
+        pass_index: int,
+        stop_reason: Callable[[], str | None],
+        on_late_cost: Callable[[int], None],
+    ) -> None:
+        self._spend = spend
+        self.model = model
+        self.household = household
+        self.arm = arm
+        self.pass_index = pass_index
+        self.attempt_key = f"{household}/{arm}/{pass_index}"
+        self._stop_reason = stop_reason
+        self._on_late_cost = on_late_cost
+        self._lock = threading.Lock()
+        self._calls: list[dict[str, Any]] = []
+        self._cost = 0
+        self._late = 0
+        self.abandoned = False
+        self.finished = False
+
+    def checkpoint(self) -> None:
+        """Raise ``BudgetStop`` if the runner has ended this conversation."""
+        if self.abandoned:
+            raise BudgetStop("attempt abandoned past its deadline")
+        reason = self._stop_reason()
+        if reason is not None:
+            raise BudgetStop(reason)
+
+    def add_call(
+        self,
+        kind: str,
+        start: float,
+        end: float,
+        *,
+        cost_usd: float | None = None,
+        cost_nusd: int | None = None,
+        finish_reason: str | None = None,
+        error: BaseException | dict | None = None,
+        escalated_after_truncation: bool = False,
+        **extra: Any,
+    ) -> int:
+        """Record one call as it ends and count its cost; returns the nano-dollars counted."""
+        if kind not in CALL_KINDS:
+            raise ValueError(f"call kind must be one of {CALL_KINDS}, got {kind!r}")
+        nusd = cost_nusd if cost_nusd is not None else to_nusd(cost_usd)
+        if isinstance(error, BaseException):
+            error = describe_exception(error, escalated_after_truncation=escalated_after_truncation)
+        call = {
+            "kind": kind,
+            "start": float(start),
+            "end": float(end),
+            "cost_nusd": nusd,
+            "finish_reason": finish_reason,
+            "error": error,
+            "escalated_after_truncation": bool(escalated_after_truncation),
+        }
+        if extra:
+            call["extra"] = extra
+        # Race: the deadline watcher may abandon the attempt between two calls.
+        # Under this lock a cost is either inside the deadline record or a
+        # late cost, never both and never neither.
+        with self._lock:
+            late = self.abandoned
+            if late:
+                self._late += nusd
+            else:
+                self._calls.append(call)
+                self._cost += nusd
+            self._spend.add(self.model, nusd)
+        if late and nusd:
+            self._on_late_cost(nusd)
+        return nusd
+
+    def abandon(self) -> tuple[int, list[dict[str, Any]]] | None:
+        """Mark abandoned; return (cost so far, calls so far) for the deadline record.
+
+        None when the attempt already ended normally (``finish`` won the race).
+        """
+        with self._lock:
+            if self.finished:
+                return None
+            self.abandoned = True
+            return self._cost, list(self._calls)
+
+    def finish(self) -> bool:
+        """Claim the attempt's end for the lane; False when the deadline already took it."""
+        with self._lock:
+            if self.abandoned:
+                return False
+            self.finished = True
+            return True
+
+    def snapshot(self) -> tuple[int, list[dict[str, Any]]]:
+        with self._lock:
+            return self._cost, list(self._calls)
+
+    @property
+    def late_nusd(self) -> int:
+        with self._lock:
+            return self._late

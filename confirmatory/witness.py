@@ -1,0 +1,333 @@
+"""The witness: a git remote outside the run that holds every anchor with its time.
+
+This module owns both ends of that remote:
+
+* ``publish`` (what ``scripts/confirmatory_anchor.py`` runs as the design's
+  ``anchors.command``) copies the complete lines of a run's anchors.jsonl to
+  ``anchors/<run_id>.jsonl`` in a clone, commits and pushes to ``origin``;
+* ``check_witness`` (what ``verify --witness`` calls) fetches the remote and
+  checks that every committed version of that file is a prefix of the run's
+  anchors.jsonl and that the newest one holds every anchor.
+
+The file is only ever extended, so a remote that refuses non-fast-forward
+updates and deletions (docs/ANCHORS.md) keeps each anchor once pushed. Errors
+are one line naming the problem, because the runner keeps the tail of this
+command's output in anchor-pushes.jsonl.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from filelock import FileLock
+
+# Used when the environment names nobody (GIT_AUTHOR_NAME / GIT_COMMITTER_NAME
+# win over these -c settings, so an operator can still sign as themselves).
+DEFAULT_AUTHOR = ("confirmatory anchor", "confirmatory-anchor@localhost")
+_SLUG = re.compile(r"[A-Za-z0-9._-]+")
+# Git variables that would point our commands at some other repository.
+_GIT_REDIRECTS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
+                  "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE")
+
+
+class WitnessError(Exception):
+    """The witness could not take the anchors; the message is one line."""
+
+
+@dataclass(frozen=True, slots=True)
+class Published:
+    """What ``publish`` did: ``committed`` is False when the file was already there."""
+    path: str
+    lines: int
+    committed: bool
+    branch: str
+    commit: str
+
+
+# --- git plumbing -------------------------------------------------------------
+
+def _git_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _GIT_REDIRECTS}
+    # A background push must never sit at a password prompt: it would hold the
+    # one push slot of the run until the final anchor's timeout.
+    env["GIT_TERMINAL_PROMPT"] = "0"
+    env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes")
+    # We read git's messages (rejections) - keep them in one language.
+    env["LC_ALL"] = "C"
+    env["LANGUAGE"] = "C"
+    return env
+
+
+def _git(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    name, email = DEFAULT_AUTHOR
+    cmd = ["git", "-c", f"user.name={name}", "-c", f"user.email={email}",
+           "-c", "commit.gpgsign=false", "-C", str(repo), *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=_git_env(),
+                          stdin=subprocess.DEVNULL)
+    if check and proc.returncode != 0:
+        raise WitnessError(f"git {args[0]} failed in {repo}: {_last_line(proc.stderr or proc.stdout)}")
+    return proc
+
+
+def _git_bytes(repo: Path, *args: str) -> bytes | None:
+    proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True,
+                          env=_git_env(), stdin=subprocess.DEVNULL)
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[-1] if lines else "(no output)"
+
+
+def _open_clone(clone: Path) -> tuple[Path, str]:
+    """The clone's git dir and current branch, or a WitnessError saying what is wrong."""
+    clone = Path(clone)
+    if not clone.is_dir():
+        raise WitnessError(f"witness clone {clone} does not exist (clone the witness remote there first)")
+    top = _git(clone, "rev-parse", "--show-toplevel", check=False)
+    if top.returncode != 0 or Path(top.stdout.strip()).resolve() != clone.resolve():
+        raise WitnessError(f"witness clone {clone} is not the top of a git repository")
+    if not _git(clone, "remote", check=False).stdout.split():
+        raise WitnessError(f"witness clone {clone} has no remote (git remote add origin URL)")
+    if "origin" not in _git(clone, "remote").stdout.split():
+        raise WitnessError(f"witness clone {clone} has no remote named origin")
+    head = _git(clone, "symbolic-ref", "--quiet", "--short", "HEAD", check=False)
+    if head.returncode != 0:
+        raise WitnessError(f"witness clone {clone} has a detached HEAD; check out the witness branch")
+    gitdir = Path(_git(clone, "rev-parse", "--absolute-git-dir").stdout.strip())
+    return gitdir, head.stdout.strip()
+
+
+def complete_lines(data: bytes) -> bytes:
+    """The bytes up to and including the last newline (a writer may be mid-line)."""
+    return data[: data.rfind(b"\n") + 1]
+
+
+def _check_run_id(run_id: str) -> str:
+    if not _SLUG.fullmatch(run_id) or run_id in (".", ".."):
+        raise WitnessError(f"run id {run_id!r} is not a slug ([A-Za-z0-9._-]+); pass --run-id")
+    return run_id
+
+
+# --- publish ------------------------------------------------------------------
+
+def publish(clone: Path, anchors_file: Path, run_id: str | None = None) -> Published:
+    """Commit the complete lines of ``anchors_file`` to ``anchors/<run_id>.jsonl``
+    in ``clone`` and push the clone's current branch to origin."""
+    anchors_file = Path(anchors_file)
+    run_id = _check_run_id(run_id or anchors_file.resolve().parent.name)
+    try:
+        data = complete_lines(anchors_file.read_bytes())
+    except OSError as exc:
+        raise WitnessError(f"cannot read anchors file {anchors_file}: {exc.strerror or exc}") from None
+    if not data:
+        raise WitnessError(f"anchors file {anchors_file} has no complete line yet")
+    gitdir, branch = _open_clone(clone)
+    rel = f"anchors/{run_id}.jsonl"
+    # Two runs started from one design directory share the clone ("../witness");
+    # without this lock their add/commit would collide on the index lock.
+    with FileLock(str(gitdir / "confirmatory-anchor.lock")):
+        committed = _commit(clone, rel, data, _message(rel, data))
+        outcome = _push(clone, branch)
+        if outcome == "behind":
+            # Someone else pushed to the branch (another run's file): replay our
+            # commits on theirs once. Our commits only touch our own file.
+            _catch_up(clone, branch, rel, data)
+            outcome = _push(clone, branch)
+        if outcome != "ok":
+            raise WitnessError(outcome if outcome != "behind" else
+                               f"push of {branch} to origin was rejected twice as non-fast-forward; try again")
+    commit = _git(clone, "rev-parse", "HEAD").stdout.strip()
+    return Published(rel, data.count(b"\n"), committed, branch, commit)
+
+
+def _message(rel: str, data: bytes) -> str:
+    n = data.count(b"\n")
+    last = data[: -1].rsplit(b"\n", 1)[-1]
+    try:
+        t = float(json.loads(last)["t"])
+        when = _dt.datetime.fromtimestamp(t, _dt.timezone.utc).isoformat(timespec="seconds")
+        stamp = f"last anchor t={t:.3f} ({when})"
+    except (ValueError, KeyError, TypeError, OverflowError):
+        stamp = "last anchor t unreadable"
+    return f"{rel}: {n} lines, {stamp}"
+
+
+def _committed(clone: Path, rev: str, rel: str) -> bytes | None:
+    return _git_bytes(clone, "show", f"{rev}:{rel}")
+
+
+def _commit(clone: Path, rel: str, data: bytes, message: str) -> bool:
+    head = _committed(clone, "HEAD", rel) or b""
+    if not data.startswith(head):
+        # Most likely two runs share a directory name: refuse rather than
+        # replace another run's anchors (the remote would refuse a rewrite anyway).
+        raise WitnessError(f"{rel} in the witness is not a prefix of this anchors file "
+                           "(another run with the same id?); pass --run-id")
+    target = clone / rel
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, target)
+    _git(clone, "add", "--", rel)
+    if _git(clone, "diff", "--cached", "--quiet", "--", rel, check=False).returncode == 0:
+        return False  # already committed: the push below may still be owed
+    _git(clone, "commit", "--no-verify", "--quiet", "-m", message, "--", rel)
+    return True
+
+
+def _push(clone: Path, branch: str) -> str:
+    """"ok", "behind" (non-fast-forward: the remote has commits we lack), or an error line."""
+    proc = _git(clone, "push", "--porcelain", "origin", f"HEAD:refs/heads/{branch}", check=False)
+    if proc.returncode == 0:
+        return "ok"
+    text = proc.stdout + "\n" + proc.stderr
+    for line in text.splitlines():
+        # porcelain: "!<TAB>HEAD:refs/heads/main<TAB>[rejected] (fetch first)"
+        if line.startswith("!\t") and "[rejected]" in line:
+            return "behind"
+        if line.startswith("!\t") and "[remote rejected]" in line:
+            reason = line.split("[remote rejected]", 1)[1].strip()
+            return f"the witness remote refused the push of {branch}: {reason}"
+    return f"push of {branch} to origin failed: {_last_line(proc.stderr or proc.stdout)}"
+
+
+def _catch_up(clone: Path, branch: str, rel: str, data: bytes) -> None:
+    fetch = _git(clone, "fetch", "--quiet", "origin", f"refs/heads/{branch}", check=False)
+    if fetch.returncode != 0:
+        raise WitnessError(f"push rejected (non-fast-forward) and fetch failed: {_last_line(fetch.stderr)}")
+    rebase = _git(clone, "rebase", "--quiet", "FETCH_HEAD", check=False)
+    if rebase.returncode != 0:
+        _git(clone, "rebase", "--abort", check=False)
+        raise WitnessError(f"push rejected (non-fast-forward): the remote's {branch} changed {rel} "
+                           "itself; refusing to merge another history of this run's anchors")
+    if _committed(clone, "HEAD", rel) != data:
+        raise WitnessError(f"push rejected (non-fast-forward): after catching up, {rel} "
+                           "differs from this anchors file")
+
+
+# --- check --------------------------------------------------------------------
+
+def _run_id_from_manifest(run_dir: Path) -> str | None:
+    """The --run-id the run's anchor command passed, if it passed one."""
+    try:
+        command = json.loads((run_dir / "manifest.json").read_bytes())["anchors"]["command"]
+        i = list(command).index("--run-id")
+        return str(command[i + 1])
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return None
+
+
+def _lines(data: bytes) -> list[bytes]:
+    return data.split(b"\n")[:-1] if data else []
+
+
+def check_witness(clone: Path, run_dir: Path, run_id: str | None = None) -> list[str]:
+    """Problems, one line each; empty when the witness holds every anchor unchanged.
+
+    Fetches origin first. Every committed version of ``anchors/<run_id>.jsonl``
+    on origin's branch (and on the history it had before the fetch, if the
+    fetch was a forced update) must be a prefix of the run's anchors.jsonl,
+    and the newest must hold every complete anchor line of the run."""
+    run_dir = Path(run_dir)
+    try:
+        gitdir, branch = _open_clone(clone)
+    except WitnessError as exc:
+        return [str(exc)]
+    try:
+        run_id = _check_run_id(run_id or _run_id_from_manifest(run_dir) or run_dir.resolve().name)
+    except WitnessError as exc:
+        return [str(exc)]
+    try:
+        run_lines = _lines(complete_lines((run_dir / "anchors.jsonl").read_bytes()))
+    except OSError as exc:
+        return [f"cannot read {run_dir / 'anchors.jsonl'}: {exc.strerror or exc}"]
+    rel = f"anchors/{run_id}.jsonl"
+    tracking = f"refs/remotes/origin/{branch}"
+    problems: list[str] = []
+
+    def tip() -> str | None:
+        proc = _git(clone, "rev-parse", "--quiet", "--verify", f"{tracking}^{{commit}}", check=False)
+        return proc.stdout.strip() or None
+
+    before = tip()
+    fetch = _git(clone, "fetch", "--quiet", "origin", f"+refs/heads/{branch}:{tracking}", check=False)
+    if fetch.returncode != 0:
+        problems.append(f"could not fetch the witness ({_last_line(fetch.stderr)}); "
+                        "checked the last fetched state")
+    after = tip()
+    if after is None:
+        return problems + [f"the witness has no branch {branch}"]
+    tips = [after]
+    if before and before != after and \
+            _git(clone, "merge-base", "--is-ancestor", before, after, check=False).returncode != 0:
+        problems.append(f"the witness's {branch} was rewritten: {before[:12]} is no longer in its "
+                        f"history (now {after[:12]})")
+        tips.append(before)
+
+    log = _git(clone, "log", "--full-history", "--reverse", "--format=%H %ct", *tips, "--", rel).stdout
+    versions = [ln.split() for ln in log.splitlines() if ln.strip()]
+    if not versions:
+        return problems + [f"the witness holds no {rel}"]
+    longest = 0
+    for sha, ct in versions:
+        where = f"witness commit {sha[:12]} ({_dt.datetime.fromtimestamp(int(ct), _dt.timezone.utc):%Y-%m-%d %H:%M:%SZ})"
+        content = _committed(clone, sha, rel)
+        if content is None:
+            problems.append(f"{where} deletes {rel}")
+            continue
+        problems.extend(_compare(where, rel, content, run_lines))
+        n = content.count(b"\n")
+        if n < longest:
+            problems.append(f"{where}: {rel} shrank to {n} lines from {longest}")
+        longest = max(longest, n)
+
+    newest = _committed(clone, after, rel)
+    held = len(_lines(complete_lines(newest))) if newest else 0
+    if held < len(run_lines):
+        problems.append(f"the witness holds {held} of the run's {len(run_lines)} anchor lines; "
+                        f"anchors.jsonl line {held + 1} onward was never pushed")
+    return problems
+
+
+def _compare(where: str, rel: str, content: bytes, run_lines: list[bytes]) -> list[str]:
+    if content and not content.endswith(b"\n"):
+        return [f"{where}: {rel} ends with a partial line"]
+    for i, line in enumerate(_lines(content)):
+        if i >= len(run_lines):
+            return [f"{where}: {rel} line {i + 1} is missing from the run's anchors.jsonl "
+                    f"(it has {len(run_lines)} lines)"]
+        if line != run_lines[i]:
+            return [f"{where}: {rel} line {i + 1} differs from the run's anchors.jsonl"]
+    return []
+
+
+# --- command line ---------------------------------------------------------------
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="confirmatory_anchor.py",
+        description="Commit a run's anchors.jsonl (complete lines) into a witness clone and push it.")
+    parser.add_argument("--clone", required=True, type=Path, help="a clone of the witness remote")
+    parser.add_argument("--run-id", default=None,
+                        help="name of the file under anchors/ (default: the anchors file's directory name)")
+    parser.add_argument("anchors_file", type=Path, metavar="RUN_ANCHORS_FILE")
+    args = parser.parse_args(argv)
+    try:
+        done = publish(args.clone, args.anchors_file, args.run_id)
+    except WitnessError as exc:
+        print(f"confirmatory_anchor: {exc}", file=sys.stderr)
+        return 1
+    what = "committed and pushed" if done.committed else "already committed; pushed"
+    print(f"{done.path}: {done.lines} lines {what} ({done.branch} {done.commit[:12]})")
+    return 0

@@ -1,0 +1,262 @@
+"""The Anchorer and push-anchor with real ChainWriters, real commands, a real bare remote."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from confirmatory.anchors import Anchorer, push_anchor_command
+from confirmatory.chain import ChainWriter, check_chain, iter_lines, log_seed, prefix_head, write_json_durable
+from confirmatory.clock import Clock, FakeClock
+from confirmatory.witness import check_witness
+
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "confirmatory_anchor.py"
+PY = sys.executable
+# Exits 3 while ./fail exists, else 0; prints its last argument either way.
+FLAKY = [PY, "-c", "import os,sys; print('witness unreachable' if os.path.exists('fail') else 'pushed',"
+         " sys.argv[-1]); sys.exit(3 if os.path.exists('fail') else 0)"]
+# Waits until ./gate exists (at most 20 s), then succeeds.
+GATED = [PY, "-c", "import os,time\nfor _ in range(2000):\n  if os.path.exists('gate'): break\n"
+         "  time.sleep(0.01)\nprint('pushed')"]
+SLEEPER = [PY, "-c", "import time; print('pushing', flush=True); time.sleep(30)"]
+
+
+class RunDir:
+    """A run directory with a manifest and three logs written by this process."""
+
+    def __init__(self, root: Path, command: list[str] | None = None, cwd: Path | None = None):
+        self.path = root / "run"
+        self.cwd = cwd or root
+        manifest = {"format": "confirmatory-run/1", "run_id": "run",
+                    "anchors": {"command": command, "cwd": str(self.cwd)} if command else None}
+        self.msha = write_json_durable(self.path / "manifest.json", manifest)
+        self.model_sha = write_json_durable(self.path / "models/m/manifest.json", {"model": "m"})
+        self.seeds = {"run.jsonl": self.seed("run.jsonl"), "host.jsonl": self.seed("host.jsonl"),
+                      "models/m/run.jsonl": log_seed(self.model_sha, "models/m/run.jsonl")}
+        self.logs = {rel: ChainWriter(self.path / rel, seed) for rel, seed in self.seeds.items()}
+        for writer in self.logs.values():
+            writer.append({"event": "open", "t": 1.0})
+        self.anchors = ChainWriter(self.path / "anchors.jsonl", self.seed("anchors.jsonl"))
+        self.pushes = ChainWriter(self.path / "anchor-pushes.jsonl", self.seed("anchor-pushes.jsonl"))
+        for writer in (self.anchors, self.pushes):
+            writer.append({"event": "open", "t": 1.0})
+
+    def seed(self, rel: str) -> str:
+        return log_seed(self.msha, rel)
+
+    def anchorer(self, *, command=None, interval_s: float = 3600, clock=None, **kw) -> Anchorer:
+        return Anchorer(self.path, clock or Clock(), logs=self.logs, external_logs=["resume.jsonl"],
+                        manifests=["manifest.json", "models/m/manifest.json"], anchors=self.anchors,
+                        pushes=self.pushes, interval_s=interval_s, command=command, cwd=self.cwd, **kw)
+
+    def anchor_lines(self) -> list[dict]:
+        return [ln.obj for ln in iter_lines(self.path / "anchors.jsonl") if ln.obj["event"] == "anchor"]
+
+    def push_lines(self) -> list[dict]:
+        return [ln.obj for ln in iter_lines(self.path / "anchor-pushes.jsonl") if ln.obj["event"] == "push"]
+
+    def wait_for_pushes(self, n: int, timeout: float = 20) -> list[dict]:
+        deadline = time.monotonic() + timeout
+        while len(self.push_lines()) < n:
+            assert time.monotonic() < deadline, f"only {len(self.push_lines())} of {n} pushes"
+            time.sleep(0.01)
+        return self.push_lines()
+
+
+def test_an_anchor_counts_only_acknowledged_lines_and_matches_every_logs_prefix(tmp_path):
+    run = RunDir(tmp_path)
+    anchorer = run.anchorer()
+    run.logs["run.jsonl"].append({"event": "x", "t": 2.0})
+    first = anchorer.anchor()
+    for i in range(3):
+        run.logs["models/m/run.jsonl"].append({"event": "x", "t": 3.0 + i})
+    # Bytes no append acknowledged (a write cut short) are on disk but not counted.
+    with open(run.path / "host.jsonl", "ab") as f:
+        f.write(b'{"event":"sample","t":')
+    second = anchorer.anchor()
+
+    anchors = run.anchor_lines()
+    assert [a["seq"] for a in anchors] == [first, second] == [1, 2]
+    assert anchors[0]["logs"]["run.jsonl"]["lines"] == 2
+    assert anchors[1]["logs"]["models/m/run.jsonl"]["lines"] == 4
+    assert anchors[1]["logs"]["host.jsonl"]["lines"] == 1
+    for anchor in anchors:
+        for rel in run.seeds:
+            entry = anchor["logs"][rel]
+            assert prefix_head(run.path / rel, run.seeds[rel], entry["lines"]) == entry["head"]
+    assert set(anchors[0]["logs"]) == set(run.seeds) | {"resume.jsonl"}
+
+
+def test_an_external_log_is_counted_to_its_last_complete_chain_valid_line(tmp_path):
+    run = RunDir(tmp_path)
+    anchorer = run.anchorer()
+    absent = anchorer.anchor()
+    resume = ChainWriter(run.path / "resume.jsonl", run.seed("resume.jsonl"))  # as `resume` would
+    resume.append({"event": "open", "t": 5.0})
+    resume.append({"event": "resume-request", "model": "m", "t": 6.0})
+    with open(run.path / "resume.jsonl", "ab") as f:
+        f.write(b'{"event":"resume-req')  # another process mid-write
+    anchorer.anchor()
+
+    before, after = (a["logs"]["resume.jsonl"] for a in run.anchor_lines())
+    assert absent == 0 and before == {"lines": 0, "head": run.seed("resume.jsonl")}
+    assert after == {"lines": 2, "head": resume.head}
+
+
+def test_an_anchor_fixes_the_sha256_of_every_manifest(tmp_path):
+    run = RunDir(tmp_path)
+    run.anchorer().anchor()
+    assert run.anchor_lines()[0]["manifests"] == {"manifest.json": run.msha,
+                                                  "models/m/manifest.json": run.model_sha}
+
+
+def test_the_anchor_logs_are_never_anchored(tmp_path):
+    run = RunDir(tmp_path)
+    with pytest.raises(ValueError, match="cannot be anchored"):
+        Anchorer(run.path, Clock(), logs={**run.logs, "anchors.jsonl": run.anchors}, external_logs=[],
+                 manifests=[], anchors=run.anchors, pushes=run.pushes, interval_s=1, command=None,
+                 cwd=tmp_path)
+
+
+def test_anchors_are_written_at_start_every_interval_and_once_finally(tmp_path):
+    run = RunDir(tmp_path)
+    anchorer = run.anchorer(interval_s=0.05)
+    anchorer.start()
+    assert len(run.anchor_lines()) == 1  # before start() returns: before any admission
+    time.sleep(0.4)
+    assert anchorer.finish() is None
+    anchors = run.anchor_lines()
+    assert len(anchors) >= 4
+    assert [a["final"] for a in anchors] == [False] * (len(anchors) - 1) + [True]
+    assert all(a["t"] < b["t"] for a, b in zip(anchors, anchors[1:]))
+    assert run.push_lines() == []
+    assert anchorer.failure is None
+    with pytest.raises(RuntimeError):
+        anchorer.anchor()
+
+
+def test_a_failing_push_is_logged_with_its_rc_and_retried_at_the_next_anchor(tmp_path):
+    run = RunDir(tmp_path)
+    (tmp_path / "fail").touch()
+    anchorer = run.anchorer(command=FLAKY)
+    anchorer.anchor()
+    failed = run.wait_for_pushes(1)[0]
+    assert failed["anchor_seq"] == 1 and failed["rc"] == 3
+    assert failed["output"].startswith("witness unreachable " + str(run.path / "anchors.jsonl"))
+    (tmp_path / "fail").unlink()
+    anchorer.anchor()
+    retried = run.wait_for_pushes(2)[1]
+    assert retried["anchor_seq"] == 2 and retried["rc"] == 0
+    assert anchorer.finish() == 0
+
+
+def test_a_slow_push_never_blocks_anchor_and_the_next_push_covers_what_came_meanwhile(tmp_path):
+    run = RunDir(tmp_path)
+    anchorer = run.anchorer(command=GATED)
+    started = time.monotonic()
+    for _ in range(3):
+        anchorer.anchor()  # seq 1 starts a push that waits; 2 and 3 queue behind it
+    assert time.monotonic() - started < 1.0
+    assert run.push_lines() == []
+    (tmp_path / "gate").touch()
+    assert anchorer.finish() == 0
+    assert [p["anchor_seq"] for p in run.push_lines()] in ([1, 3, 4], [1, 4])
+    assert [p["rc"] for p in run.push_lines()] == [0] * len(run.push_lines())
+
+
+def test_finish_returns_the_final_pushs_rc(tmp_path):
+    run = RunDir(tmp_path)
+    (tmp_path / "fail").touch()
+    anchorer = run.anchorer(command=FLAKY, clock=FakeClock())
+    anchorer.start()
+    assert anchorer.finish() == 3
+    assert anchorer.finish() == 3  # idempotent
+    final = run.anchor_lines()[-1]
+    assert final["final"] and run.push_lines()[-1]["anchor_seq"] == final["seq"]
+
+
+def test_finish_kills_a_push_that_outlives_push_timeout(tmp_path):
+    run = RunDir(tmp_path)
+    anchorer = run.anchorer(command=SLEEPER)
+    started = time.monotonic()
+    rc = anchorer.finish(push_timeout=0.5)
+    assert time.monotonic() - started < 10
+    assert rc is not None and rc < 0  # killed by a signal
+    last = run.push_lines()[-1]
+    assert last["rc"] == rc and "pushing" in last["output"] and "push_timeout" in last["output"]
+
+
+def test_a_final_push_stuck_behind_an_earlier_one_is_logged_as_not_run(tmp_path):
+    run = RunDir(tmp_path)
+    anchorer = run.anchorer(command=SLEEPER)
+    anchorer.anchor()
+    deadline = time.monotonic() + 10
+    while anchorer._proc is None:  # the first push is under way
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert anchorer.finish(push_timeout=0.3) == -1
+    first, final = run.push_lines()
+    assert first["anchor_seq"] == 1 and first["rc"] < 0
+    assert final["anchor_seq"] == 2 and final["rc"] is None and final["output"].startswith("not run")
+
+
+def test_push_anchor_retries_the_final_push_after_the_run(tmp_path, capsys):
+    run = RunDir(tmp_path, command=FLAKY)
+    (tmp_path / "fail").touch()
+    anchorer = run.anchorer(command=FLAKY)
+    anchorer.start()
+    assert anchorer.finish() == 3
+    for writer in (*run.logs.values(), run.anchors, run.pushes):
+        writer.close()
+
+    assert push_anchor_command(run.path) == 6
+    assert "returned 3: witness unreachable" in capsys.readouterr().err
+    (tmp_path / "fail").unlink()
+    assert push_anchor_command(run.path) == 0
+
+    final_seq = run.anchor_lines()[-1]["seq"]
+    retries = run.push_lines()[-2:]
+    assert [(p["anchor_seq"], p["rc"], p["by"]) for p in retries] == [(final_seq, 3, "push-anchor"),
+                                                                      (final_seq, 0, "push-anchor")]
+    assert check_chain(run.path / "anchor-pushes.jsonl", run.seed("anchor-pushes.jsonl")).ok
+
+
+def test_push_anchor_without_a_recorded_command_says_so(tmp_path, capsys):
+    run = RunDir(tmp_path, command=None)
+    run.anchorer().finish()
+    assert push_anchor_command(run.path) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "records no anchor command (key anchors.command)" in err
+
+
+def test_a_run_pushes_its_anchors_to_a_protected_witness_end_to_end(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    remote = tmp_path / "witness.git"
+    for args in (["init", "--quiet", "--bare", "-b", "main", str(remote)],
+                 ["-C", str(remote), "config", "receive.denyNonFastForwards", "true"],
+                 ["-C", str(remote), "config", "receive.denyDeletes", "true"],
+                 ["clone", "--quiet", str(remote), str(tmp_path / "witness")]):
+        subprocess.run(["git", *args], check=True, capture_output=True, env=env)
+    command = [PY, str(SCRIPT), "--clone", "../witness"]  # relative to cwd, as in a design
+    run = RunDir(tmp_path, command=command, cwd=tmp_path / "design")
+    run.cwd.mkdir()
+    anchorer = run.anchorer(command=command, interval_s=0.2)
+    anchorer.start()
+    time.sleep(0.5)
+    assert anchorer.finish() == 0
+    assert all(p["rc"] == 0 for p in run.push_lines()), run.push_lines()
+    for writer in run.logs.values():
+        writer.close()
+
+    reviewer = tmp_path / "reviewer"
+    subprocess.run(["git", "clone", "--quiet", str(remote), str(reviewer)], check=True, env=env)
+    assert check_witness(reviewer, run.path) == []
+    held = (reviewer / "anchors" / "run.jsonl").read_bytes()
+    assert held == (run.path / "anchors.jsonl").read_bytes()
+    assert json.loads(held.splitlines()[-1])["final"] is True

@@ -1,0 +1,230 @@
+"""The pure rules: admission, classes, actions, rerun plans, stop rules."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+
+import pytest
+
+from confirmatory import errors, rules
+from confirmatory.rules import Action, Cls
+
+
+def err(type_, mro=None, message="boom", status=None):
+    return {"type": type_, "mro": mro or [type_, "builtins.Exception", "builtins.BaseException", "builtins.object"],
+            "message": message, "status_code": status, "escalated_after_truncation": False}
+
+
+def rec(status="error", error=None):
+    return {"status": status, "error": error}
+
+
+def litellm_exceptions():
+    """Every BaseException subclass litellm exports: {qualified name: mro names}."""
+    os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
+    litellm = importlib.import_module("litellm")
+    found = {}
+    for module in (litellm, importlib.import_module("litellm.exceptions")):
+        for name in dir(module):
+            obj = getattr(module, name, None)
+            if inspect.isclass(obj) and issubclass(obj, BaseException):
+                found[errors.qualified_name(obj)] = [errors.qualified_name(c) for c in obj.__mro__]
+    return found
+
+
+@pytest.fixture(scope="module")
+def exported():
+    return litellm_exceptions()
+
+
+# ---- class lists against litellm itself ------------------------------------------------------
+
+def test_every_exception_class_litellm_exports_is_in_a_class_list_or_excluded_with_a_reason(exported):
+    listed = {n for c in ("provider", "model", "operator") for n in rules.CLASS_LISTS[c]}
+    missed = sorted(set(exported) - listed - set(rules.NOT_LISTED))
+    assert not missed, f"litellm exports classes no list names: {missed}"
+    assert all(reason for reason in rules.NOT_LISTED.values())
+
+
+def test_no_class_is_listed_after_one_of_its_bases_within_a_list(exported):
+    for cls_name in ("provider", "model", "operator"):
+        names = rules.CLASS_LISTS[cls_name]
+        for i, name in enumerate(names):
+            for base in exported.get(name, [])[1:]:
+                if base in names:
+                    assert names.index(base) > i, f"{name} listed after its base {base} in {cls_name}"
+
+
+def test_no_class_is_in_two_lists():
+    seen = {}
+    for c in ("provider", "model", "operator"):
+        for n in rules.CLASS_LISTS[c]:
+            assert n not in seen, f"{n} in {seen[n]} and {c}"
+            seen[n] = c
+
+
+def test_each_exported_class_gets_its_listed_class_when_raised_as_recorded(exported):
+    for name, mro in exported.items():
+        got = rules.record_class(rec(error=err(name, mro)))
+        expected = next((c for n in mro for c in ("provider", "model", "operator")
+                         if n in rules.CLASS_LISTS[c]), None)
+        if expected is None:
+            assert got in (Cls.INCONCLUSIVE, Cls.HARNESS), name
+        else:
+            assert got == Cls(expected), name
+
+
+@pytest.mark.parametrize("name,expected", [
+    ("RateLimitError", Cls.PROVIDER), ("InternalServerError", Cls.PROVIDER),
+    ("BadGatewayError", Cls.PROVIDER), ("ServiceUnavailableError", Cls.PROVIDER),
+    ("Timeout", Cls.PROVIDER), ("APIConnectionError", Cls.PROVIDER),
+    ("MidStreamFallbackError", Cls.PROVIDER), ("APIResponseValidationError", Cls.PROVIDER),
+    ("ContextWindowExceededError", Cls.MODEL), ("ContentPolicyViolationError", Cls.MODEL),
+    ("BadRequestError", Cls.MODEL), ("UnprocessableEntityError", Cls.MODEL),
+    ("JSONSchemaValidationError", Cls.MODEL),
+    ("AuthenticationError", Cls.OPERATOR), ("PermissionDeniedError", Cls.OPERATOR),
+    ("NotFoundError", Cls.OPERATOR), ("BudgetExceededError", Cls.OPERATOR),
+    ("CallerCredentialAuthenticationError", Cls.OPERATOR),
+    ("CallerCredentialRateLimitError", Cls.PROVIDER),
+    ("ModelNotMappedError", Cls.OPERATOR), ("LiteLLMUnknownProvider", Cls.OPERATOR),
+])
+def test_litellm_failures_that_the_design_names_get_the_designs_class(exported, name, expected):
+    q = f"litellm.exceptions.{name}"
+    assert rules.record_class(rec(error=err(q, exported[q]))) == expected
+
+
+def test_a_litellm_timeout_is_provider_even_though_it_subclasses_openais_connection_error(exported):
+    q = "litellm.exceptions.Timeout"
+    assert "openai.APIConnectionError" in exported[q]
+    assert rules.record_class(rec(error=err(q, exported[q]))) == Cls.PROVIDER
+
+
+@pytest.mark.parametrize("status,expected", [(403, Cls.OPERATOR), (401, Cls.OPERATOR), (404, Cls.OPERATOR),
+                                             (429, Cls.PROVIDER), (409, Cls.PROVIDER), (None, Cls.PROVIDER)])
+def test_a_plain_api_error_is_classified_by_its_recorded_status(exported, status, expected):
+    q = "litellm.exceptions.APIError"
+    assert rules.record_class(rec(error=err(q, exported[q], status=status))) == expected
+
+
+def test_the_recorded_classes_of_litellm_need_no_litellm_import():
+    # a subclass unknown to the lists falls to its first listed base
+    mro = ["litellm.exceptions.SomeNewRateLimit", "litellm.exceptions.RateLimitError", "openai.RateLimitError"]
+    assert rules.record_class(rec(error=err(mro[0], mro))) == Cls.PROVIDER
+
+
+def test_an_unlisted_error_of_a_provider_package_is_inconclusive_and_any_other_is_harness():
+    assert rules.record_class(rec(error=err("openai.SomethingNew"))) == Cls.INCONCLUSIVE
+    assert rules.record_class(rec(error=err("httpx.Weird"))) == Cls.INCONCLUSIVE
+    assert rules.record_class(rec(error=err("builtins.KeyError"))) == Cls.HARNESS
+    assert rules.record_class(rec(error=err("demo.harness.Oops"))) == Cls.HARNESS
+
+
+def test_the_confirmatory_model_faults_are_model_class():
+    for exc in (errors.TruncationSurvived(), errors.EscalatedTimeout(), errors.UnparseableAnswer()):
+        assert rules.record_class(rec(error=errors.describe_exception(exc))) == Cls.MODEL
+
+
+def test_record_statuses_map_to_stopped_harness_ok():
+    deadline = errors.describe_exception(errors.AttemptDeadline("late"))
+    assert deadline["type"] == rules.DEADLINE_TYPE
+    assert rules.record_class(rec("deadline", deadline)) == Cls.HARNESS
+    assert rules.record_class(rec("budget_stop", None)) == Cls.STOPPED
+    assert rules.record_class(rec("ok", None)) == Cls.OK
+    assert rules.record_class(rec("error", None)) == Cls.HARNESS
+    with pytest.raises(ValueError):
+        rules.record_class(rec("weird", None))
+
+
+# ---- precedence and host -------------------------------------------------------------------
+
+def test_host_evidence_makes_an_ok_or_provider_or_model_attempt_host_class():
+    for r in (rec("ok"), rec(error=err("litellm.exceptions.RateLimitError")),
+              rec(error=err("confirmatory.errors.UnparseableAnswer"))):
+        assert rules.classify(r, ["pressure 30.0 > 10.0"]) == Cls.HOST
+
+
+def test_harness_stopped_and_operator_beat_host_evidence():
+    assert rules.classify(rec(error=err("builtins.KeyError")), ["gap"]) == Cls.HARNESS
+    assert rules.classify(rec("budget_stop"), ["gap"]) == Cls.STOPPED
+    assert rules.classify(rec(error=err("litellm.exceptions.AuthenticationError")), ["gap"]) == Cls.OPERATOR
+
+
+def test_the_recorded_precedence_decides_not_the_default():
+    custom = ["provider", "host", "harness", "stopped", "operator", "model", "inconclusive", "ok"]
+    r = rec(error=err("litellm.exceptions.RateLimitError"))
+    assert rules.classify(r, ["gap"], precedence=custom) == Cls.PROVIDER
+    with pytest.raises(ValueError):
+        rules.classify(r, [], precedence=["ok"])
+
+
+# ---- actions and passes --------------------------------------------------------------------
+
+@pytest.mark.parametrize("cls,expected", [
+    (Cls.HARNESS, Action.STOP), (Cls.STOPPED, Action.KEEP), (Cls.OPERATOR, Action.PAUSE),
+    (Cls.HOST, Action.RERUN), (Cls.PROVIDER, Action.RERUN), (Cls.INCONCLUSIVE, Action.RERUN),
+    (Cls.MODEL, Action.KEEP), (Cls.OK, Action.KEEP)])
+def test_each_class_has_its_action(cls, expected):
+    assert rules.action_for(cls, reruns_used=0, max_reruns=2) == expected
+
+
+def test_a_rerun_past_the_limit_becomes_keep_but_a_pause_stays_a_pause():
+    assert rules.action_for(Cls.PROVIDER, reruns_used=2, max_reruns=2) == Action.KEEP
+    assert rules.action_for(Cls.PROVIDER, reruns_used=1, max_reruns=2) == Action.RERUN
+    assert rules.action_for(Cls.OPERATOR, reruns_used=2, max_reruns=2) == Action.PAUSE
+
+
+def test_the_next_pass_reruns_and_resumes_arms_in_arm_order():
+    actions = {"a": Action.KEEP, "b": Action.PAUSE, "c": Action.RERUN}
+    assert rules.next_pass_arms(["c", "a", "b"], actions) == ["c", "b"]
+    assert rules.next_pass_arms(["c", "a", "b"], actions, reruns_used={"b": 2, "c": 1},
+                                max_reruns=2) == ["c"]
+
+
+def test_stop_causes_of_harness_attempts_tell_deadline_from_harness():
+    assert rules.stop_cause_for(Cls.HARNESS, rec("deadline", err(rules.DEADLINE_TYPE))) == "deadline"
+    assert rules.stop_cause_for(Cls.HARNESS, rec(error=err("builtins.KeyError"))) == "harness"
+    assert rules.stop_cause_for(Cls.PROVIDER, rec(error=err("openai.RateLimitError"))) is None
+
+
+def test_stop_scopes_cover_every_cause():
+    assert {c for c, s in rules.STOP_SCOPE.items() if s == "model"} == {"harness", "inconclusive", "deadline", "pool"}
+    assert {c for c, s in rules.STOP_SCOPE.items() if s == "run"} == {"runner-error", "interrupt", "sampler"}
+
+
+# ---- signatures and the inconclusive rule ------------------------------------------------------
+
+def test_error_signatures_ignore_ids_numbers_case_and_spacing():
+    a = err("openai.Odd", message="Request 12 failed:  id=3f2a9c1e-0b1d-4c2e-9a7f-1234567890ab at  0xdeadbeef01")
+    b = err("openai.Odd", message="request 977 FAILED: id=00000000-1111-2222-3333-444444444444 at 0x12345678ab")
+    assert rules.error_signature(a) == rules.error_signature(b)
+    assert rules.error_signature(a).startswith("openai.Odd: request # failed")
+    assert rules.error_signature(None) is None
+    assert len(rules.error_signature(err("x.Y", message="z" * 999))) == len("x.Y: ") + 200
+    assert rules.error_signature(err("x.Y", message="a")) != rules.error_signature(err("x.Z", message="a"))
+
+
+def test_the_inconclusive_trigger_fires_only_beyond_the_household_limit():
+    assert rules.inconclusive_trigger({"s": {"h1", "h2", "h3", "h4", "h5"}}, 5) is None
+    assert rules.inconclusive_trigger({"s": {f"h{i}" for i in range(6)}, "t": {"h1"}}, 5) == "s"
+
+
+def test_decide_gives_the_attempt_that_crosses_the_inconclusive_limit_a_stop():
+    r = rec(error=err("openai.Odd", message="x"))
+    sig = rules.error_signature(r["error"])
+    d = rules.decide(r, [], reruns_used=2, max_reruns=2, inconclusive_households={sig: {"a", "b"}},
+                     inconclusive_limit=1)
+    assert (d.cls, d.action, d.stop_cause) == (Cls.INCONCLUSIVE, Action.STOP, "inconclusive")
+    d = rules.decide(r, [], reruns_used=0, max_reruns=2, inconclusive_households={sig: {"a"}},
+                     inconclusive_limit=1)
+    assert (d.action, d.stop_cause) == (Action.RERUN, None)
+
+
+# ---- admission -----------------------------------------------------------------------------
+
+def test_admission_admits_while_every_reserve_fits_under_the_cap_and_never_after_a_refusal():
+    kw = dict(finished_nusd=50, reserve_nusd=10, cap_nusd=100)
+    assert rules.admit(refused_before=False, under_way=4, **kw)       # 50 + 50 <= 100
+    assert not rules.admit(refused_before=False, under_way=5, **kw)   # 50 + 60 > 100
+    assert not rules.admit(refused_before=True, under_way=0, **kw)

@@ -1,0 +1,280 @@
+"""The witness against real local bare repositories and real git processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from confirmatory.witness import WitnessError, check_witness, publish
+
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "confirmatory_anchor.py"
+ENV = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+ENV.update(GIT_CONFIG_NOSYSTEM="1", LC_ALL="C")
+
+
+def git(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    cmd = ["git", "-c", "user.name=tester", "-c", "user.email=t@example.invalid",
+           "-c", "init.defaultBranch=main", "-C", str(repo), *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=ENV)
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def bare(path: Path, *, protected: bool) -> Path:
+    git(path.parent, "init", "--quiet", "--bare", "-b", "main", str(path))
+    if protected:
+        git(path, "config", "receive.denyNonFastForwards", "true")
+        git(path, "config", "receive.denyDeletes", "true")
+    return path
+
+
+def clone(remote: Path, path: Path) -> Path:
+    git(remote.parent, "clone", "--quiet", str(remote), str(path))
+    return path
+
+
+def write_anchors(run_dir: Path, n: int, *, partial: bytes = b"") -> Path:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    lines = [json.dumps({"event": "anchor", "seq": i, "t": 1_800_000_000.0 + i, "final": False},
+                        sort_keys=True) for i in range(n)]
+    path = run_dir / "anchors.jsonl"
+    path.write_bytes("".join(ln + "\n" for ln in lines).encode() + partial)
+    return path
+
+
+def remote_file(remote: Path, rel: str) -> bytes:
+    return subprocess.run(["git", "-C", str(remote), "show", f"main:{rel}"],
+                          capture_output=True, env=ENV, check=True).stdout
+
+
+def run_script(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
+                          env=ENV, timeout=30)
+
+
+@pytest.fixture
+def witness(tmp_path: Path) -> tuple[Path, Path]:
+    remote = bare(tmp_path / "witness.git", protected=True)
+    return remote, clone(remote, tmp_path / "witness")
+
+
+def test_the_script_commits_the_anchors_and_pushes_them_to_the_witness(tmp_path, witness):
+    remote, work = witness
+    anchors = write_anchors(tmp_path / "run-1", 3)
+    proc = run_script("--clone", str(work), str(anchors))
+    assert proc.returncode == 0, proc.stderr
+    assert remote_file(remote, "anchors/run-1.jsonl") == anchors.read_bytes()
+    subject = git(remote, "log", "-1", "--format=%s %an", "main").stdout
+    assert "anchors/run-1.jsonl: 3 lines, last anchor t=1800000002.000" in subject
+    assert "confirmatory anchor" in subject
+
+
+def test_a_trailing_partial_line_is_left_out_of_the_commit(tmp_path, witness):
+    remote, work = witness
+    anchors = write_anchors(tmp_path / "run", 2, partial=b'{"event":"anch')
+    publish(work, anchors)
+    assert remote_file(remote, "anchors/run.jsonl").count(b"\n") == 2
+    assert remote_file(remote, "anchors/run.jsonl").endswith(b"}\n")
+
+
+def test_publishing_with_nothing_new_to_commit_is_a_success(tmp_path, witness):
+    _, work = witness
+    anchors = write_anchors(tmp_path / "run", 2)
+    assert publish(work, anchors).committed
+    again = publish(work, anchors)
+    assert not again.committed and again.lines == 2
+
+
+def test_a_commit_whose_push_failed_is_pushed_by_the_next_call(tmp_path, witness):
+    remote, work = witness
+    anchors = write_anchors(tmp_path / "run", 2)
+    publish(work, anchors)
+    git(work, "remote", "set-url", "origin", str(tmp_path / "unreachable.git"))
+    write_anchors(tmp_path / "run", 3)
+    with pytest.raises(WitnessError, match="push of main to origin failed"):
+        publish(work, anchors)
+    git(work, "remote", "set-url", "origin", str(remote))
+    assert not publish(work, anchors).committed  # committed last time; only the push was owed
+    assert remote_file(remote, "anchors/run.jsonl").count(b"\n") == 3
+
+
+def test_a_force_push_of_rewritten_anchor_history_is_rejected_by_the_witness(tmp_path, witness):
+    remote, work = witness
+    anchors = write_anchors(tmp_path / "run", 2)
+    publish(work, anchors)
+    write_anchors(tmp_path / "run", 4)
+    publish(work, anchors)
+    honest = git(remote, "rev-parse", "main").stdout
+
+    forger = clone(remote, tmp_path / "forger")
+    git(forger, "reset", "--quiet", "--hard", "HEAD~1")
+    (forger / "anchors" / "run.jsonl").write_text('{"forged": true}\n')
+    git(forger, "commit", "--quiet", "-am", "rewrite")
+    proc = git(forger, "push", "--force", "origin", "main", check=False)
+    assert proc.returncode != 0
+    assert "non-fast-forward" in proc.stderr
+    assert git(remote, "rev-parse", "main").stdout == honest
+
+
+def test_deleting_the_witness_branch_is_rejected(tmp_path, witness):
+    remote, work = witness
+    publish(work, write_anchors(tmp_path / "run", 1))
+    proc = git(work, "push", "origin", ":main", check=False)
+    assert proc.returncode != 0
+    assert "deletion prohibited" in proc.stderr
+    assert git(remote, "rev-parse", "--verify", "main", check=False).returncode == 0
+
+
+def test_a_missing_clone_is_a_one_line_error(tmp_path):
+    anchors = write_anchors(tmp_path / "run", 1)
+    proc = run_script("--clone", str(tmp_path / "nowhere"), str(anchors))
+    assert proc.returncode != 0
+    assert proc.stderr.count("\n") == 1
+    assert "does not exist" in proc.stderr
+
+
+def test_a_directory_that_is_not_a_git_clone_is_refused(tmp_path):
+    (tmp_path / "plain").mkdir()
+    with pytest.raises(WitnessError, match="is not the top of a git repository"):
+        publish(tmp_path / "plain", write_anchors(tmp_path / "run", 1))
+
+
+def test_a_clone_without_a_remote_is_refused(tmp_path):
+    local = tmp_path / "local"
+    local.mkdir()
+    git(local, "init", "--quiet")
+    with pytest.raises(WitnessError, match="has no remote"):
+        publish(local, write_anchors(tmp_path / "run", 1))
+
+
+def test_a_push_the_witness_refuses_is_reported_with_its_reason(tmp_path, witness):
+    remote, work = witness
+    hook = remote / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\necho 'closed for audit' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    proc = run_script("--clone", str(work), str(write_anchors(tmp_path / "run", 1)))
+    assert proc.returncode != 0
+    assert "the witness remote refused the push of main: (pre-receive hook declined)" in proc.stderr
+
+
+def test_two_runs_sharing_a_witness_branch_catch_up_and_both_push(tmp_path, witness):
+    remote, work = witness
+    other = clone(remote, tmp_path / "other-clone")
+    publish(work, write_anchors(tmp_path / "a", 1))
+    publish(work, write_anchors(tmp_path / "a", 2))
+    publish(other, write_anchors(tmp_path / "b", 3))  # rejected at first, then replayed on a's
+    assert remote_file(remote, "anchors/a.jsonl").count(b"\n") == 2
+    assert remote_file(remote, "anchors/b.jsonl").count(b"\n") == 3
+
+
+def test_a_branch_that_changed_our_own_file_is_not_merged(tmp_path, witness):
+    remote, work = witness
+    other = clone(remote, tmp_path / "other-clone")
+    publish(work, write_anchors(tmp_path / "one" / "run", 2))
+    with pytest.raises(WitnessError, match="non-fast-forward"):
+        publish(other, write_anchors(tmp_path / "two" / "run", 1, partial=b'{"x":1}\n'))
+    assert remote_file(remote, "anchors/run.jsonl").count(b"\n") == 2
+
+
+def test_another_run_with_the_same_id_is_not_overwritten(tmp_path, witness):
+    _, work = witness
+    publish(work, write_anchors(tmp_path / "one" / "run", 2))
+    other = tmp_path / "two" / "run" / "anchors.jsonl"
+    other.parent.mkdir(parents=True)
+    other.write_text('{"event":"anchor","t":1}\n')
+    with pytest.raises(WitnessError, match="pass --run-id"):
+        publish(work, other)
+    assert publish(work, other, run_id="run-two").committed
+
+
+def test_check_witness_passes_for_an_honest_witness(tmp_path, witness):
+    remote, work = witness
+    run_dir = tmp_path / "run"
+    for n in (1, 2, 3):
+        publish(work, write_anchors(run_dir, n))
+    reviewer = clone(remote, tmp_path / "reviewer")
+    assert check_witness(reviewer, run_dir) == []
+
+
+def test_check_witness_reports_anchors_that_were_never_pushed(tmp_path, witness):
+    remote, work = witness
+    run_dir = tmp_path / "run"
+    publish(work, write_anchors(run_dir, 2))
+    write_anchors(run_dir, 3)
+    problems = check_witness(clone(remote, tmp_path / "reviewer"), run_dir)
+    assert problems == ["the witness holds 2 of the run's 3 anchor lines; "
+                        "anchors.jsonl line 3 onward was never pushed"]
+
+
+def test_check_witness_reports_a_run_whose_anchors_were_edited_after_the_push(tmp_path, witness):
+    remote, work = witness
+    run_dir = tmp_path / "run"
+    anchors = write_anchors(run_dir, 3)
+    publish(work, anchors)
+    lines = anchors.read_bytes().split(b"\n")
+    lines[1] = lines[1].replace(b"1800000001.0", b"1800000001.5")
+    anchors.write_bytes(b"\n".join(lines))
+    problems = check_witness(clone(remote, tmp_path / "reviewer"), run_dir)
+    assert len(problems) == 1
+    assert "anchors/run.jsonl line 2 differs from the run's anchors.jsonl" in problems[0]
+
+
+def rewrite_history(remote: Path, work_dir: Path) -> str:
+    """Replace the witness's history with one whose first anchor line is different."""
+    forger = clone(remote, work_dir)
+    root = git(forger, "rev-list", "--max-parents=0", "HEAD").stdout.strip()
+    git(forger, "reset", "--quiet", "--hard", root)
+    path = forger / "anchors" / "run.jsonl"
+    path.write_bytes(path.read_bytes().replace(b"1800000000.0", b"1799999999.0"))
+    git(forger, "commit", "--quiet", "--amend", "-am", "rewritten")
+    git(forger, "push", "--quiet", "--force", "origin", "main")
+    return git(forger, "rev-parse", "HEAD").stdout.strip()
+
+
+def test_check_witness_reports_a_witness_whose_history_diverges(tmp_path):
+    remote = bare(tmp_path / "unprotected.git", protected=False)
+    work = clone(remote, tmp_path / "witness")
+    run_dir = tmp_path / "run"
+    publish(work, write_anchors(run_dir, 1))
+    publish(work, write_anchors(run_dir, 2))
+    forged = rewrite_history(remote, tmp_path / "forger")
+
+    problems = check_witness(clone(remote, tmp_path / "reviewer"), run_dir)
+    assert any(p.startswith(f"witness commit {forged[:12]} ") and
+               "anchors/run.jsonl line 1 differs" in p for p in problems), problems
+
+
+def test_check_witness_notices_a_rewrite_since_its_last_fetch(tmp_path):
+    remote = bare(tmp_path / "unprotected.git", protected=False)
+    work = clone(remote, tmp_path / "witness")
+    run_dir = tmp_path / "run"
+    publish(work, write_anchors(run_dir, 2))
+    reviewer = clone(remote, tmp_path / "reviewer")
+    assert check_witness(reviewer, run_dir) == []
+    rewrite_history(remote, tmp_path / "forger")
+
+    problems = check_witness(reviewer, run_dir)
+    assert any("was rewritten" in p for p in problems), problems
+    assert any("line 1 differs" in p for p in problems), problems
+
+
+def test_check_witness_names_a_missing_clone(tmp_path):
+    run_dir = tmp_path / "run"
+    write_anchors(run_dir, 1)
+    assert check_witness(tmp_path / "nowhere", run_dir) == [
+        f"witness clone {tmp_path / 'nowhere'} does not exist (clone the witness remote there first)"]
+
+
+def test_check_witness_uses_the_run_id_the_anchor_command_was_given(tmp_path, witness):
+    remote, work = witness
+    run_dir = tmp_path / "run"
+    publish(work, write_anchors(run_dir, 2), run_id="study-42")
+    (run_dir / "manifest.json").write_text(json.dumps(
+        {"anchors": {"command": ["python", "x.py", "--clone", "w", "--run-id", "study-42"], "cwd": "."}}))
+    assert check_witness(clone(remote, tmp_path / "reviewer"), run_dir) == []
