@@ -32,6 +32,7 @@ from pathlib import Path
 
 from confirmatory.chain import ChainError, ChainWriter, check_chain, log_seed, sha256_hex
 from confirmatory.clock import Clock
+from confirmatory.secrets import redact
 
 OUTPUT_TAIL_CHARS = 2000
 # Exit status of push-anchor when the command failed: the witness does not
@@ -39,14 +40,6 @@ OUTPUT_TAIL_CHARS = 2000
 EXIT_WITNESS = 6
 _UNANCHORED = frozenset({"anchors.jsonl", "anchor-pushes.jsonl"})
 _TERM_GRACE_S = 3.0
-
-
-def _redact(text: str) -> str:
-    try:
-        from confirmatory.secrets import redact  # optional: another module's job
-    except ImportError:
-        return text
-    return redact(text)
 
 
 def run_anchor_command(command: Sequence[str], anchors_file: Path, cwd: Path,
@@ -62,14 +55,14 @@ def run_anchor_command(command: Sequence[str], anchors_file: Path, cwd: Path,
             proc = subprocess.Popen([*command, str(anchors_file)], cwd=cwd, stdin=subprocess.DEVNULL,
                                     stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         except OSError as exc:
-            return 127, _redact(f"could not start the anchor command {list(command)!r}: {exc}")
+            return 127, redact(f"could not start the anchor command {list(command)!r}: {exc}")
         if on_start is not None:
             on_start(proc)
         rc = proc.wait()
         out.seek(0, os.SEEK_END)
         out.seek(max(0, out.tell() - 4 * OUTPUT_TAIL_CHARS))
         # Redact before cutting the tail, so a secret cut in half is still found.
-        text = _redact(out.read().decode("utf-8", errors="replace"))
+        text = redact(out.read().decode("utf-8", errors="replace"))
     return rc, text[-OUTPUT_TAIL_CHARS:]
 
 
@@ -174,11 +167,11 @@ class Anchorer:
         return log_seed(sha256_hex((self._run_dir / "manifest.json").read_bytes()), rel)
 
     def start(self) -> None:
-        """Write the first anchor now (before any lane admits anything), then
-        one every ``interval_s`` on the anchor thread until ``finish``."""
+        """An anchor every ``interval_s`` on the anchor thread until ``finish``.
+
+        The first anchor is the caller's: ``anchor()`` before any lane admits."""
         if self._ticker is not None:
             raise RuntimeError("the anchorer is already started")
-        self.anchor()
         # Not a daemon: it writes records, and the Run joins it in finish().
         self._ticker = threading.Thread(target=self._tick, name="anchorer", daemon=False)
         self._ticker.start()

@@ -11,10 +11,11 @@ seed is derived, what an append promises, and how a log is re-read.
   error, so a retried fsync can "succeed" for data that is gone. Nothing is
   therefore retried and nothing more is acknowledged.
 * Reopening a log re-checks it from its seed. Damage is reported, never
-  repaired: a bad earlier line is ``ChainBroken``; bad bytes after the last
-  good line (the shape a write cut short by a crash leaves) are ``TornTail``
-  with their exact offset, length and sha256, so that any recovery is an
-  explicit, recorded decision of the operator's.
+  repaired: a complete (newline-ended) line that is not a valid link is
+  ``ChainBroken``; bytes after the last newline - the shape an append cut
+  short by a crash leaves, whether a partial line, a whole line missing its
+  newline or garbage - are ``TornTail`` with their exact offset, length and
+  sha256, so that any recovery is an explicit, recorded operator decision.
 * ``iter_lines``, ``check_chain``, ``prefix_head`` are streaming readers:
   they read in binary chunks and never hold the whole file.
 * ``write_json_durable`` writes one whole JSON file atomically (records,
@@ -31,6 +32,8 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from json.encoder import c_encode_basestring, c_make_encoder
+from json.scanner import c_make_scanner, py_make_scanner
 from typing import Any
 
 _CHUNK = 1 << 20
@@ -43,31 +46,23 @@ _CANON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=Fa
 
 
 # The checker's hot loop calls the C scanner and encoder directly: json.loads
-# and JSONEncoder.encode spend as long on argument handling and set-up as on
-# a ~200-byte line itself. Same grammar and same output; the fallbacks keep
-# the module working on an interpreter without the C accelerator.
-try:
-    from json.scanner import c_make_scanner as _c_make_scanner
-    from json.encoder import c_make_encoder as _c_make_encoder, c_encode_basestring as _c_esc
-except ImportError:  # pragma: no cover - CPython always has them
-    _c_make_scanner = _c_make_encoder = _c_esc = None
-
-if _c_make_scanner is not None and _c_make_encoder is not None and _c_esc is not None:
-    _scan_once = _c_make_scanner(json.JSONDecoder())
-    # markers=None: parsed JSON cannot be circular, so no cycle check is needed.
-    _encode_fast = _c_make_encoder(None, _CANON.default, _c_esc, None, ":", ",", True, False, True)
-
-    def _parse_line(text: str) -> Any:
-        obj, end = _scan_once(text, 0)
-        if end != len(text):
-            raise ValueError("extra data after the JSON value")
-        return obj
+# and JSONEncoder.encode spend as long on set-up as on a ~200-byte line
+# itself. Same grammar, same output (markers=None: parsed JSON has no cycles).
+_scan_once = (c_make_scanner or py_make_scanner)(json.JSONDecoder())
+if c_make_encoder is not None:
+    _encode_c = c_make_encoder(None, _CANON.default, c_encode_basestring, None, ":", ",", True, False, True)
 
     def _canon_text(obj: Any) -> str:
-        return "".join(_encode_fast(obj, 0))
-else:  # pragma: no cover
-    _parse_line = json.loads
+        return "".join(_encode_c(obj, 0))
+else:  # pragma: no cover - interpreters without the _json accelerator
     _canon_text = _CANON.encode
+
+
+def _parse_line(text: str) -> Any:
+    obj, end = _scan_once(text, 0)  # StopIteration if no value starts at 0
+    if end != len(text):
+        raise ValueError(f"extra data after the JSON value at character {end}")
+    return obj
 
 
 def dumps(obj: dict) -> bytes:
@@ -96,10 +91,10 @@ class ChainWriteFailed(ChainError):
 
 
 class ChainBroken(ChainError):
-    """A line before the last one is not a valid link of the chain."""
+    """A complete line is not a valid link of the chain."""
 
     def __init__(self, path: Path | str, seq: int, offset: int, reason: str) -> None:
-        super().__init__(f"{path}: chain broken at line {seq} (byte {offset}): {reason}")
+        super().__init__(f"{path}: chain broken: {reason}")  # reason names line and byte
         self.path = Path(path)
         self.seq = seq
         self.offset = offset
@@ -107,7 +102,7 @@ class ChainBroken(ChainError):
 
 
 class TornTail(ChainError):
-    """Bytes after the last good line do not form a valid line."""
+    """The file ends in bytes without a newline after its last complete line."""
 
     def __init__(self, path: Path | str, torn: "TornInfo") -> None:
         super().__init__(
@@ -140,8 +135,8 @@ class LogLine:
 
 @dataclass(frozen=True, slots=True)
 class TornInfo:
-    """Everything after the last good line: ``length`` bytes from ``offset``
-    to the end of the file, whose sha256 is ``sha256``."""
+    """The unterminated end of a file: ``length`` bytes from ``offset`` to the
+    end, whose sha256 is ``sha256``; ``reason`` says what they look like."""
 
     offset: int
     length: int
@@ -170,30 +165,45 @@ class ChainCheck:
 # ---------------------------------------------------------------- readers
 
 
-def _link_problem(line: bytes, n: int, head: str) -> tuple[str | None, str | None]:
-    """(problem, hash) for a complete line at position n after ``head``.
+def _line_problem(line: bytes, n: int, head: str) -> str | None:
+    """Why ``line`` is not a valid line ``n`` after ``head`` (None: it is).
 
-    The slow path, used for the one line that the fast loop rejected, and for
-    the unterminated tail, so that the reason is precise.
+    The slow path, for the one line the hot loop rejected and for an
+    unterminated tail, so that the reason given is precise.
     """
     try:
         obj = _parse_line(line.decode())
     except (ValueError, RecursionError, StopIteration) as exc:
-        return f"not a JSON line ({type(exc).__name__}: {exc})", None
+        return f"not a JSON line ({type(exc).__name__}: {exc})"
     if not isinstance(obj, dict):
-        return f"not a JSON object but {type(obj).__name__}", None
-    seq = obj.get("seq")
-    if type(seq) is not int or seq != n:
-        return f"seq is {seq!r}, expected {n}", None
+        return f"not a JSON object but {type(obj).__name__}"
+    if type(obj.get("seq")) is not int or obj["seq"] != n:
+        return f"seq is {obj.get('seq')!r}, expected {n}"
     if obj.get("prev") != head:
-        return f"prev is {obj.get('prev')!r}, expected {head}", None
+        return f"prev is {obj.get('prev')!r}, expected {head}"
     try:
-        canonical = dumps(obj)
+        if dumps(obj) != line:
+            return "not in canonical encoding (sorted keys, no spaces, UTF-8)"
     except ValueError as exc:
-        return f"cannot be re-encoded ({exc})", None
-    if canonical != line:
-        return "not in canonical encoding (sorted keys, no spaces, UTF-8)", None
-    return None, sha256_hex(line)
+        return f"cannot be re-encoded ({exc})"
+    return None
+
+
+def _batches(f: Any) -> Iterator[tuple[int, list[bytes], bool]]:
+    """(offset of the first, lines without their newline, is_tail) per chunk.
+
+    The last batch, if the file does not end in a newline, is the
+    unterminated tail alone with ``is_tail`` set.
+    """
+    base = 0
+    rest = b""
+    while chunk := f.read(_CHUNK):
+        parts = (rest + chunk if rest else chunk).split(b"\n")
+        rest = parts.pop()
+        yield base, parts, False
+        base += sum(map(len, parts)) + len(parts)
+    if rest:
+        yield base, [rest], True
 
 
 def _walk(path: Path, seed: str, limit: int | None = None) -> ChainCheck:
@@ -201,31 +211,23 @@ def _walk(path: Path, seed: str, limit: int | None = None) -> ChainCheck:
 
     The hot loop does the minimum per line (strict UTF-8 decode, one parse, two
     field checks, one re-encode, one sha256) with everything bound to locals;
-    byte offsets are worked out per chunk, not per line. Whatever the loop
-    rejects is re-examined by ``_link_problem`` for the reason.
+    byte offsets are worked out per chunk, not per line.
     """
-    parse = _parse_line
-    canon = _canon_text
-    sha256 = hashlib.sha256
-    head = seed
-    n = 0
-    base = 0  # file offset of the first line of the current chunk's parts
+    parse, canon, sha256 = _parse_line, _canon_text, hashlib.sha256
+    head, n, end = seed, 0, 0
     try:
         f = open(path, "rb", buffering=0)
     except FileNotFoundError:
         return ChainCheck(False, 0, seed, problem=f"{path}: no such file", problem_line=0)
     with f:
-        rest = b""
-        while limit is None or n < limit:
-            chunk = f.read(_CHUNK)
-            if not chunk:
-                break
-            buf = rest + chunk if rest else chunk
-            parts = buf.split(b"\n")
-            rest = parts.pop()
-            if limit is not None and len(parts) > limit - n:
-                del parts[limit - n :]
-                rest = b""  # lines past the limit are not looked at
+        for base, parts, is_tail in _batches(f):
+            if limit is not None and not is_tail and len(parts) >= limit - n:
+                del parts[limit - n :]  # lines past the limit are not looked at
+            if is_tail:
+                problem = _line_problem(parts[0], n, head)
+                reason = "no trailing newline" + (f"; {problem}" if problem else " (the line is otherwise whole)")
+                torn = TornInfo(base, len(parts[0]), sha256_hex(parts[0]), reason)
+                return ChainCheck(False, n, head, f"torn tail: {reason}", n, torn, base)
             first = n
             for line in parts:
                 try:
@@ -241,28 +243,14 @@ def _walk(path: Path, seed: str, limit: int | None = None) -> ChainCheck:
                     good = False
                 if not good:
                     offset = base + sum(len(p) + 1 for p in parts[: n - first])
-                    return _bad_line(f, path, line, n, head, offset)
+                    problem = f"line {n} at byte {offset}: {_line_problem(line, n, head) or 'rejected'}"
+                    return ChainCheck(False, n, head, problem, n, None, offset)
                 head = sha256(line).hexdigest()
                 n += 1
-            base += sum(len(p) + 1 for p in parts)
-        if rest and (limit is None or n < limit):
-            problem, _ = _link_problem(rest, n, head)
-            reason = "no trailing newline" + (f"; {problem}" if problem else " (the line is otherwise whole)")
-            torn = TornInfo(base, len(rest), sha256_hex(rest), reason)
-            return ChainCheck(False, n, head, f"torn tail: {reason}", n, torn, base)
-    return ChainCheck(True, n, head, end=base)
-
-
-def _bad_line(f: Any, path: Path, line: bytes, n: int, head: str, offset: int) -> ChainCheck:
-    problem, _ = _link_problem(line, n, head)
-    problem = problem or "rejected"
-    # Is this the last line of the file? Then it is a torn tail, else a break.
-    f.seek(offset)
-    tail = f.read(len(line) + 2)
-    if len(tail) == len(line) + 1:
-        torn = TornInfo(offset, len(tail), sha256_hex(tail), f"last line: {problem}")
-        return ChainCheck(False, n, head, f"torn tail: {torn.reason}", n, torn, offset)
-    return ChainCheck(False, n, head, f"line {n} at byte {offset}: {problem}", n, None, offset)
+            end = base + sum(map(len, parts)) + len(parts)
+            if n == limit:
+                break
+    return ChainCheck(True, n, head, end=end)
 
 
 def check_chain(path: Path, seed: str) -> ChainCheck:
@@ -274,6 +262,8 @@ def prefix_head(path: Path, seed: str, n: int) -> str | None:
     """The head after the first ``n`` lines, or None if there are fewer good lines."""
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
+    if n == 0:
+        return seed
     result = _walk(Path(path), seed, limit=n)
     return result.head if result.lines == n else None
 
@@ -282,33 +272,26 @@ def iter_lines(path: Path) -> Iterator[LogLine]:
     """Every complete line of ``path``, in order, one at a time.
 
     Does not check the links (``check_chain`` does). Raises ``ChainBroken``
-    for a complete line that is not a JSON object and ``TornTail`` for bytes
-    after the last newline: a reader never skips what it cannot read.
+    for a complete line that is not a JSON object and, after the last complete
+    line, ``TornTail`` for bytes without a newline: a reader never skips what
+    it cannot read.
     """
     path = Path(path)
     n = 0
-    offset = 0
     with open(path, "rb", buffering=0) as f:
-        rest = b""
-        while True:
-            chunk = f.read(_CHUNK)
-            if not chunk:
-                break
-            buf = rest + chunk if rest else chunk
-            parts = buf.split(b"\n")
-            rest = parts.pop()
+        for offset, parts, is_tail in _batches(f):
+            if is_tail:
+                raise TornTail(path, TornInfo(offset, len(parts[0]), sha256_hex(parts[0]), "no trailing newline"))
             for line in parts:
                 try:
                     obj = _parse_line(line.decode())
                 except (ValueError, RecursionError, StopIteration) as exc:
-                    raise ChainBroken(path, n, offset, f"not a JSON line ({exc})") from None
+                    raise ChainBroken(path, n, offset, f"line {n} at byte {offset}: not a JSON line ({exc})") from None
                 if not isinstance(obj, dict):
-                    raise ChainBroken(path, n, offset, "not a JSON object")
+                    raise ChainBroken(path, n, offset, f"line {n} at byte {offset}: not a JSON object")
                 yield LogLine(n, obj, sha256_hex(line), offset, len(line) + 1)
                 n += 1
                 offset += len(line) + 1
-    if rest:
-        raise TornTail(path, TornInfo(offset, len(rest), sha256_hex(rest), "no trailing newline"))
 
 
 # ---------------------------------------------------------------- durability helpers
@@ -417,7 +400,7 @@ class ChainWriter:
         if result.torn is not None:
             raise TornTail(self.path, result.torn)
         if not result.ok:
-            raise ChainBroken(self.path, result.problem_line or 0, result.end, result.problem or "")
+            raise ChainBroken(self.path, result.lines, result.end, result.problem or "")
         fd = os.open(self.path, flags)
         # Race: a second writer on the same log would be a bug elsewhere; if
         # the file grew between the check and the open, refuse rather than
@@ -427,7 +410,7 @@ class ChainWriter:
             os.close(fd)
             raise ChainBroken(
                 self.path, result.lines, result.end,
-                f"file grew from {result.end} to {size} bytes while it was being opened",
+                f"line {result.lines} at byte {result.end}: the file grew to {size} bytes while it was being opened",
             )
         self.lines = result.lines
         self.head = result.head
@@ -449,17 +432,17 @@ class ChainWriter:
             try:
                 _write_all(self._fd, line + b"\n")
             except OSError as exc:
-                self._fail("write", exc)
+                raise self._fail("write", exc) from exc
             try:
                 os.fsync(self._fd)
             except OSError as exc:
-                self._fail("fsync", exc)
+                raise self._fail("fsync", exc) from exc
             self.lines += 1
             self.head = digest
             return digest
 
-    def _fail(self, op: str, exc: OSError) -> None:
-        """Enter the failed state (lock held) and raise; the fd is not fsynced again."""
+    def _fail(self, op: str, exc: OSError) -> ChainWriteFailed:
+        """Enter the failed state (lock held); the fd is closed, never fsynced again."""
         self.failed = True
         self._failure = (
             f"{op} of line {self.lines} failed: {exc}; the line is not acknowledged "
@@ -469,7 +452,7 @@ class ChainWriter:
             os.close(self._fd)  # close() does not fsync; see the module docstring
         except OSError:
             pass
-        raise ChainWriteFailed(f"{self.path}: {self._failure}") from exc
+        return ChainWriteFailed(f"{self.path}: {self._failure}")
 
     def snapshot(self) -> tuple[int, str]:
         """(acknowledged lines, head): a consistent pair, taken under the lock."""

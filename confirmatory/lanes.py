@@ -86,6 +86,9 @@ class Running:
     lane: int
     start: float
     deadline_record: tuple[dict[str, Any], str, str, float] | None = None
+    # Set once the watcher has written the deadline record: between its
+    # abandon() and this, the lane must wait, not read a half-made outcome.
+    deadline_written: threading.Event = field(default_factory=threading.Event)
 
 
 @dataclass
@@ -253,6 +256,9 @@ class Lane:
                     reruns_used[arm] += 1
                 m.reruns += len(arms)
                 pass_index += 1
+        except BaseException:
+            finished = False
+            raise
         finally:
             self.end_household(household, attempts, finished)
         return finished
@@ -343,8 +349,10 @@ class Lane:
             pass
         if not aspend.finish():
             # The deadline watcher abandoned this attempt and wrote its record.
+            running.deadline_written.wait()
             deadline = running.deadline_record
-            assert deadline is not None
+            if deadline is None:
+                raise RuntimeError(f"attempt {key} was abandoned but its deadline record was not written")
             record, rel, sha, dl_end = deadline
             with m.cond:
                 m.running.pop(key, None)

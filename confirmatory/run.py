@@ -329,8 +329,11 @@ class Run:
             "start": r.start, "end": end, "status": "deadline", "cost_nusd": cost,
             "error": describe_exception(exc), "calls": calls, "answer": None,
         }
-        rel, sha = self.write_record(m, record)
-        r.deadline_record = (record, rel, sha, end)
+        try:
+            rel, sha = self.write_record(m, record)
+            r.deadline_record = (record, rel, sha, end)
+        finally:
+            r.deadline_written.set()
         self.trigger(m, "deadline", r.household, r.arm, r.pass_index)
 
     def pool_failed(self, m: ModelState, exc: BaseException) -> bool:

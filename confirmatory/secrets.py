@@ -58,7 +58,10 @@ def redact(text: str, environ: Mapping[str, str] | None = None) -> str:
     """``text`` with every secret value replaced by ``[redacted:NAME]``."""
     # Longest first: one secret may contain another (a key and its prefix).
     for value, name in sorted(secret_values(environ).items(), key=lambda kv: -len(kv[0])):
-        text = text.replace(value, f"[redacted:{name}]")
+        marker = f"[redacted:{name}]"
+        # A value that is part of its own marker would survive in it; "***"
+        # is shorter than any value we redact, so it cannot hold one.
+        text = text.replace(value, "***" if value in marker else marker)
     for pattern, replacement in _PATTERNS:
         text = pattern.sub(replacement, text)
     return text

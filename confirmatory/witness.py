@@ -97,9 +97,10 @@ def _open_clone(clone: Path) -> tuple[Path, str]:
     top = _git(clone, "rev-parse", "--show-toplevel", check=False)
     if top.returncode != 0 or Path(top.stdout.strip()).resolve() != clone.resolve():
         raise WitnessError(f"witness clone {clone} is not the top of a git repository")
-    if not _git(clone, "remote", check=False).stdout.split():
+    remotes = _git(clone, "remote").stdout.split()
+    if not remotes:
         raise WitnessError(f"witness clone {clone} has no remote (git remote add origin URL)")
-    if "origin" not in _git(clone, "remote").stdout.split():
+    if "origin" not in remotes:
         raise WitnessError(f"witness clone {clone} has no remote named origin")
     head = _git(clone, "symbolic-ref", "--quiet", "--short", "HEAD", check=False)
     if head.returncode != 0:

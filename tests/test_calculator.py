@@ -126,6 +126,24 @@ def test_earning_more_never_lowers_net_income(hh, raise_by):
     assert calculate(richer)["net_income"] >= calculate(hh)["net_income"] - 0.05
 
 
+# Where the schedule has kinks, a random income rarely lands: probe each one.
+THRESHOLDS = (calculator.SI_LOWER, calculator.PERSONAL_ALLOWANCE + calculator.BASIC_BAND, calculator.SI_UPPER,
+              calculator.CB_TAPER_START, calculator.CB_TAPER_START + 100 * calculator.CB_TAPER_STEP,
+              calculator.ALLOWANCE_TAPER_START, calculator.ADDITIONAL_START)
+
+
+@settings(max_examples=400, deadline=None)
+@given(household, st.sampled_from(THRESHOLDS), st.floats(-1_500, 1_500), st.floats(0.01, 600))
+def test_earning_a_little_more_near_a_threshold_never_lowers_net_income(hh, threshold, offset, raise_by):
+    hh = json.loads(json.dumps(hh))
+    hh["adults"][0]["employment_income"] = round(max(threshold + offset, 0.0), 2)
+    hh["adults"][0]["self_employment_income"] = 0.0
+    hh["children"].append({"age": 3})  # so the child benefit taper is in play
+    richer = json.loads(json.dumps(hh))
+    richer["adults"][0]["employment_income"] = round(hh["adults"][0]["employment_income"] + raise_by, 2)
+    assert calculate(richer)["net_income"] >= calculate(hh)["net_income"] - 0.05
+
+
 @settings(max_examples=300, deadline=None)
 @given(household)
 def test_components_are_never_negative_and_add_up_to_the_net_income(hh):

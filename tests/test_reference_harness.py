@@ -183,3 +183,74 @@ def test_describe_lists_every_prompt_document_and_tool_schema_as_json():
     assert "calculate" in d["tool_schemas"] and "policy" in d["documents"]
     assert str(int(calculator.PERSONAL_ALLOWANCE)) in d["documents"]["policy"].replace(",", "")
     json.dumps(d)
+
+
+# --- the bundled designs' fault plans do what their comments promise ---------
+
+PROMISED = {
+    "rate_limit": "provider", "unavailable": "provider", "server_error": "provider", "hang": "provider",
+    "malformed": "provider", "truncate": "model", "bad_answer": "model", "auth": "operator",
+}
+
+
+def _class_of(outcome) -> str:
+    from confirmatory.errors import describe_exception
+    from confirmatory.rules import classify
+
+    if isinstance(outcome, BaseException):
+        record = {"status": "error", "error": describe_exception(outcome)}
+    else:
+        record = {"status": "ok", "error": None}
+    return classify(record, []).value
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("design_name", ["reference.toml", "operator-pause.toml"])
+def test_each_planned_fault_gets_its_promised_class_and_its_rerun_goes_through(design_name, pool):
+    from confirmatory.design import load_design
+
+    loaded = load_design(resources.files("confirmatory.demo").joinpath(design_name))
+    plan = FaultPlan.from_table(loaded.design.simulator)
+    by_served = {m.served_name: m for m in loaded.design.models}
+    by_id = {h.id: h for h in loaded.households}
+    arms = {a.name: a for a in loaded.design.arms}
+    assert plan.faults
+    sim = SimProvider(plan).start()
+    try:
+        for fault in plan.faults:
+            spec = by_served[fault.model].model_copy(update={"api_base": sim.url})
+            seen = []
+            for pass_index in (0, 1):
+                spend = Spend(ceiling_nusd=10**12, before_nusd=0, clock=Clock())
+                a = AttemptSpend(spend, model=spec.name, household=fault.household, arm=fault.arm,
+                                 pass_index=pass_index, stop_reason=lambda: None, on_late_cost=lambda n: None)
+                try:
+                    outcome = harness.run(spec, by_id[fault.household], arms[fault.arm], pool, a, Clock())
+                except Exception as exc:  # classified below
+                    outcome = exc
+                seen.append(_class_of(outcome))
+            assert seen[0] == PROMISED[fault.kind.value], (fault, seen)
+            # sim-sloppy garbles some answers of its own accord: that is a model keep, not a fault.
+            assert seen[1] in (("ok", "model") if fault.model == "sim-sloppy" else ("ok",)), (fault, seen)
+    finally:
+        sim.stop()
+
+
+def test_the_real_provider_design_loads_with_the_same_pins_and_no_api_base():
+    from confirmatory.design import load_design
+
+    demo = resources.files("confirmatory.demo")
+    real = load_design(demo.joinpath("real-provider.toml"))
+    ref = load_design(demo.joinpath("reference.toml"))
+    assert real.pins == ref.pins and real.design.households == ref.design.households
+    assert all(m.api_base is None and not m.litellm_model.startswith("openai/sim-") for m in real.design.models)
+    assert real.design.simulator is None
+
+
+def test_the_demo_names_a_fresh_run_directory_after_the_study(tmp_path):
+    import datetime as dt
+
+    from confirmatory.demo.main import REFERENCE_DESIGN, default_run_dir
+
+    when = dt.datetime(2026, 11, 29, 8, 30, 5, tzinfo=dt.UTC)
+    assert default_run_dir(REFERENCE_DESIGN, when, tmp_path) == tmp_path / "runs" / "reference-calculator-20261129T083005Z"

@@ -216,3 +216,51 @@ def test_the_sim_provider_command_prints_its_url_serves_and_stops_on_ctrl_c():
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_prepare_prices_a_simulator_model_with_the_sims_own_prices_by_default():
+    spec = Model(name="truncates", litellm_model="openai/sim-truncates", api_base="simulator")
+    llm.prepare([spec])
+    prompt_usd, completion_usd = llm._lib().cost_per_token(
+        model="openai/sim-truncates", prompt_tokens=1000, completion_tokens=1000)
+    assert (prompt_usd, completion_usd) == pytest.approx((1000 * SIM_PRICES["sim-truncates"][0],
+                                                          1000 * SIM_PRICES["sim-truncates"][1]))
+
+
+def test_a_call_refuses_the_unresolved_simulator_marker():
+    spec = Model(name="careful", litellm_model="openai/sim-careful", api_base="simulator")
+    with pytest.raises(ValueError, match="simulator"):
+        llm.chat(spec, [{"role": "user", "content": USER}])
+
+
+def test_the_fault_plan_is_read_from_a_design_files_simulator_table(tmp_path):
+    from confirmatory.sim.server import plan_from_design
+
+    design = tmp_path / "design.toml"
+    design.write_text('[study]\nid = "x"\n\n[simulator]\nseed = 8\nhang_s = 1.0\n'
+                      '[[simulator.faults]]\nkind = "auth"\nmodel = "sim-sloppy"\npass = 0\nrate = 0.5\n')
+    plan = plan_from_design(design)
+    assert plan.seed == 8 and plan.hang_s == 1.0
+    (fault,) = plan.faults
+    assert (fault.kind, fault.model, fault.pass_, fault.rate) == ("auth", "sim-sloppy", 0, 0.5)
+
+
+def test_sixteen_threads_of_calls_each_get_an_answer_and_spend_matches_the_token_counts():
+    from concurrent.futures import ThreadPoolExecutor
+
+    with SimProvider(None, seed=21) as fresh:
+        specs = [model(fresh, served) for served in SIM_PRICES]
+
+        def one(i: int) -> int:
+            reply = llm.chat(specs[i % 3], [{"role": "user", "content": USER}],
+                             tools=[CALCULATE] if i % 2 else None, extra_headers=header(f"h{i}/a/0"))
+            assert reply.content or reply.tool_calls
+            return to_nusd(reply.cost_usd)
+
+        with ThreadPoolExecutor(16) as pool:
+            total = sum(pool.map(one, range(160)))
+        usage = fresh.usage()
+    expected = sum(c["prompt_tokens"] * to_nusd(SIM_PRICES[m][0]) + c["completion_tokens"] * to_nusd(SIM_PRICES[m][1])
+                   for m, c in usage.items())
+    assert sum(c["calls"] for c in usage.values()) == 160
+    assert total == expected

@@ -80,7 +80,9 @@ def write_design(
         parts.append("[[arms]]\n" + f"name = {json.dumps(a)}\nfeatures = {_toml_value(features)}\n")
     for m in models:
         spec = {"litellm_model": f"openai/fake-{m['name']}", "cap_usd": 10.0, "reserve_usd": 0.01,
-                "lanes": 2, "timeout_s": 5.0, "params": {"temperature": 0.0, "seed": 1}} | dict(m)
+                "lanes": 2, "timeout_s": 5.0, "params": {"temperature": 0.0, "seed": 1},
+                # The fake harness calls no provider; a loopback base needs no key.
+                "api_base": "http://127.0.0.1:9/v1"} | dict(m)
         parts.append("[[models]]\n" + "".join(f"{k} = {_toml_value(v)}\n" for k, v in spec.items()))
     parts.append(_table("rules", {"attempt_deadline_s": 30, **(rules or {})}))
     parts.append(_table("host", {"sample_interval_s": 0.05, "max_gap_s": 1.0, "sampler_failure_s": 10,

@@ -8,7 +8,8 @@ household payload, so a design names every planted failure:
 
     {"id": "hh-003", "plan": {"calculator/0": "provider", "alone/*": "model"}}
 
-keys are ``"<arm>/<pass>"`` (``*`` for any pass); values are fault kinds
+keys are ``"<arm>/<pass>"`` (``*`` for any pass), optionally prefixed
+``"<model>:"`` to plant for one model only; values are fault kinds
 (``FAULT_KINDS``) or lists of them (one per call). Payload keys ``cost_usd``
 (per call, default 0.001) and ``latency_s`` (default 0) shape the calls.
 """
@@ -53,9 +54,14 @@ def _litellm_exception(kind: str, model: str) -> BaseException:
     return cls(message=msg, llm_provider="openai", model=model)
 
 
-def planned_kinds(payload: Mapping[str, Any], arm: str, pass_index: int) -> list[str]:
+def planned_kinds(payload: Mapping[str, Any], model: str, arm: str, pass_index: int) -> list[str]:
+    """The kinds planted for this attempt: ``model:arm/pass`` beats ``arm/pass`` beats ``arm/*``."""
     plan = payload.get("plan") or {}
-    kinds = plan.get(f"{arm}/{pass_index}", plan.get(f"{arm}/*", "ok"))
+    kinds = "ok"
+    for key in (f"{model}:{arm}/{pass_index}", f"{model}:{arm}/*", f"{arm}/{pass_index}", f"{arm}/*"):
+        if key in plan:
+            kinds = plan[key]
+            break
     return [kinds] if isinstance(kinds, str) else list(kinds)
 
 
@@ -65,7 +71,7 @@ def harness(model: Any, household: Any, arm: Any, pool: Any, spend: Any, clock: 
     cost = float(payload.get("cost_usd", 0.001))
     latency = float(payload.get("latency_s", 0.0))
     answer = None
-    for kind in planned_kinds(payload, arm.name, spend.pass_index):
+    for kind in planned_kinds(payload, model.name, arm.name, spend.pass_index):
         spend.checkpoint()
         start = time.time()
         if latency:

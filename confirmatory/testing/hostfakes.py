@@ -61,10 +61,14 @@ class ScriptedReaders:
         with self._lock:
             self._script.extend(items)
 
-    def set_pressure(self, value: Any) -> None:
-        """Replace the script: every reading from now on is `value`."""
+    def set_script(self, *items: Any) -> None:
+        """Replace the script; its last item repeats."""
         with self._lock:
-            self._script = deque([value])
+            self._script = deque(items) or deque([0.0])
+
+    def set_pressure(self, value: float) -> None:
+        """Every reading from now on reads `value`."""
+        self.set_script(value)
 
     def release(self) -> None:
         """End every stall now and from now on (for teardown)."""

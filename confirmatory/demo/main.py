@@ -1,0 +1,82 @@
+"""``confirmatory demo``: run a bundled design, verify the run, say where everything is.
+
+Owns only the wiring of the first-minute experience: choosing the design
+(the reference study unless told otherwise) and a fresh run directory, then
+handing over to the runner (``confirmatory.runmain.run_command``) and the
+verifier (``confirmatory.verify.verify_command``). It decides nothing about
+the run itself.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import sys
+import tomllib
+from pathlib import Path
+
+DEMO_DIR = Path(__file__).resolve().parent
+REFERENCE_DESIGN = DEMO_DIR / "reference.toml"
+
+
+def default_run_dir(design: Path, now: _dt.datetime | None = None, base: Path | None = None) -> Path:
+    """``runs/<study id>-<UTC timestamp>`` under ``base`` (the current directory)."""
+    try:
+        study_id = str(tomllib.loads(design.read_text(encoding="utf-8"))["study"]["id"])
+    except (OSError, ValueError, KeyError, TypeError):
+        study_id = "study"  # the runner reports the design's problems properly
+    safe = "".join(ch if ch.isalnum() or ch in "._-" else "-" for ch in study_id) or "study"
+    stamp = (now or _dt.datetime.now(_dt.UTC)).strftime("%Y%m%dT%H%M%SZ")
+    return (base or Path.cwd()) / "runs" / f"{safe}-{stamp}"
+
+
+def demo_command(run_dir: Path | None = None, design: Path | None = None) -> int:
+    """Run ``design`` into ``run_dir``, verify it, print a guide; the exit status.
+
+    Non-zero when the run did not complete cleanly (the runner's status) or
+    when verification failed (the verifier's status).
+    """
+    from confirmatory.runmain import run_command  # noqa: PLC0415 - keeps `demo --help` light
+    from confirmatory.verify import verify_command  # noqa: PLC0415
+
+    design = Path(design) if design is not None else REFERENCE_DESIGN
+    run_dir = Path(run_dir) if run_dir is not None else default_run_dir(design)
+    print(f"confirmatory demo: design {design}", file=sys.stderr)
+    print(f"confirmatory demo: run directory {run_dir}", file=sys.stderr)
+
+    run_rc = run_command(design, run_dir, workers=None, quiet=False)
+    if not (run_dir / "manifest.json").is_file():
+        # Refused before starting: nothing to verify or show.
+        print(f"confirmatory demo: the run did not start (exit status {run_rc})", file=sys.stderr)
+        return run_rc or 1
+
+    print("\nconfirmatory demo: verifying the run records", file=sys.stderr)
+    verify_rc = verify_command(run_dir)
+    print(guide(run_dir, run_rc=run_rc, verify_rc=verify_rc))
+    if run_rc != 0:
+        return run_rc
+    return verify_rc
+
+
+def guide(run_dir: Path, *, run_rc: int, verify_rc: int) -> str:
+    """Where everything is, and the commands to go on with."""
+    models_dir = run_dir / "models"
+    models = sorted(p.name for p in models_dir.iterdir() if p.is_dir()) if models_dir.is_dir() else []
+    records = sum(1 for _ in models_dir.glob("*/records/*/*/*.json")) if models_dir.is_dir() else 0
+    example = models[0] if models else "MODEL"
+    lines = [
+        "",
+        f"Run:     {'completed' if run_rc == 0 else f'ended with exit status {run_rc}'}; "
+        f"verify {'passed' if verify_rc == 0 else f'FAILED (exit status {verify_rc})'}",
+        f"Run dir: {run_dir}",
+        f"  manifest.json, design.toml     what was run (the design byte for byte)",
+        f"  config.json                    what was and was not pinned down",
+        f"  run.jsonl, host.jsonl          run events, host evidence",
+        f"  anchors.jsonl                  line counts and heads of every log",
+        f"  models/<model>/run.jsonl       attempts, households, stops ({', '.join(models) or 'none'})",
+        f"  models/<model>/admission.jsonl admission decisions",
+        f"  models/<model>/records/<household>/<arm>/<pass>.json   {records} attempt records",
+        "",
+        f"Verify again:         confirmatory verify {run_dir}",
+        f"Resume a paused model: confirmatory resume {run_dir} --model {example}",
+    ]
+    return "\n".join(lines)

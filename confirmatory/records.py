@@ -1,0 +1,213 @@
+"""Readers of a run directory (RECORDS.md): manifests, record files, host evidence.
+
+Owns: where each file of the layout lives, which seed each log chains from,
+reading a manifest or record together with the sha256 of its bytes, and an
+index over host.jsonl that hands `hostrules.attempt_host_verdict` only the
+lines that can matter for one attempt (the same verdict as the whole log,
+without rescanning it for every attempt).
+
+Pure readers: nothing here writes, and nothing imports the runner, litellm
+or psutil. Logs themselves are streamed with `chain.iter_lines`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from confirmatory.chain import LogLine, iter_lines, log_seed
+from confirmatory.hostrules import BASE_SLACK_S, HostVerdict, attempt_host_verdict
+
+RUN_MANIFEST = "manifest.json"
+DESIGN_COPY = "design.toml"
+RUN_LEVEL_LOGS = ("run.jsonl", "host.jsonl", "resume.jsonl")
+ANCHORS_LOG = "anchors.jsonl"
+PUSHES_LOG = "anchor-pushes.jsonl"
+MODEL_LOG_NAMES = ("run.jsonl", "admission.jsonl")
+
+
+def model_dir(model: str) -> str:
+    return f"models/{model}"
+
+
+def model_log(model: str, name: str) -> str:
+    return f"models/{model}/{name}"
+
+
+def model_manifest(model: str) -> str:
+    return f"models/{model}/manifest.json"
+
+
+def record_relpath(household: str, arm: str, pass_index: int) -> str:
+    """A record's path relative to its model's folder."""
+    return f"records/{household}/{arm}/{pass_index}.json"
+
+
+@dataclass(frozen=True, slots=True)
+class JsonFile:
+    """A JSON file as read: its object (None if unreadable), sha256, problem."""
+
+    obj: Any
+    sha256: str | None
+    problem: str | None = None
+
+
+def read_json(path: Path) -> JsonFile:
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        return JsonFile(None, None, f"cannot read: {exc.strerror or exc}")
+    digest = hashlib.sha256(data).hexdigest()
+    try:
+        return JsonFile(json.loads(data), digest)
+    except (ValueError, UnicodeDecodeError) as exc:
+        return JsonFile(None, digest, f"not JSON: {exc}")
+
+
+@dataclass(frozen=True, slots=True)
+class LogSpec:
+    """One log of the run: its relative path, the manifest it chains from, its seed."""
+
+    relpath: str
+    manifest: str
+    seed: str
+
+
+@dataclass
+class RunLayout:
+    """The manifests of a run directory and the logs they imply."""
+
+    root: Path
+    manifest: JsonFile
+    models: dict[str, JsonFile] = field(default_factory=dict)
+
+    @property
+    def model_names(self) -> list[str]:
+        return list(self.models)
+
+    def logs(self) -> list[LogSpec]:
+        """Every log the layout names, with its seed (None-safe: a missing
+        manifest gives the seed of an empty hash, which no line matches)."""
+        out = []
+        run_sha = self.manifest.sha256 or ""
+        for rel in (*RUN_LEVEL_LOGS, ANCHORS_LOG, PUSHES_LOG):
+            out.append(LogSpec(rel, RUN_MANIFEST, log_seed(run_sha, rel)))
+        for name, mf in self.models.items():
+            for log in MODEL_LOG_NAMES:
+                rel = model_log(name, log)
+                out.append(LogSpec(rel, model_manifest(name), log_seed(mf.sha256 or "", rel)))
+        return out
+
+
+def load_layout(root: Path) -> RunLayout:
+    """Read the run manifest and every model manifest it names or the tree holds."""
+    root = Path(root)
+    layout = RunLayout(root, read_json(root / RUN_MANIFEST))
+    names: list[str] = []
+    listed = (layout.manifest.obj or {}).get("models") if isinstance(layout.manifest.obj, dict) else None
+    if isinstance(listed, list):
+        names.extend(str(n) for n in listed)
+    models_dir = root / "models"
+    if models_dir.is_dir():
+        names.extend(sorted(p.name for p in models_dir.iterdir() if p.is_dir() and p.name not in names))
+    for name in names:
+        layout.models[name] = read_json(root / model_manifest(name))
+    return layout
+
+
+def stream(path: Path) -> Iterator[LogLine]:
+    """The lines of a log, one at a time (`chain.iter_lines`)."""
+    return iter_lines(Path(path))
+
+
+def record_files(model_root: Path) -> Iterator[str]:
+    """Every file under a model's records/ folder, relative to the model folder."""
+    base = Path(model_root) / "records"
+    if not base.is_dir():
+        return
+    for hh in sorted(base.iterdir()):
+        if not hh.is_dir():
+            yield f"records/{hh.name}"
+            continue
+        for arm in sorted(hh.iterdir()):
+            if not arm.is_dir():
+                yield f"records/{hh.name}/{arm.name}"
+                continue
+            for f in sorted(arm.iterdir()):
+                yield f"records/{hh.name}/{arm.name}/{f.name}"
+
+
+class HostIndex:
+    """host.jsonl's lines, indexed by time, for one verdict per attempt.
+
+    `attempt_host_verdict` looks at the lines from the log's start up to the
+    sample that completes an attempt's evidence. Of those, only the last time
+    point before the attempt's widened window and everything after it can
+    change the verdict, except for one thing: the slack grows with the largest
+    backward clock step reported *anywhere* before. So the slice handed over
+    starts at that time point, and its first sample carries the running
+    maximum of ``clock_back_max_s`` up to it: the verdict is the same as on
+    the whole log (tests compare both). Needs the log's times non-decreasing
+    (the clock never goes backwards); `monotone` says whether they are, and
+    when they are not every verdict is taken on the whole log.
+    """
+
+    _POINTS = ("open", "sample")
+
+    def __init__(self, lines: Iterable[dict]) -> None:
+        self.lines: list[dict] = []
+        self.times: list[float] = []
+        self.back_running: list[float] = []
+        self.monotone = True
+        back = 0.0
+        last = float("-inf")
+        for obj in lines:
+            t = obj.get("t")
+            if not isinstance(t, (int, float)):
+                t = last if last != float("-inf") else 0.0
+            if t < last:
+                self.monotone = False
+            last = max(last, t)
+            if obj.get("event") == "sample":
+                back = max(back, float(obj.get("clock_back_max_s") or 0.0))
+            self.lines.append(obj)
+            self.times.append(t)
+            self.back_running.append(back)
+        self.back_max = back
+
+    def verdict(self, start: float, end: float, *, max_gap_s: float,
+                pressure_threshold: float) -> HostVerdict:
+        lines = self.window(start, end)
+        return attempt_host_verdict(lines, start, end, max_gap_s=max_gap_s,
+                                    pressure_threshold=pressure_threshold)
+
+    def window(self, start: float, end: float) -> Sequence[dict]:
+        if not self.monotone:
+            return self.lines
+        slack = BASE_SLACK_S + self.back_max
+        # the last time point strictly before the widest possible window start
+        i = bisect.bisect_left(self.times, start - slack) - 1
+        while i >= 0 and self.lines[i].get("event") not in self._POINTS:
+            i -= 1
+        first = max(i, 0)
+        # the first sample past the widest possible completion bound, inclusive
+        j = bisect.bisect_right(self.times, end + slack)
+        while j < len(self.lines) and self.lines[j].get("event") != "sample":
+            j += 1
+        out = self.lines[first: j + 1]
+        carry = self.back_running[first - 1] if first > 0 else 0.0
+        if carry > 0:
+            for k, line in enumerate(out):
+                if line.get("event") == "sample":
+                    out = list(out)
+                    own = float(line.get("clock_back_max_s") or 0.0)
+                    out[k] = {**line, "clock_back_max_s": max(own, carry)}
+                    break
+            else:
+                return self.lines  # no sample to carry the running maximum: use the whole log
+        return out

@@ -1,0 +1,144 @@
+"""`confirmatory run`: refuse early, set up, execute a Run, report an exit status.
+
+Everything that can refuse a run does so *before* the run directory exists,
+so a refusal leaves nothing half-written and spends nothing: the design and
+its pins, the ``--workers`` check, the harness and engine imports, the API
+keys litellm needs, an existing run directory.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from confirmatory.cli import EXIT_CEILING, EXIT_OK, EXIT_REFUSED, EXIT_STOPPED, EXIT_WITNESS
+
+
+class Refused(Exception):
+    """The run will not start; ``problems`` says why, one line each."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(problems))
+
+
+def registry_path(design_path: Path) -> Path:
+    """models.json: beside the design, else in the working directory, else the project's."""
+    for candidate in (design_path.parent / "models.json", Path.cwd() / "models.json",
+                      Path(__file__).resolve().parent.parent / "models.json"):
+        if candidate.is_file():
+            return candidate
+    return Path.cwd() / "models.json"
+
+
+def preflight(design: Path, run_dir: Path, *, workers: int | None) -> Any:
+    """Load and check everything; raise ``Refused`` naming every problem."""
+    from confirmatory.design import DesignError, load_design, resolve_entry
+
+    try:
+        loaded = load_design(design, workers=workers)
+    except DesignError as exc:
+        raise Refused([f"{design}: {p}" for p in exc.problems]) from None
+    problems = []
+    if run_dir.exists():
+        problems.append(f"{run_dir}: the run directory already exists; a run never writes into an old one")
+    for entry in (loaded.design.harness.entry, loaded.design.engine.factory):
+        try:
+            resolve_entry(entry, loaded.base_dir)
+        except DesignError as exc:
+            problems.extend(exc.problems)
+    real = [m for m in loaded.design.models if m.api_base != "simulator"]
+    if real:
+        from confirmatory import llm
+
+        for m in real:
+            missing = llm.missing_keys(m.litellm_model, m.api_base)
+            if missing:
+                problems.append(
+                    f"models.{m.name}: {m.litellm_model} needs {', '.join(missing)} in the environment, "
+                    "and it is not set"
+                )
+    if problems:
+        raise Refused(problems)
+    return loaded
+
+
+def run_command(design: Path, run_dir: Path, *, workers: int | None = None, quiet: bool = False) -> int:
+    from filelock import FileLock, Timeout
+
+    design, run_dir = Path(design), Path(run_dir)
+    try:
+        loaded = preflight(design, run_dir, workers=workers)
+    except Refused as exc:
+        print("refused to start:", file=sys.stderr)
+        for p in exc.problems:
+            print(f"  {p}", file=sys.stderr)
+        return EXIT_REFUSED
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(run_dir.parent / f".{run_dir.name}.lock"))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        print(f"refused to start: another runner holds {run_dir}", file=sys.stderr)
+        return EXIT_REFUSED
+    try:
+        if run_dir.exists():
+            print(f"refused to start: {run_dir} appeared meanwhile", file=sys.stderr)
+            return EXIT_REFUSED
+        return _execute(loaded, design, run_dir, quiet=quiet)
+    finally:
+        lock.release()
+        Path(lock.lock_file).unlink(missing_ok=True)
+
+
+def _execute(loaded: Any, design: Path, run_dir: Path, *, quiet: bool) -> int:
+    from confirmatory import llm
+    from confirmatory.config import build_config
+    from confirmatory.progress import Progress
+    from confirmatory.run import Run
+
+    config = build_config(loaded, argv=list(sys.argv), registry_path=registry_path(design))
+    sim = None
+    api_bases: dict[str, str] = {}
+    simulated = [m for m in loaded.design.models if m.api_base == "simulator"]
+    if simulated:
+        from confirmatory.sim.faults import FaultPlan
+        from confirmatory.sim.server import SimProvider
+
+        sim = SimProvider(FaultPlan.from_table(loaded.design.simulator)).start()
+        api_bases = {m.name: sim.url for m in simulated}
+    # Before any lane thread: litellm's globals, the simulated models' prices.
+    llm.prepare(loaded.design.models)
+    run = Run(loaded, run_dir, config=config, api_bases=api_bases)
+    progress = None if quiet else Progress(run)
+    try:
+        run.start()
+        if progress:
+            progress.start()
+        result = run.wait()
+    finally:
+        if progress:
+            progress.stop()
+        run.close()
+        if sim is not None:
+            sim.stop()
+    return report(result)
+
+
+def report(result: Any) -> int:
+    from confirmatory.money import format_usd
+
+    print(f"run {result.status}: {result.run_dir}", file=sys.stderr)
+    print(f"  spend {format_usd(result.spend_total_nusd)}", file=sys.stderr)
+    if result.status == "ceiling":
+        print("  the spend ceiling was crossed: every lane stopped", file=sys.stderr)
+        return EXIT_CEILING
+    if result.status == "stopped":
+        print(f"  stopped, cause {result.stop_cause} (see run.jsonl and models/*/run.jsonl)", file=sys.stderr)
+        return EXIT_STOPPED
+    if result.final_push_rc not in (None, 0):
+        print(f"  the witness does not hold the final anchor yet (push rc {result.final_push_rc}); "
+              f"retry with: confirmatory push-anchor {result.run_dir}", file=sys.stderr)
+        return EXIT_WITNESS
+    return EXIT_OK

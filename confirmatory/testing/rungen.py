@@ -1,0 +1,502 @@
+"""Synthetic run directories that follow every rule: for verify's tests and benchmark.
+
+`generate_run` simulates a run of several models in simulated time and writes
+exactly the RECORDS.md layout. It decides with the same pure functions the
+lanes use (`rules.admit`, `rules.decide`, `rules.next_pass_arms`, the host
+verdict) and plants failures from a `Plan`: provider/model/host failures at
+seeded rates, plus named events (an operator pause with one stale and one
+accepted resume, a harness failure that stops a model, a deadline with a late
+cost, an inconclusive signature, the ceiling).
+
+Theory of operation: every lane is a sequence of steps (decide, start an
+attempt, end a household); a heap always advances the lane whose next step is
+earliest, so when a lane acts at time T every event before T (a pause, a
+stop, a household's end, the ceiling) is already known. Lines are written in
+that processing order, so anchors taken along the way fix consistent
+prefixes. Logs are written through a plain buffered file that computes each
+line's hash itself (`durable=False`, fast, for large runs) or through the real
+`ChainWriter` (`durable=True`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from confirmatory import RECORD_FORMAT, rules
+from confirmatory.chain import ChainWriter, dumps, log_seed, sha256_hex
+from confirmatory.records import HostIndex, record_relpath
+from confirmatory.streams import arm_orders, draw_order
+
+T0 = 1_800_000_000.0
+EPS = 0.001
+
+
+@dataclass(frozen=True)
+class Plan:
+    models: tuple[str, ...] = ("alpha", "beta", "gamma")
+    households: int = 24
+    arms: tuple[str, ...] = ("alone", "calculator", "explain")
+    lanes: int = 2
+    seed: int = 20261129
+    p_provider: float = 0.12
+    p_model: float = 0.05
+    cap_usd: float = 1.0
+    reserve_usd: float = 0.02
+    ceiling_usd: float = 1000.0
+    cost_range_nusd: tuple[int, int] = (1_000_000, 9_000_000)
+    pressure_samples: tuple[int, ...] = (7,)     # indices of host samples above the threshold
+    operator: tuple[str, int] | None = ("beta", 3)   # (model, k-th household of the draw)
+    harness: tuple[str, int] | None = ("gamma", 15)
+    deadline: tuple[str, int] | None = None
+    inconclusive: tuple[str, int] | None = None  # (model, first household): every later one too
+    anchor_every_s: float = 1500.0
+    sample_interval_s: float = 30.0
+    durable: bool = False
+
+
+@dataclass
+class _Log:
+    path: Path
+    seed: str
+    durable: bool
+    lines: int = 0
+    head: str = ""
+    _w: object = None
+
+    def __post_init__(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.head = self.seed
+        self._w = ChainWriter(self.path, self.seed) if self.durable else open(self.path, "wb")
+
+    def append(self, obj: dict) -> None:
+        if self.durable:
+            self.head = self._w.append(obj)
+        else:
+            line = dumps({**obj, "seq": self.lines, "prev": self.head})
+            self._w.write(line + b"\n")
+            self.head = sha256_hex(line)
+        self.lines += 1
+
+    def close(self) -> None:
+        self._w.close()
+
+
+def _write_json(path: Path, obj: dict) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = dumps(obj) + b"\n"
+    path.write_bytes(data)
+    return hashlib.sha256(data).hexdigest()
+
+
+DESIGN_TOML = """[study]
+id = "synthetic"
+seed = {seed}
+spend_before_stage_usd = 0.5
+
+[ceiling]
+overall_cap_usd = {ceiling}
+margin_usd = 0.0
+
+[harness]
+entry = "demo.harness:converse"
+[harness.pins]
+"harness.py" = "{pin}"
+
+[engine]
+factory = "demo.engine:start"
+workers_per_model = 2
+"""
+
+
+class _Gen:
+    def __init__(self, root: Path, plan: Plan) -> None:
+        self.root, self.plan = root, plan
+        self.rng = random.Random(plan.seed)
+        self.clock = T0
+        self.households = [f"h{i:05d}" for i in range(plan.households)]
+        self.spend_before = 500_000_000
+        self.total = self.spend_before
+        self.ceiling_nusd = int(plan.ceiling_usd * 1e9)
+        self.crossed_t: float | None = None
+        self.run_stop_t: float | None = None
+        self.rules = {"precedence": list(rules.DEFAULT_PRECEDENCE), "max_reruns_per_arm": 2,
+                      "attempt_deadline_s": 3600, "inconclusive_household_limit": 5, "stop_follow_s": 5,
+                      "class_lists": rules.CLASS_LISTS,
+                      "host": {"sample_interval_s": plan.sample_interval_s, "max_gap_s": 45.0,
+                               "pressure_threshold": 10.0}}
+
+    # -- clock and files ----------------------------------------------------------
+    def now(self, at: float) -> float:
+        self.clock = max(at, self.clock + EPS)
+        return round(self.clock, 6)
+
+    def setup(self) -> None:
+        p, root = self.plan, self.root
+        root.mkdir(parents=True, exist_ok=False)
+        pin = "0" * 64
+        design = DESIGN_TOML.format(seed=p.seed, ceiling=p.ceiling_usd, pin=pin)
+        for m in p.models:
+            design += (f'\n[[models]]\nname = "{m}"\nlitellm_model = "openai/{m}"\n'
+                       f"cap_usd = {p.cap_usd}\nreserve_usd = {p.reserve_usd}\nlanes = {p.lanes}\n")
+        (root / "design.toml").write_text(design)
+        self.manifest = {
+            "format": RECORD_FORMAT, "run_id": "synthetic", "created_t": T0, "seed": p.seed,
+            "design_sha256": hashlib.sha256(design.encode()).hexdigest(), "models": list(p.models),
+            "arms": list(p.arms), "ceiling_nusd": self.ceiling_nusd, "spend_before_nusd": self.spend_before,
+            "harness": {"entry": "demo.harness:converse", "pins": {"harness.py": pin}},
+            "engine": {"factory": "demo.engine:start", "workers_per_model": 2}, "rules": self.rules,
+            "anchors": {"interval_s": p.anchor_every_s, "command": None, "cwd": str(root)}}
+        sha = _write_json(root / "manifest.json", self.manifest)
+        self.logs: dict[str, _Log] = {}
+        for rel in ("run.jsonl", "host.jsonl", "resume.jsonl", "anchors.jsonl", "anchor-pushes.jsonl"):
+            self.logs[rel] = _Log(root / rel, log_seed(sha, rel), p.durable)
+        draw = draw_order(p.seed, self.households)
+        self.models = {}
+        for m in p.models:
+            mman = {"model": m, "litellm_model": f"openai/{m}", "cap_nusd": int(p.cap_usd * 1e9),
+                    "reserve_nusd": int(p.reserve_usd * 1e9), "lanes": p.lanes, "seed": p.seed,
+                    "draw": draw, "arm_orders": arm_orders(p.seed, m, draw, p.arms)}
+            msha = _write_json(root / f"models/{m}/manifest.json", mman)
+            for name in ("run.jsonl", "admission.jsonl"):
+                rel = f"models/{m}/{name}"
+                self.logs[rel] = _Log(root / rel, log_seed(msha, rel), p.durable)
+            self.models[m] = _Model(m, mman)
+        for log in self.logs.values():
+            log.append({"event": "open", "t": T0})
+        self.host = self._host_lines()
+        self.host_index = HostIndex([{"event": "open", "t": T0}] + self.host)
+        self.host_written = 0
+        self.next_anchor = T0 + 1
+        self.anchor_seq = 0
+
+    def _host_lines(self, horizon: float | None = None) -> list[dict]:
+        p = self.plan
+        span = horizon or (p.households * len(p.arms) * 40.0 / p.lanes + 5 * 3600)
+        out = []
+        for k in range(int(span / p.sample_interval_s) + 3):
+            t = T0 + 5 + k * p.sample_interval_s
+            out.append({"event": "sample", "t": t, "wall": t, "mono": 1000.0 + t - T0,
+                        "mem_pressure": 55.0 if k in p.pressure_samples else 0.5,
+                        "mem_available": 8 << 30, "swap_used": 0, "load1": 0.7, "clock_back_max_s": 0.0})
+        return out
+
+    def catch_up(self, t: float) -> None:
+        """Write host lines up to t and anchor when an interval has passed."""
+        host = self.logs["host.jsonl"]
+        while self.host_written < len(self.host) and self.host[self.host_written]["t"] <= t:
+            host.append(self.host[self.host_written])
+            self.host_written += 1
+        for m in self.models.values():
+            while m.resumes and m.resumes[0]["t"] <= t:
+                line = m.resumes.pop(0)
+                self.logs[f"models/{m.name}/run.jsonl"].append({**line, "t": self.now(line["t"])})
+        if t >= self.next_anchor:
+            self.anchor(t, final=False)
+            self.next_anchor = t + self.plan.anchor_every_s
+
+    def anchor(self, t: float, final: bool) -> None:
+        logs = {rel: {"lines": log.lines, "head": log.head} for rel, log in self.logs.items()
+                if rel not in ("anchors.jsonl", "anchor-pushes.jsonl")}
+        man = {"manifest.json": hashlib.sha256((self.root / "manifest.json").read_bytes()).hexdigest()}
+        for m in self.models:
+            rel = f"models/{m}/manifest.json"
+            man[rel] = hashlib.sha256((self.root / rel).read_bytes()).hexdigest()
+        self.logs["anchors.jsonl"].append({"event": "anchor", "t": self.now(t), "final": final,
+                                           "logs": logs, "manifests": man})
+        self.logs["anchor-pushes.jsonl"].append({"event": "push", "t": self.now(t), "rc": 0,
+                                                 "anchor_seq": self.logs["anchors.jsonl"].lines - 1,
+                                                 "output": "pushed"})
+
+    # -- the simulation -------------------------------------------------------------
+    def run(self) -> None:
+        heap: list[tuple[float, int, str, int]] = []
+        n = 0
+        for m in self.models.values():
+            for lane in range(self.plan.lanes):
+                heapq.heappush(heap, (T0 + 2 + 0.01 * n, n, m.name, lane))
+                n += 1
+                m.queue[lane] = [h for k, h in enumerate(m.manifest["draw"]) if k % self.plan.lanes == lane]
+        while heap:
+            t, n, name, lane = heapq.heappop(heap)
+            self.catch_up(t)
+            nxt = self.step(self.models[name], lane, t)
+            if nxt is not None:
+                heapq.heappush(heap, (nxt, n, name, lane))
+        end = self.clock + 1
+        for m in self.models.values():
+            self.logs[f"models/{m.name}/run.jsonl"].append(
+                {"event": "close", "t": self.now(end), "spend_nusd": m.spend})
+        status = "ceiling" if self.crossed_t else ("stopped" if any(x.stop_t for x in self.models.values()) else "completed")
+        self.logs["run.jsonl"].append({"event": "close", "t": self.now(end), "status": status,
+                                       "spend_total_nusd": self.total})
+        self.host.extend(self._host_lines(self.clock - T0 + 60)[len(self.host):])
+        self.catch_up(self.clock + 40)
+        self.anchor(self.clock + 41, final=True)
+        for log in self.logs.values():
+            log.close()
+
+    def halted(self, m: "_Model", t: float) -> str | None:
+        if self.crossed_t is not None and self.crossed_t <= t:
+            return "ceiling"
+        if m.stop_t is not None and m.stop_t <= t:
+            return "stopped"
+        return None
+
+    def step(self, m: "_Model", lane: int, t: float) -> float | None:
+        cur = m.current.get(lane)
+        why = self.halted(m, t)
+        if cur is None:
+            if why or not m.queue[lane] or m.refused_lane.get(lane):
+                reason = why or ("refused" if m.refused_lane.get(lane) else "done")
+                self.logs[f"models/{m.name}/run.jsonl"].append(
+                    {"event": "lane-end", "lane": lane, "reason": reason, "t": self.now(t)})
+                return None
+            return self.decide(m, lane, t)
+        if cur.inflight is not None:
+            return self.finish(m, lane, cur, t)
+        if why:
+            return self.end_household(m, lane, t, finished=False)
+        if not cur.todo:
+            if not self.classify(m, lane, cur, t):
+                return self.end_household(m, lane, t, finished=False)
+            if not cur.todo:
+                return self.end_household(m, lane, t, finished=True)
+        if m.pause_until is not None and m.pause_t <= t < m.pause_until + 0.5:
+            return m.pause_until + 0.5
+        return self.attempt(m, lane, cur, t)
+
+    def decide(self, m: "_Model", lane: int, t: float) -> float:
+        h = m.queue[lane].pop(0)
+        t = self.now(t)
+        while m.ongoing and m.ongoing[0][0] < t:
+            _, spend, finished = heapq.heappop(m.ongoing)
+            m.finished += spend if finished else 0
+        under_way = len(m.ongoing) + m.cut
+        admit = rules.admit(refused_before=m.refused, finished_nusd=m.finished, under_way=under_way,
+                            reserve_nusd=m.manifest["reserve_nusd"], cap_nusd=m.manifest["cap_nusd"])
+        self.logs[f"models/{m.name}/admission.jsonl"].append(
+            {"event": "decision", "lane": lane, "household": h, "t": t, "admit": admit,
+             "finished_nusd": m.finished, "under_way": under_way,
+             "reserve_nusd": m.manifest["reserve_nusd"], "cap_nusd": m.manifest["cap_nusd"]})
+        if not admit:
+            m.refused = True
+            m.refused_lane[lane] = True
+            return t + EPS
+        m.current[lane] = _House(h, list(m.manifest["arm_orders"][h]))
+        m.current[lane].end_placeholder = [float("inf"), 0, True]
+        heapq.heappush(m.ongoing, m.current[lane].end_placeholder)
+        return t + EPS
+
+    def outcome(self, m: "_Model", house: "_House", arm: str, pass_index: int) -> tuple[str, dict | None]:
+        p = self.plan
+        k = m.manifest["draw"].index(house.id)
+        named = {"operator": p.operator, "harness": p.harness, "deadline": p.deadline}
+        for kind, where in named.items():
+            if where and where == (m.name, k) and pass_index == 0 and arm == house.order[0]:
+                return kind, None
+        if p.inconclusive and p.inconclusive[0] == m.name and k >= p.inconclusive[1] and arm == house.order[0]:
+            return "inconclusive", None
+        r = self.rng.random()
+        if r < p.p_provider:
+            return "provider", None
+        if r < p.p_provider + p.p_model:
+            return "model", None
+        return "ok", None
+
+    ERRORS = {
+        "provider": ("litellm.exceptions.RateLimitError",
+                     ["litellm.exceptions.RateLimitError", "openai.RateLimitError", "openai.APIStatusError",
+                      "openai.APIError", "openai.OpenAIError", "builtins.Exception"], 429, "rate limited, retry in 3s"),
+        "model": ("confirmatory.errors.UnparseableAnswer",
+                  ["confirmatory.errors.UnparseableAnswer", "confirmatory.errors.ModelFault", "builtins.Exception"],
+                  None, "no number in the final answer"),
+        "operator": ("litellm.exceptions.AuthenticationError",
+                     ["litellm.exceptions.AuthenticationError", "openai.AuthenticationError",
+                      "openai.APIStatusError", "openai.APIError", "builtins.Exception"], 401, "invalid api key"),
+        "harness": ("demo.harness.HarnessBug", ["demo.harness.HarnessBug", "builtins.Exception"], None,
+                    "KeyError in the tool loop"),
+        "deadline": (rules.DEADLINE_TYPE, [rules.DEADLINE_TYPE, "builtins.Exception"], None, "abandoned"),
+        "inconclusive": ("openai.WeirdError", ["openai.WeirdError", "openai.OpenAIError", "builtins.Exception"],
+                         None, "something odd happened to request 123"),
+    }
+
+    def attempt(self, m: "_Model", lane: int, house: "_House", t: float) -> float:
+        """Start an attempt; it ends (record, costs, consequences) at its own step."""
+        arm = house.todo.pop(0)
+        start = self.now(t)
+        kind, _ = self.outcome(m, house, arm, house.passes)
+        dur = 3600.0 if kind == "deadline" else self.rng.uniform(4.0, 20.0)
+        house.inflight = (arm, house.passes, start, round(start + dur, 6), kind)
+        return house.inflight[3]
+
+    def finish(self, m: "_Model", lane: int, house: "_House", t: float) -> float:
+        arm, pass_index, start, end, kind = house.inflight
+        house.inflight = None
+        self.now(t)
+        dur = end - start
+        lo, hi = self.plan.cost_range_nusd
+        cost = self.rng.randint(lo, hi)
+        status = {"ok": "ok", "deadline": "deadline"}.get(kind, "error")
+        error = None
+        if kind != "ok":
+            etype, mro, code, msg = self.ERRORS[kind]
+            error = {"type": etype, "mro": mro + ["builtins.BaseException", "builtins.object"],
+                     "message": msg, "status_code": code, "cause": [], "escalated_after_truncation": False}
+        calls = [{"kind": "chat", "start": start + i * dur / 2 + 0.01, "end": start + (i + 1) * dur / 2,
+                  "cost_nusd": cost // 2 + (cost % 2 if i == 0 else 0), "finish_reason": "stop",
+                  "error": error if i == 1 else None} for i in range(2)]
+        record = {"model": m.name, "household": house.id, "arm": arm, "pass": pass_index, "lane": lane,
+                  "start": start, "end": end, "status": status, "cost_nusd": cost, "error": error,
+                  "calls": calls, "answer": None if error else {"net_income": 123.0}}
+        rel = record_relpath(house.id, arm, pass_index)
+        sha = _write_json(self.root / f"models/{m.name}" / rel, record)
+        house.ended.append(dict(record=record, rel=rel, sha=sha, reruns=house.reruns[arm]))
+        self.add_cost(cost, m, end)
+        if kind in ("harness", "deadline"):
+            house.todo = []  # the lane acts at once: nothing more starts
+            self.trigger(m, kind, house.id, arm, pass_index, end)
+        if kind == "deadline":
+            self.logs[f"models/{m.name}/run.jsonl"].append(
+                {"event": "late-cost", "household": house.id, "arm": arm, "pass": pass_index,
+                 "cost_nusd": 777, "t": self.now(end)})
+            self.add_cost(777, m, end)
+        elif kind == "operator":
+            self.pause(m, house, arm, pass_index, end)
+        return self.clock + EPS
+
+    def add_cost(self, cost: int, m: "_Model", t: float) -> None:
+        self.total += cost
+        m.spend += cost
+        if self.crossed_t is None and self.total > self.ceiling_nusd:
+            self.crossed_t = self.now(t)
+            line = {"event": "ceiling", "t": self.crossed_t, "total_nusd": self.total,
+                    "ceiling_nusd": self.ceiling_nusd}
+            self.logs["run.jsonl"].append(line)
+            for name in self.models:
+                self.logs[f"models/{name}/run.jsonl"].append(line)
+
+    def trigger(self, m: "_Model", cause: str, h: str, arm: str, pass_index: int, t: float) -> None:
+        log = self.logs[f"models/{m.name}/run.jsonl"]
+        log.append({"event": "trigger", "cause": cause, "household": h, "arm": arm, "pass": pass_index,
+                    "t": self.now(t)})
+        if m.stop_t is None:
+            m.stop_t = self.now(t)
+            log.append({"event": "stop", "cause": cause, "scope": rules.STOP_SCOPE[cause], "t": m.stop_t})
+
+    def pause(self, m: "_Model", house: "_House", arm: str, pass_index: int, t: float) -> None:
+        log = self.logs[f"models/{m.name}/run.jsonl"]
+        m.pause_t = self.now(t)
+        log.append({"event": "pause", "household": house.id, "arm": arm, "pass": pass_index, "t": m.pause_t})
+        resume = self.logs["resume.jsonl"]
+        # written ahead of time: a stale request (before the pause, rejected) and a good one
+        stale = round(m.pause_t - 30, 6)
+        resume.append({"event": "resume-request", "model": m.name, "t": stale})
+        req = round(m.pause_t + 60, 6)
+        resume.append({"event": "resume-request", "model": m.name, "t": req})
+        m.resumes = [{"event": "resume", "request_t": stale, "accepted": False, "t": m.pause_t + 1},
+                     {"event": "resume", "request_t": req, "accepted": True, "t": m.pause_t + 61}]
+        m.pause_until = m.pause_t + 61
+
+    def classify(self, m: "_Model", lane: int, house: "_House", t: float) -> bool:
+        """Decide the pass just run; plan the next. False when the household must end."""
+        r = self.rules
+        actions = {}
+        stop = False
+        for a in house.ended[house.classified:]:
+            rec = a["record"]
+            v = self.host_index.verdict(rec["start"], rec["end"], max_gap_s=r["host"]["max_gap_s"],
+                                        pressure_threshold=r["host"]["pressure_threshold"])
+            cls = rules.classify(rec, v.reasons, precedence=r["precedence"])
+            if cls is rules.Cls.INCONCLUSIVE:
+                m.inconclusive.setdefault(rules.error_signature(rec["error"]), set()).add(house.id)
+            d = rules.decide(rec, v.reasons, reruns_used=a["reruns"], max_reruns=r["max_reruns_per_arm"],
+                             precedence=r["precedence"], inconclusive_households=m.inconclusive,
+                             inconclusive_limit=r["inconclusive_household_limit"])
+            a.update(cls=str(d.cls), action=str(d.action), signature=d.signature)
+            actions[rec["arm"]] = d.action
+            if d.stop_cause == "inconclusive":
+                self.trigger(m, "inconclusive", house.id, rec["arm"], rec["pass"], t)
+            stop = stop or d.action is rules.Action.STOP
+        house.classified = len(house.ended)
+        if stop:
+            return False
+        house.todo = rules.next_pass_arms(house.order, actions, reruns_used=house.reruns,
+                                          max_reruns=r["max_reruns_per_arm"])
+        for arm in house.todo:
+            house.reruns[arm] += 1
+        house.passes += 1
+        return True
+
+    def end_household(self, m: "_Model", lane: int, t: float, finished: bool) -> float:
+        house = m.current.pop(lane)
+        if house.classified < len(house.ended):
+            self.classify(m, lane, house, t)
+        t = self.now(t)
+        log = self.logs[f"models/{m.name}/run.jsonl"]
+        spend = 0
+        for a in house.ended:
+            rec = a["record"]
+            spend += rec["cost_nusd"]
+            log.append({"event": "attempt", "lane": lane, "household": house.id, "arm": rec["arm"],
+                        "pass": rec["pass"], "start": rec["start"], "end": rec["end"],
+                        "cost_nusd": rec["cost_nusd"], "record": a["rel"], "record_sha256": a["sha"],
+                        "class": a["cls"], "action": a["action"], "signature": a["signature"],
+                        "reruns_used": a["reruns"]})
+        log.append({"event": "household", "lane": lane, "household": house.id, "t": t,
+                    "finished": finished, "spend_nusd": spend})
+        ph = house.end_placeholder
+        m.ongoing.remove(ph)
+        heapq.heapify(m.ongoing)
+        if finished:
+            heapq.heappush(m.ongoing, [t, spend, True])
+        else:
+            m.cut += 1  # under way until the stop: no decision of this model follows it
+        return t + EPS
+
+
+@dataclass
+class _House:
+    id: str
+    order: list[str]
+    todo: list[str] = field(default_factory=list)
+    ended: list[dict] = field(default_factory=list)
+    classified: int = 0
+    passes: int = 0
+    reruns: dict = field(default_factory=dict)
+    end_placeholder: list = field(default_factory=list)
+    inflight: tuple | None = None
+
+    def __post_init__(self) -> None:
+        self.todo = list(self.order)
+        self.reruns = {a: 0 for a in self.order}
+
+
+@dataclass
+class _Model:
+    name: str
+    manifest: dict
+    queue: dict = field(default_factory=dict)
+    current: dict = field(default_factory=dict)
+    refused: bool = False
+    refused_lane: dict = field(default_factory=dict)
+    finished: int = 0
+    cut: int = 0
+    ongoing: list = field(default_factory=list)
+    spend: int = 0
+    stop_t: float | None = None
+    pause_t: float | None = None
+    pause_until: float | None = None
+    inconclusive: dict = field(default_factory=dict)
+    resumes: list = field(default_factory=list)
+
+
+def generate_run(root: Path, plan: Plan | None = None) -> Path:
+    """Write a complete, rule-abiding run directory at ``root`` (must not exist)."""
+    gen = _Gen(Path(root), plan or Plan())
+    gen.setup()
+    gen.run()
+    return Path(root)

@@ -1,0 +1,57 @@
+"""Helpers for tests that execute fake runs and check them with the verifier (the oracle)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+from confirmatory.design import load_design
+from confirmatory.run import Run, RunResult
+from confirmatory.testing.designs import write_design
+
+
+def make_run(tmp_path: Path, *, install_signals: bool = False, clock: Any = None,
+             host_readers: Any = None, **design_kw: Any) -> Run:
+    design = write_design(tmp_path / "design", **design_kw)
+    return Run(load_design(design), tmp_path / "run", install_signals=install_signals, clock=clock,
+               host_readers=host_readers)
+
+
+def execute(tmp_path: Path, **kw: Any) -> tuple[RunResult, Path]:
+    run = make_run(tmp_path, **kw)
+    result = run.execute()
+    return result, run.run_dir
+
+
+def verified(run_dir: Path) -> Any:
+    """Run the verifier and fail with its whole report unless every invariant holds."""
+    try:  # TEMPORARY until verify lands
+        from confirmatory.verify import verify_run
+    except ImportError:
+        return None
+
+    report = verify_run(run_dir)
+    assert report.ok, report.render()
+    return report
+
+
+def events(run_dir: Path, model: str | None = None, log: str = "run.jsonl") -> list[dict[str, Any]]:
+    path = run_dir / log if model is None else run_dir / "models" / model / log
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def of(evts: list[dict[str, Any]], event: str, **match: Any) -> list[dict[str, Any]]:
+    return [e for e in evts if e.get("event") == event and all(e.get(k) == v for k, v in match.items())]
+
+
+def record(run_dir: Path, model: str, household: str, arm: str, pass_index: int) -> dict[str, Any]:
+    path = run_dir / "models" / model / "records" / household / arm / f"{pass_index}.json"
+    return json.loads(path.read_text())
+
+
+def in_background(fn: Any) -> threading.Thread:
+    t = threading.Thread(target=fn, daemon=True)
+    t.start()
+    return t
