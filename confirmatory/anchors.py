@@ -240,7 +240,9 @@ class Anchorer:
         if self._command is None:
             return
         with self._push_cv:
-            self._pending = seq  # replaces an older pending seq: one push covers both
+            # One push covers every anchor before it. max(): two anchors made
+            # concurrently may reach here in the opposite order of their seqs.
+            self._pending = seq if self._pending is None else max(self._pending, seq)
             if self._worker is None:
                 self._worker = threading.Thread(target=self._push_loop, name="anchor-push", daemon=False)
                 self._worker.start()

@@ -189,6 +189,10 @@ class Run:
         if fatal and not self.stopped:
             cause, detail = fatal[0]
             self.stop_run(cause, detail=detail)
+        failure = getattr(self.anchorer, "failure", None)
+        if failure is not None and not self.stopped:
+            # The anchorer could not write an anchor: records would go unanchored.
+            self.stop_run("runner-error", detail=f"anchorer: {failure!r}")
         now = self.clock.now()
         deadline = self.design.rules.attempt_deadline_s
         for m in self.models.values():

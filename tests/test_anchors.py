@@ -133,7 +133,10 @@ def test_anchors_are_written_every_interval_and_once_finally(tmp_path):
     anchorer = run.anchorer(interval_s=0.05)
     anchorer.anchor()  # the Run's first anchor, before any admission
     anchorer.start()
-    time.sleep(0.4)
+    deadline = time.monotonic() + 10
+    while len(run.anchor_lines()) < 4:  # the first and three periodic ones
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
     assert anchorer.finish() is None
     anchors = run.anchor_lines()
     assert len(anchors) >= 4
@@ -166,7 +169,7 @@ def test_a_slow_push_never_blocks_anchor_and_the_next_push_covers_what_came_mean
     started = time.monotonic()
     for _ in range(3):
         anchorer.anchor()  # seq 1 starts a push that waits; 2 and 3 queue behind it
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 5  # the push itself waits up to 20 s
     assert run.push_lines() == []
     (tmp_path / "gate").touch()
     assert anchorer.finish() == 0

@@ -46,11 +46,13 @@ def test_the_allowance_is_gone_at_the_top_of_its_taper():
     assert r["breakdown"]["income_tax"] == 42_516.0
 
 
-def test_child_benefit_is_withdrawn_one_percent_per_200_above_the_threshold():
+def test_child_benefit_is_withdrawn_one_percent_per_200_above_the_threshold_pro_rata():
     full = calculate(single(employment=50_000, children=(3, 5)))["breakdown"]["child_benefit"]
     assert full == pytest.approx(1_331.20 + 881.40)
     half = calculate(single(employment=70_000, children=(3, 5)))["breakdown"]["child_benefit"]
     assert half == pytest.approx(full / 2, abs=0.01)
+    just_over = calculate(single(employment=60_100, children=(3, 5)))["breakdown"]["child_benefit"]
+    assert just_over == pytest.approx(full * 0.995, abs=0.01)
     assert calculate(single(employment=80_000, children=(3, 5)))["breakdown"]["child_benefit"] == 0.0
 
 
@@ -133,7 +135,9 @@ THRESHOLDS = (calculator.SI_LOWER, calculator.PERSONAL_ALLOWANCE + calculator.BA
 
 
 @settings(max_examples=400, deadline=None)
-@given(household, st.sampled_from(THRESHOLDS), st.floats(-1_500, 1_500), st.floats(0.01, 600))
+@given(household, st.sampled_from(THRESHOLDS),
+       st.one_of(st.floats(-1_500, 1_500), st.integers(-5, 105).map(lambda k: k * 200 - 0.01)),
+       st.floats(0.01, 600))
 def test_earning_a_little_more_near_a_threshold_never_lowers_net_income(hh, threshold, offset, raise_by):
     hh = json.loads(json.dumps(hh))
     hh["adults"][0]["employment_income"] = round(max(threshold + offset, 0.0), 2)

@@ -101,7 +101,7 @@ def test_twelve_threads_see_no_step_back_alone_or_together(monkeypatch):
 
     def work(out: list[tuple[int, float]]) -> None:
         start.wait()
-        for _ in range(1500):
+        for _ in range(800):
             value = clock.now()
             out.append((wall.local.index, value))  # where this read fell, globally
 
@@ -151,6 +151,9 @@ def test_the_fake_clock_refuses_to_be_set_into_the_past():
 
 
 def test_the_fake_clock_loses_no_advance_between_threads():
+    # Shown to fail when advance() reads, yields and writes without the lock.
+    # (Dropping the lock alone is not caught here: CPython 3.11 does not switch
+    # threads inside `self._t += dt` on floats.)
     clock = FakeClock(start=0.0)
 
     def work() -> None:
@@ -168,3 +171,4 @@ def test_the_fake_clock_loses_no_advance_between_threads():
     finally:
         sys.setswitchinterval(old)
     assert clock.now() == 8 * 2000 * 0.5
+

@@ -20,7 +20,7 @@ from confirmatory.host import (
 )
 from confirmatory.hostrules import NO_SAMPLE_AFTER, HostParams, HostVerdict, attempt_host_verdict
 from confirmatory.testing.hostfakes import (
-    TEST_SEED, Crash, Fail, FakeEvidenceSource, ScriptedReaders, Stall, open_host_log,
+    TEST_SEED, BackStepClock, Crash, Fail, FakeEvidenceSource, ScriptedReaders, Stall, open_host_log,
 )
 
 FAST = dict(sample_interval_s=0.05, max_gap_s=0.5, sampler_failure_s=30.0, read_tries=5,
@@ -63,8 +63,8 @@ def samples(monitor, **match):
 def make_monitor(tmp_path):
     made = []
 
-    def make(readers, window=None, **params):
-        clock = Clock()
+    def make(readers, window=None, clock=None, **params):
+        clock = clock or Clock()
         writer = open_host_log(tmp_path / "host.jsonl", clock)
         fatals = Fatals()
         monitor = HostMonitor(writer, clock, HostParams(**{**FAST, **params}), on_fatal=fatals,
@@ -193,13 +193,31 @@ def test_a_reading_that_never_returns_is_caught_by_the_health_check(make_monitor
     assert fatals.causes == ["sampler"]
 
 
-def test_stopping_the_monitor_is_not_a_failure(make_monitor):
-    monitor, _, fatals = make_monitor(ScriptedReaders([0.0]))
+def test_stopping_the_monitor_interrupts_its_wait_and_is_not_a_failure(make_monitor):
+    monitor, _, fatals = make_monitor(ScriptedReaders([0.0]), sample_interval_s=30.0, max_gap_s=45.0)
     wait_for(lambda: samples(monitor))
     monitor.stop()
     monitor.stop()
-    monitor.join(2)
+    monitor.join(1.0)
     assert not monitor.alive and monitor.outcome is None and fatals.calls == []
+
+
+def test_good_samples_keep_the_sampler_healthy(make_monitor):
+    monitor, _, fatals = make_monitor(ScriptedReaders([0.0, Fail(), 0.0]), sampler_failure_s=0.2)
+    time.sleep(0.5)
+    assert monitor.check_health() is None
+    assert fatals.calls == [] and monitor.alive
+
+
+def test_a_sample_reports_the_backward_clock_step_corrected_before_it(make_monitor):
+    clock = BackStepClock()
+    monitor, _, _ = make_monitor(ScriptedReaders([0.0]), clock=clock)
+    wait_for(lambda: samples(monitor))
+    clock.step_back(0.7)
+    wait_for(lambda: samples(monitor, clock_back_max_s=0.7))
+    stepped = samples(monitor, clock_back_max_s=0.7)
+    wait_for(lambda: samples(monitor)[-1]["t"] > stepped[0]["t"])
+    assert len(stepped) == 1
 
 
 def test_waiting_for_evidence_shows_in_waiting_and_ends_when_the_caller_stops(make_monitor):

@@ -211,3 +211,52 @@ def test_each_lane_takes_its_households_in_draw_order(tmp_path, lanes):
     for lane in range(lanes):
         mine = [d["household"] for d in sorted(decisions, key=lambda d: d["t"]) if d["lane"] == lane]
         assert mine == [h for k, h in enumerate(manifest["draw"]) if k % lanes == lane]
+
+
+def _when_running(run, key, action, after=None):
+    """Do ``action`` once attempt ``key`` of m0 is under way (and ``after`` once it has ended)."""
+    m = run.models["m0"]
+
+    def watch():
+        while key not in m.running:
+            time.sleep(0.002)
+        action()
+        while key in m.running:
+            time.sleep(0.002)
+        if after:
+            after()
+
+    return in_background(watch)
+
+
+def test_memory_pressure_inside_an_attempt_makes_it_host_and_reruns_it(tmp_path):
+    from confirmatory.testing.hostfakes import ScriptedReaders
+
+    readers = ScriptedReaders([0.0])
+    hh = [{"id": "hh-000", "plan": {"alone/0": "slow"}, "slow_s": 0.4}]
+    run = make_run(tmp_path, households=hh, models=1, arms=("alone",), host_readers=readers, **FAST)
+    run.start()
+    watcher = _when_running(run, "hh-000/alone/0", lambda: readers.set_pressure(80.0),
+                            lambda: readers.set_pressure(0.0))
+    run.wait()
+    watcher.join(5)
+    verified(run.run_dir)
+    first = of(events(run.run_dir, "m0"), "attempt", **{"pass": 0})[0]
+    assert (first["class"], first["action"]) == ("host", "rerun")
+    assert of(events(run.run_dir, "m0"), "attempt", **{"pass": 1})
+
+
+def test_a_sampler_stalled_past_max_gap_during_an_attempt_makes_it_host(tmp_path):
+    from confirmatory.testing.hostfakes import ScriptedReaders, Stall
+
+    readers = ScriptedReaders([0.0])
+    hh = [{"id": "hh-000", "plan": {"alone/0": "slow"}, "slow_s": 0.3}]
+    run = make_run(tmp_path, households=hh, models=1, arms=("alone",), host_readers=readers,
+                   host={"max_gap_s": 0.5}, **FAST)
+    run.start()
+    watcher = _when_running(run, "hh-000/alone/0", lambda: readers.set_script(Stall(0.8), 0.0))
+    run.wait()
+    watcher.join(5)
+    verified(run.run_dir)
+    first = of(events(run.run_dir, "m0"), "attempt", **{"pass": 0})[0]
+    assert (first["class"], first["action"]) == ("host", "rerun")

@@ -19,8 +19,10 @@ currency unit, rounded to cents at each component. The rules, in order:
    income, 6 % and 2 % on the same thresholds (each kind measured separately).
 4. Child benefit, per household, for children under ``CHILD_BENEFIT_MAX_AGE``:
    ``CB_FIRST`` for the eldest eligible child, ``CB_OTHER`` for each other.
-   Withdrawn by 1 % for every full 200 by which the highest adult income exceeds
-   ``CB_TAPER_START`` (all of it at ``CB_TAPER_START + 20,000``).
+   Withdrawn at 1 % per 200 (pro rata) of the highest adult income above
+   ``CB_TAPER_START``, so all of it at ``CB_TAPER_START + 20,000``. Pro rata,
+   not in whole steps: a step would make a raise of one cent cost a family
+   1 % of its child benefit, and net income should never fall as pay rises.
 5. Housing support, per household: the housing cost up to the region's cap,
    reduced by 55 % of the household's earnings after tax and social
    insurance above a work allowance (``WORK_ALLOWANCE`` with children, 0
@@ -154,12 +156,11 @@ def _compute(household: Any) -> tuple[dict[str, Any], list[str]]:
     eligible = sorted((age for age in child_ages if age < CHILD_BENEFIT_MAX_AGE), reverse=True)
     cb_full = (CB_FIRST + CB_OTHER * (len(eligible) - 1)) if eligible else 0.0
     top = max(incomes)
-    steps = math.floor(max(top - CB_TAPER_START, 0.0) / CB_TAPER_STEP)
-    withdrawn_share = min(steps, 100) / 100
+    withdrawn_share = min(max(top - CB_TAPER_START, 0.0) / (100 * CB_TAPER_STEP), 1.0)
     child_benefit = _cents(cb_full * (1 - withdrawn_share))
     trace.append(f"child benefit: {len(eligible)} of {len(child_ages)} children under "
                  f"{CHILD_BENEFIT_MAX_AGE}; full amount {_fmt(cb_full)}; highest adult income "
-                 f"{_fmt(top)} withdraws {withdrawn_share:.0%}; paid {_fmt(child_benefit)}")
+                 f"{_fmt(top)} withdraws {withdrawn_share:.2%}; paid {_fmt(child_benefit)}")
 
     cap = HOUSING_CAPS[region]
     eligible_cost = min(housing_cost, cap)

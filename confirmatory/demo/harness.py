@@ -39,8 +39,11 @@ ATTEMPT_HEADER = "X-Confirmatory-Attempt"
 MAX_MODEL_TURNS = 6  # a repeat after a truncation is part of its turn, not a new one
 DEFAULT_OUTPUT_LIMIT = 1024  # doubled on escalation when the design names no limit
 
-c = calculator
-POLICY = f"""\
+
+def _policy() -> str:
+    """The rules as the model reads them, written from the calculator's own constants."""
+    c = calculator
+    return f"""\
 Rules (annual amounts; round each component to cents):
 1. Personal allowance per adult: {c.PERSONAL_ALLOWANCE:,.0f}, reduced by 1 for every 2 of that adult's
    income (employment plus self-employment) above {c.ALLOWANCE_TAPER_START:,.0f}, never below 0.
@@ -50,14 +53,16 @@ Rules (annual amounts; round each component to cents):
    between {c.SI_LOWER:,.0f} and {c.SI_UPPER:,.0f} and {c.SI_UPPER_RATE:.0%} above; on self-employment income
    {c.SI_SELF_MAIN:.0%} and {c.SI_UPPER_RATE:.0%} on the same thresholds, each kind measured on its own.
 4. Child benefit for children younger than {c.CHILD_BENEFIT_MAX_AGE}: {c.CB_FIRST:,.2f} for the eldest, {c.CB_OTHER:,.2f}
-   for each other; withdrawn by 1% for every full {c.CB_TAPER_STEP:,.0f} by which the highest adult income
-   exceeds {c.CB_TAPER_START:,.0f}.
+   for each other; withdrawn at 1% per {c.CB_TAPER_STEP:,.0f} (pro rata) of the highest adult income
+   above {c.CB_TAPER_START:,.0f}.
 5. Housing support: the housing cost up to the region's cap ({", ".join(f"{k} {v:,.0f}" for k, v in c.HOUSING_CAPS.items())}),
    reduced by {c.HOUSING_TAPER:.0%} of the household's earnings after income tax and social insurance above
    a work allowance ({c.WORK_ALLOWANCE:,.0f} if there are children, else 0); never below 0.
 Net income = earnings - income tax - social insurance + child benefit + housing support.
 """
-del c
+
+
+POLICY = _policy()
 
 SYSTEM_PROMPT = (
     "You compute the annual net income of a household under a fictional tax-and-benefit system. "

@@ -126,6 +126,34 @@ class FakeEvidenceSource:
         return SourceRead(lines=lines, notes=notes)
 
 
+class BackStepClock:
+    """The real `Clock`, plus backward steps a test declares (`step_back`).
+
+    The real clock only reports a step when the wall clock moves back, which
+    a test cannot cause; this one reports the declared steps at the next
+    `take_back_max`, as the sampler reads it.
+    """
+
+    def __init__(self) -> None:
+        from confirmatory.clock import Clock
+
+        self._clock = Clock()
+        self._lock = threading.Lock()
+        self._declared = 0.0
+
+    def now(self) -> float:
+        return self._clock.now()
+
+    def step_back(self, seconds: float) -> None:
+        with self._lock:
+            self._declared = max(self._declared, seconds)
+
+    def take_back_max(self) -> float:
+        with self._lock:
+            step, self._declared = self._declared, 0.0
+        return max(step, self._clock.take_back_max())
+
+
 def open_host_log(path: Path, clock: Any, seed: str = TEST_SEED) -> ChainWriter:
     """A host.jsonl with its `open` line, as the run leaves it for the sampler."""
     writer = ChainWriter(Path(path), seed)

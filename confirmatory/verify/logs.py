@@ -1,0 +1,165 @@
+"""Invariant 8 (chains, anchors, final push, witness) and the one streaming pass over each log.
+
+Owns: reading anchors.jsonl first (it is small) to learn which line counts
+every anchor fixes; then, for each log, `chain.check_chain` from the seed its
+manifest gives it and one `chain.iter_lines` pass over the chain-valid lines
+that hands each line to the invariant checks and keeps the hash at each
+anchored count, so no log is read twice for its anchors. Lines after the
+final anchor's count are the "unanchored tail": a distinct status, never a
+plain pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from confirmatory.chain import LogLine, check_chain, iter_lines
+from confirmatory.records import ANCHORS_LOG, PUSHES_LOG, LogSpec, RunLayout, model_manifest
+from confirmatory.verify.report import Findings
+
+UNANCHORED_BY_DESIGN = (ANCHORS_LOG, PUSHES_LOG)
+
+
+class LogPass:
+    def __init__(self, layout: RunLayout, findings: Findings) -> None:
+        self.layout = layout
+        self.f = findings
+        self.specs = {s.relpath: s for s in layout.logs()}
+        self.valid_lines: dict[str, int] = {}
+        self.heads: dict[str, dict[int, str]] = {}  # log -> anchored count -> head seen
+        self.anchors: list[tuple[int, dict]] = []
+        self.wanted: dict[str, set[int]] = {}
+        self._read_anchors()
+
+    # -- anchors.jsonl --------------------------------------------------------------
+    def _read_anchors(self) -> None:
+        for line in self.lines(ANCHORS_LOG):
+            obj = line.obj
+            if obj.get("event") != "anchor":
+                continue
+            ok = isinstance(obj.get("logs"), dict) and isinstance(obj.get("manifests"), dict)
+            if not self.f.expect(8, ok, ANCHORS_LOG, line.seq, "anchor without logs/manifests maps"):
+                continue
+            self.anchors.append((line.seq, obj))
+            for rel, fixed in obj["logs"].items():
+                n = fixed.get("lines") if isinstance(fixed, dict) else None
+                if isinstance(n, int) and n >= 0:
+                    self.wanted.setdefault(rel, set()).add(n)
+                else:
+                    self.f.fail(8, ANCHORS_LOG, line.seq, f"anchor entry for {rel} has no line count")
+
+    # -- one log ------------------------------------------------------------------------
+    def lines(self, rel: str) -> Iterator[LogLine]:
+        """The chain-valid lines of ``rel``, in order; chain problems are reported."""
+        spec = self.specs[rel]
+        path = self.layout.root / rel
+        if not path.exists():
+            self.f.fail(8, rel, None, "log missing")
+            self.valid_lines[rel] = 0
+            return
+        check = check_chain(path, spec.seed)
+        self.f.check(8)
+        if not check.ok:
+            self.f.fail(8, rel, check.problem_line, f"chain: {check.problem}")
+        self.valid_lines[rel] = check.lines
+        wanted = self.wanted.get(rel, ())
+        heads = self.heads.setdefault(rel, {})
+        if 0 in wanted:
+            heads[0] = spec.seed
+        self._check_open(spec, path, check.lines)
+        if check.lines == 0:
+            return
+        n = check.lines
+        for line in iter_lines(path):
+            if line.seq + 1 in wanted:
+                heads[line.seq + 1] = line.hash
+            yield line
+            if line.seq + 1 >= n:
+                break
+
+    def _check_open(self, spec: LogSpec, path: Path, valid: int) -> None:
+        """Invariant 11's half that lives in the logs: line 0 opens from the manifest."""
+        first = None
+        try:
+            for line in iter_lines(path):
+                first = line.obj
+                break
+        except Exception:  # noqa: BLE001 - an unreadable line 0 is reported below
+            first = None
+        ok = first is not None and first.get("prev") == spec.seed and first.get("event") == "open"
+        self.f.expect(11, ok, spec.relpath, 0,
+                      f"line 0 is not an open line chained from {spec.manifest}'s seed")
+
+    # -- after every log was read -------------------------------------------------------
+    def finish(self, witness: Path | None) -> None:
+        f = self.f
+        anchored = [rel for rel in self.specs if rel not in UNANCHORED_BY_DESIGN]
+        if not f.expect(8, bool(self.anchors), ANCHORS_LOG, None, "no anchor at all"):
+            return
+        last_counts: dict[str, int] = {}
+        for seq, anchor in self.anchors:
+            for rel, fixed in anchor["logs"].items():
+                n = fixed.get("lines") if isinstance(fixed, dict) else None
+                if rel not in self.specs or rel in UNANCHORED_BY_DESIGN:
+                    f.fail(8, ANCHORS_LOG, seq, f"anchors a log the run does not have: {rel}")
+                    continue
+                if not isinstance(n, int):
+                    continue
+                f.check(8)
+                if n < last_counts.get(rel, 0):
+                    f.fail(8, ANCHORS_LOG, seq, f"{rel}: anchored line count went down to {n}")
+                last_counts[rel] = max(n, last_counts.get(rel, 0))
+                seen = self.heads.get(rel, {}).get(n)
+                if n > self.valid_lines.get(rel, 0):
+                    f.fail(8, ANCHORS_LOG, seq, f"{rel}: anchored {n} lines, the log has "
+                                                f"{self.valid_lines.get(rel, 0)} valid")
+                elif seen != fixed.get("head"):
+                    f.fail(8, ANCHORS_LOG, seq, f"{rel}: head at line count {n} differs from the anchor")
+            for rel, sha in anchor["manifests"].items():
+                f.expect(8, self._manifest_sha(rel) == sha, ANCHORS_LOG, seq,
+                         f"manifest {rel} does not hash as anchored")
+        seq, final = self.anchors[-1]
+        f.expect(8, final.get("final") is True, ANCHORS_LOG, seq, "the last anchor is not final")
+        f.expect(8, seq == self.valid_lines.get(ANCHORS_LOG, 0) - 1, ANCHORS_LOG, seq,
+                 "lines follow the final anchor in anchors.jsonl")
+        for s, a in self.anchors[:-1]:
+            f.expect(8, a.get("final") is not True, ANCHORS_LOG, s, "a final anchor before the last one")
+        for rel in ("manifest.json", *(model_manifest(m) for m in self.layout.models)):
+            f.expect(8, rel in final["manifests"], ANCHORS_LOG, seq, f"final anchor lacks manifest {rel}")
+        for rel in anchored:
+            fixed = final["logs"].get(rel)
+            if not f.expect(8, isinstance(fixed, dict), ANCHORS_LOG, seq, f"final anchor lacks {rel}"):
+                continue
+            tail = self.valid_lines.get(rel, 0) - int(fixed.get("lines") or 0)
+            if tail > 0:
+                self.f.unanchored += tail
+                self.f.notes.setdefault(8, "")
+                self.f.notes[8] = (self.f.notes[8] + f" {rel}: {tail}").strip()
+        self._final_push(seq)
+        if witness is not None:
+            from confirmatory.witness import check_witness  # git subprocesses: only when asked
+
+            problems = check_witness(Path(witness), self.layout.root)
+            f.check(8)
+            for p in problems:
+                f.fail(8, "witness", None, p)
+
+    def _manifest_sha(self, rel: str) -> str | None:
+        if rel == "manifest.json":
+            return self.layout.manifest.sha256
+        for name, mf in self.layout.models.items():
+            if rel == model_manifest(name):
+                return mf.sha256
+        from confirmatory.records import read_json
+
+        return read_json(self.layout.root / rel).sha256
+
+    def _final_push(self, final_seq: int) -> None:
+        rc = None
+        at = None
+        for line in self.lines(PUSHES_LOG):
+            if line.obj.get("event") == "push" and line.obj.get("anchor_seq") == final_seq:
+                rc, at = line.obj.get("rc"), line.seq
+        self.f.expect(8, rc == 0, PUSHES_LOG, at,
+                      "the final anchor was never pushed" if at is None else f"the final anchor's push returned {rc}")

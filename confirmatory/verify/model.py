@@ -1,0 +1,285 @@
+"""One model's records: invariants 1, 2, 3, 5, 6 and the per-attempt half of 7 and 9.
+
+Owns the streaming pass over ``models/<m>/run.jsonl``. Control events (stops,
+triggers, pauses, resumes, the ceiling, closes, late costs) are few; they are
+picked out first by a raw scan that skips attempt and household lines without
+parsing them, so that when the chain-checked pass meets an attempt every stop
+and pause it must respect is already known. Attempt lines are buffered per
+household until its household line (attempt lines are written first), checked
+as a household, and dropped: what stays is a few numbers per household for
+the admission replay (`timeline`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from confirmatory import rules
+from confirmatory.records import model_log, read_json, record_relpath
+from confirmatory.streams import arm_orders, draw_order
+from confirmatory.verify.context import RunContext
+
+CALL_SLACK_S = 1.0
+ATTEMPT_FIELDS = ("lane", "household", "arm", "pass", "start", "end", "cost_nusd", "record",
+                  "record_sha256", "class", "action", "signature")
+_SKIP = (b'"event":"attempt"', b'"event":"household"')
+
+
+def control_events(path) -> list[tuple[int, dict]]:
+    """Every line that is not an attempt or household line, with its position."""
+    out = []
+    try:
+        with open(path, "rb") as fh:
+            for i, raw in enumerate(fh):
+                if _SKIP[0] in raw or _SKIP[1] in raw:
+                    continue
+                try:
+                    obj = json.loads(raw)
+                except ValueError:
+                    continue
+                if isinstance(obj, dict):
+                    out.append((i, obj))
+    except OSError:
+        pass
+    return out
+
+
+@dataclass
+class HouseholdEnd:
+    seq: int
+    lane: int
+    t: float
+    finished: bool
+    spend: int
+    first_start: float | None
+
+
+@dataclass
+class ModelState:
+    """What one model's pass leaves for the timeline checks and the totals."""
+
+    name: str
+    manifest: dict
+    control: list[tuple[int, dict]]
+    ends: dict[str, HouseholdEnd] = field(default_factory=dict)
+    attempt_cost: int = 0
+    stop_attempts: dict[tuple, tuple[int, str]] = field(default_factory=dict)  # (h, arm, pass) -> (seq, cause)
+    halt_t: float = float("inf")
+    trigger_t: float = float("inf")
+    pauses: list[tuple[float, float]] = field(default_factory=list)
+
+    def events(self, name: str) -> list[tuple[int, dict]]:
+        return [(s, o) for s, o in self.control if o.get("event") == name]
+
+
+class ModelCheck:
+    def __init__(self, name: str, ctx: RunContext) -> None:
+        self.ctx, self.f = ctx, ctx.findings
+        self.log = model_log(name, "run.jsonl")
+        self.root = ctx.layout.root / "models" / name
+        mf = ctx.layout.models[name].obj if isinstance(ctx.layout.models[name].obj, dict) else {}
+        self.st = ModelState(name, mf, control_events(ctx.layout.root / self.log))
+        self.lanes = int(mf.get("lanes") or 1)
+        self.draw = list(mf.get("draw") or [])
+        self.index = {h: k for k, h in enumerate(self.draw)}
+        self.orders = mf.get("arm_orders") or {}
+        self.lane_next = {lane: lane for lane in range(self.lanes)}   # next draw index expected per lane
+        self.lane_end = defaultdict(lambda: float("-inf"))
+        self.incon: list[tuple] = []
+        self._times()
+
+    def _times(self) -> None:
+        st, ctx = self.st, self.ctx
+        stops = [o["t"] for _, o in st.events("stop") if isinstance(o.get("t"), (int, float))]
+        ceilings = [o["t"] for _, o in st.events("ceiling") if isinstance(o.get("t"), (int, float))]
+        st.halt_t = min([*stops, *ceilings, *ctx.run_stop_ts, ctx.ceiling_t])
+        st.trigger_t = min([o["t"] for _, o in st.events("trigger") if isinstance(o.get("t"), (int, float))],
+                           default=float("inf"))
+        resumes = sorted(o["t"] for _, o in st.events("resume") if o.get("accepted") is True)
+        for _, p in sorted(st.events("pause"), key=lambda x: x[1].get("t", 0)):
+            t = p.get("t", 0)
+            st.pauses.append((t, next((r for r in resumes if r > t), float("inf"))))
+
+    # -- the manifest's draw ------------------------------------------------------
+    def check_draw(self) -> None:
+        f, mf, where = self.f, self.st.manifest, f"models/{self.st.name}/manifest.json"
+        seed = mf.get("seed")
+        ok = isinstance(seed, int) and self.draw == draw_order(seed, self.draw)
+        f.expect(3, ok, where, None, "draw is not the seeded shuffle of its households")
+        arms = sorted(self.ctx.arms or next(iter(self.orders.values()), []))
+        try:
+            ok = isinstance(seed, int) and self.orders == arm_orders(seed, self.st.name, self.draw, arms)
+        except ValueError:
+            ok = False
+        f.expect(3, ok, where, None, "arm orders are not the model's seeded shuffles")
+
+    # -- the stream ---------------------------------------------------------------
+    def run(self) -> ModelState:
+        self.check_draw()
+        pending: dict[str, list[tuple[int, dict]]] = defaultdict(list)
+        for line in self.ctx.logs.lines(self.log):
+            ev = line.obj.get("event")
+            if ev == "attempt":
+                pending[str(line.obj.get("household"))].append((line.seq, line.obj))
+            elif ev == "household":
+                self.household(line.seq, line.obj, pending.pop(str(line.obj.get("household")), []))
+        for h, lines in pending.items():
+            self.f.fail(1, self.log, lines[0][0], f"attempt lines of {h} without a household line")
+        self.orphans()
+        self.inconclusive()
+        return self.st
+
+    def household(self, seq: int, hl: dict, lines: list[tuple[int, dict]]) -> None:
+        f, st, log = self.f, self.st, self.log
+        h, lane = str(hl.get("household")), hl.get("lane")
+        k = self.index.get(h)
+        if not f.expect(3, k is not None and lane in self.lane_next, log, seq, f"household {h} on lane {lane} is not in the draw"):
+            return
+        f.expect(3, k == self.lane_next[lane], log, seq,
+                 f"lane {lane} took {h} (draw index {k}), expected draw index {self.lane_next[lane]}")
+        self.lane_next[lane] = k + self.lanes
+        f.expect(3, h not in st.ends, log, seq, f"second household line for {h}")
+        attempts = []
+        for aseq, a in lines:
+            if not f.expect(1, all(x in a for x in ATTEMPT_FIELDS), log, aseq, "attempt line lacks fields"):
+                continue
+            f.expect(3, a["lane"] == lane, log, aseq, f"attempt on lane {a['lane']} of a lane-{lane} household")
+            attempts.append((aseq, a))
+        attempts.sort(key=lambda x: (x[1]["start"], x[1]["pass"]))
+        self.passes(seq, hl, h, attempts)
+        spend = 0
+        for aseq, a in attempts:
+            spend += int(a["cost_nusd"])
+            self.attempt(aseq, a, lane)
+        f.expect(7, hl.get("spend_nusd") == spend, log, seq,
+                 f"household spend {hl.get('spend_nusd')} is not its attempts' {spend}")
+        st.attempt_cost += spend
+        self.dir_matches(h, {a["record"] for _, a in attempts}, seq)
+        st.ends[h] = HouseholdEnd(seq, lane, hl.get("t"), hl.get("finished") is True, spend,
+                                  attempts[0][1]["start"] if attempts else None)
+        if attempts:
+            f.expect(3, hl.get("t", 0) >= attempts[-1][1]["end"], log, seq, "household ended before its last attempt")
+
+    def passes(self, seq: int, hl: dict, h: str, attempts: list[tuple[int, dict]]) -> None:
+        """Pass 0 in arm order, later passes over the arms to rerun or resume, no overlap."""
+        f, log, rl = self.f, self.log, self.ctx.rules
+        order = list(self.orders.get(h) or [])
+        expected, done, actions, used = list(order), [], {}, defaultdict(int)
+        pass_index, stopped = 0, False
+        prev_end = self.lane_end[hl.get("lane")]
+        for aseq, a in attempts:
+            f.expect(3, a["start"] >= prev_end, log, aseq, f"attempt starts at {a['start']} before the lane's previous ended ({prev_end})")
+            prev_end = max(prev_end, a["end"])
+            if not expected and not stopped:
+                nxt = rules.next_pass_arms(order, actions, reruns_used={x: used[x] - 1 for x in used},
+                                           max_reruns=rl.max_reruns)
+                expected, actions, pass_index = nxt, {}, pass_index + 1
+            ok = not stopped and bool(expected) and (a["arm"], a["pass"]) == (expected[0], pass_index)
+            f.expect(3, ok, log, aseq, f"attempt {a['arm']}/{a['pass']} out of order (expected "
+                     + (f"{expected[0]}/{pass_index})" if expected and not stopped else "none)"))
+            if expected:
+                expected.pop(0)
+            used[a["arm"]] += 1
+            f.expect(3, used[a["arm"]] - 1 <= rl.max_reruns, log, aseq, f"arm {a['arm']} rerun more than {rl.max_reruns} times")
+            if "reruns_used" in a:
+                f.expect(3, a["reruns_used"] == used[a["arm"]] - 1, log, aseq, "reruns_used is not the arm's earlier attempts")
+            a["_reruns"] = used[a["arm"]] - 1
+            actions[a["arm"]] = a["action"]
+            stopped = stopped or (a["action"] == "stop" and not expected)
+            done.append(a)
+        self.lane_end[hl.get("lane")] = prev_end
+        if hl.get("finished") is True:
+            rest = expected or rules.next_pass_arms(order, {k: rules.Action(v) for k, v in actions.items()
+                                                           if v in set(rules.Action)},
+                                                    reruns_used={x: used[x] - 1 for x in used},
+                                                    max_reruns=rl.max_reruns)
+            f.expect(3, not rest and bool(order), log, seq, f"household {h} marked finished with {rest or order} still to run")
+            f.expect(3, not any(a["action"] == "stop" for a in done), log, seq, "a finished household has a stop action")
+
+    def attempt(self, seq: int, a: dict, lane: int) -> None:
+        f, st, log, ctx = self.f, self.st, self.log, self.ctx
+        rel = record_relpath(a["household"], a["arm"], a["pass"])
+        f.expect(1, a["record"] == rel, log, seq, f"record path {a['record']} is not {rel}")
+        rec = read_json(self.root / a["record"])
+        where = f"models/{st.name}/{a['record']}"
+        if not f.expect(1, rec.sha256 == a["record_sha256"], log, seq,
+                        f"record {a['record']} " + ("missing" if rec.sha256 is None else "does not hash as its line says")):
+            return
+        r = rec.obj if isinstance(rec.obj, dict) else {}
+        same = all(r.get(k) == a[k] for k in ("household", "arm", "pass", "lane", "start", "end", "cost_nusd"))
+        f.expect(1, same and r.get("model") == st.name, where, None, "record disagrees with its attempt line")
+        for c in r.get("calls") or []:
+            ok = (a["start"] - CALL_SLACK_S <= c.get("start", -1) <= c.get("end", -1) <= a["end"] + CALL_SLACK_S)
+            f.expect(5, ok, where, None, f"call {c.get('kind')} {c.get('start')}..{c.get('end')} outside the attempt")
+        calls_cost = sum(int(c.get("cost_nusd") or 0) for c in r.get("calls") or [])
+        f.expect(7, calls_cost == r.get("cost_nusd"), where, None, f"record cost {r.get('cost_nusd')} is not its calls' {calls_cost}")
+        self.classify(seq, a, r)
+        s = a["start"]
+        f.expect(6, not s > st.halt_t, log, seq, f"attempt starts at {s} after a stop or the ceiling ({st.halt_t})")
+        for p, resumed in st.pauses:
+            f.expect(6, not (p < s < resumed), log, seq, f"attempt starts at {s} during the pause from {p}")
+        f.expect(9, not s > st.trigger_t, log, seq, f"attempt starts at {s} after a trigger at {st.trigger_t}")
+        if a["action"] == "stop":
+            st.stop_attempts[(a["household"], a["arm"], a["pass"])] = (seq, a["class"])
+
+    def classify(self, seq: int, a: dict, r: dict) -> None:
+        f, rl = self.f, self.ctx.rules
+        try:
+            verdict = self.ctx.host.verdict(a["start"], a["end"], max_gap_s=rl.max_gap_s,
+                                            pressure_threshold=rl.pressure_threshold)
+            d = rules.decide(r, verdict.reasons, reruns_used=a["_reruns"], max_reruns=rl.max_reruns,
+                             precedence=rl.precedence, class_lists=rl.class_lists)
+        except (ValueError, KeyError, TypeError) as exc:
+            f.fail(2, self.log, seq, f"cannot classify: {exc}")
+            return
+        f.expect(2, a["class"] == d.cls, self.log, seq, f"class {a['class']}, the rules give {d.cls}")
+        f.expect(2, a["signature"] == d.signature, self.log, seq, "signature is not the error's")
+        if d.cls is rules.Cls.INCONCLUSIVE:
+            self.incon.append((seq, a, d))
+        else:
+            f.expect(2, a["action"] == d.action, self.log, seq, f"action {a['action']}, the rules give {d.action}")
+
+    def inconclusive(self) -> None:
+        """The inconclusive stop, bounded by what the lanes could have known when they decided."""
+        rl, ends = self.ctx.rules, self.st.ends
+        by_sig: dict[str, list[tuple]] = defaultdict(list)
+        for item in self.incon:
+            by_sig[item[2].signature].append(item)
+        for sig, items in by_sig.items():
+            for seq, a, d in items:
+                h, own_end = a["household"], ends[a["household"]].t
+                lower = {h} | {x[1]["household"] for x in items if ends[x[1]["household"]].t < a["end"]}
+                upper = {h} | {x[1]["household"] for x in items if x[1]["end"] < own_end}
+                keep = rules.action_for(d.cls, reruns_used=a["_reruns"], max_reruns=rl.max_reruns)
+                if len(lower) > rl.inconclusive_limit:
+                    allowed = {"stop"}
+                elif len(upper) <= rl.inconclusive_limit:
+                    allowed = {str(keep)}
+                else:
+                    allowed = {"stop", str(keep)}
+                self.f.expect(2, a["action"] in allowed, self.log, seq,
+                              f"action {a['action']}, the inconclusive rule allows {sorted(allowed)}")
+
+    def dir_matches(self, h: str, listed: set[str], seq: int) -> None:
+        base = self.root / "records" / h
+        present = set()
+        try:
+            for arm in os.listdir(base):
+                sub = base / arm
+                names = os.listdir(sub) if sub.is_dir() else [None]
+                present.update(f"records/{h}/{arm}" + (f"/{n}" if n else "") for n in names
+                               if n is None or not n.startswith("."))
+        except FileNotFoundError:
+            pass
+        for extra in sorted(present - listed):
+            self.f.fail(1, f"models/{self.st.name}/{extra}", None, "record file without an attempt line")
+
+    def orphans(self) -> None:
+        base = self.root / "records"
+        if base.is_dir():
+            for h in sorted(os.listdir(base)):
+                if h not in self.st.ends and not h.startswith("."):
+                    self.f.fail(1, f"models/{self.st.name}/records/{h}", None, "records of a household without a household line")

@@ -1,0 +1,143 @@
+"""What `verify` found: one result per invariant of RECORDS.md, as values.
+
+Owns the invariant table (number, short name), the `Violation` record
+(invariant, file, line, message), how results are collected (`Findings`:
+counts every check, keeps the first violations of each invariant) and the two
+renderings: a table for people and JSON for machines.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+
+INVARIANTS: dict[int, str] = {
+    1: "one attempt line per record, hashes match",
+    2: "classes and actions recomputed",
+    3: "draw order, arm order, passes, no overlap, rerun limit",
+    4: "admission decisions replayed",
+    5: "call times within their attempt",
+    6: "no start during pause, after stop or ceiling",
+    7: "spend conserved",
+    8: "chains, anchors, final push, witness",
+    9: "triggers and stops",
+    10: "accepted resumes after their pause",
+    11: "manifest equals design; logs open from manifests",
+}
+
+KEEP_PER_INVARIANT = 20
+
+
+class Status(StrEnum):
+    PASS = "pass"
+    FAIL = "fail"
+    UNANCHORED = "unanchored"  # chains and anchors hold, but lines follow the final anchor
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    invariant: int
+    file: str
+    line: int | None  # 0-based line (seq) of a log; None for a whole file
+    message: str
+
+    def where(self) -> str:
+        return self.file if self.line is None else f"{self.file}:{self.line}"
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    invariant: int
+    name: str
+    status: Status
+    checked: int
+    violations: int
+    first: tuple[Violation, ...]
+    note: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    run_dir: str
+    results: tuple[Result, ...]
+    unanchored_tail: int  # lines after the final anchor, summed over logs
+
+    @property
+    def ok(self) -> bool:
+        return all(r.status is Status.PASS for r in self.results)
+
+    def result(self, invariant: int) -> Result:
+        return next(r for r in self.results if r.invariant == invariant)
+
+    def failed(self) -> set[int]:
+        return {r.invariant for r in self.results if r.status is not Status.PASS}
+
+    def to_json(self) -> str:
+        return json.dumps({
+            "run_dir": self.run_dir, "ok": self.ok, "unanchored_tail": self.unanchored_tail,
+            "invariants": [{**asdict(r), "status": str(r.status),
+                            "first": [asdict(v) for v in r.first]} for r in self.results],
+        }, indent=2, sort_keys=True)
+
+    def to_table(self, shown: int = 3) -> str:
+        rows = [f"verify {self.run_dir}", "",
+                f"{'#':>2}  {'invariant':<55} {'status':<10} {'checked':>9}  first violations"]
+        for r in self.results:
+            status = "UNANCHORED" if r.status is Status.UNANCHORED else r.status.value.upper()
+            firsts = [f"{v.where()}: {v.message}" for v in r.first[:shown]]
+            if r.note:
+                firsts.insert(0, r.note)
+            rows.append(f"{r.invariant:>2}  {r.name:<55} {status:<10} {r.checked:>9}  "
+                        + (firsts[0] if firsts else ""))
+            pad = " " * (2 + 2 + 55 + 1 + 10 + 1 + 9 + 2)
+            rows.extend(pad + f for f in firsts[1:])
+            if r.violations > len(r.first[:shown]):
+                rows.append(pad + f"... {r.violations} violations in all")
+        rows.append("")
+        if self.unanchored_tail:
+            rows.append(f"unanchored tail: {self.unanchored_tail} lines")
+        rows.append("ALL INVARIANTS HOLD" if self.ok else
+                    "VERIFY FAILED: " + ", ".join(str(i) for i in sorted(self.failed())))
+        return "\n".join(rows)
+
+
+@dataclass
+class Findings:
+    """Collects checks and violations while the run is read."""
+
+    checked: dict[int, int] = field(default_factory=lambda: dict.fromkeys(INVARIANTS, 0))
+    count: dict[int, int] = field(default_factory=lambda: dict.fromkeys(INVARIANTS, 0))
+    first: dict[int, list[Violation]] = field(default_factory=lambda: {i: [] for i in INVARIANTS})
+    notes: dict[int, str] = field(default_factory=dict)
+    unanchored: int = 0
+
+    def check(self, invariant: int, n: int = 1) -> None:
+        self.checked[invariant] += n
+
+    def fail(self, invariant: int, file: str, line: int | None, message: str) -> None:
+        self.count[invariant] += 1
+        if len(self.first[invariant]) < KEEP_PER_INVARIANT:
+            self.first[invariant].append(Violation(invariant, file, line, message))
+
+    def expect(self, invariant: int, ok: bool, file: str, line: int | None, message: str) -> bool:
+        self.checked[invariant] += 1
+        if not ok:
+            self.fail(invariant, file, line, message)
+        return ok
+
+    def report(self, run_dir: str) -> Report:
+        results = []
+        for i, name in INVARIANTS.items():
+            if self.count[i]:
+                status = Status.FAIL
+            elif i == 8 and self.unanchored:
+                status = Status.UNANCHORED
+            else:
+                status = Status.PASS
+            note = self.notes.get(i)
+            if i == 8 and self.unanchored:
+                note = f"unanchored tail: {self.unanchored} lines" + (f"; {note}" if note else "")
+            results.append(Result(i, name, status, self.checked[i], self.count[i],
+                                  tuple(self.first[i]), note))
+        return Report(run_dir, tuple(results), self.unanchored)

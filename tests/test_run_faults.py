@@ -1,0 +1,69 @@
+"""Runs that meet trouble in the runner itself or in the machine: a failing disk, a clock stepping back."""
+
+from __future__ import annotations
+
+import errno
+import os
+import time
+
+from runhelpers import events, execute, of, verified
+
+FAST = {"engine_factory": "confirmatory.testing.fakes:null_engine"}
+
+
+def test_a_runner_error_settles_what_had_ended_then_stops_every_model(tmp_path, monkeypatch):
+    real_fsync = os.fsync
+
+    def failing_fsync(fd):
+        # The disk fails for one record file (EIO on its fsync).
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            target = ""
+        if "/records/hh-002/" in target and target.endswith(".tmp"):
+            raise OSError(errno.EIO, "injected I/O error")
+        return real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", failing_fsync)
+    hh = [{"id": f"hh-{i:03d}", "latency_s": 0.01} for i in range(6)]
+    result, run_dir = execute(tmp_path, households=hh, models=2, **FAST)
+    monkeypatch.setattr(os, "fsync", real_fsync)
+    verified(run_dir)
+    assert result.status == "stopped" and result.stop_cause == "runner-error"
+    (stop,) = of(events(run_dir), "stop")
+    assert stop["scope"] == "run" and "injected I/O error" in stop["detail"]
+    for m in ("m0", "m1"):
+        ev = events(run_dir, m)
+        assert of(ev, "stop", cause="runner-error")
+        # What had ended is written: every record on disk has its attempt line.
+        recorded = {p.relative_to(run_dir / "models" / m).as_posix()
+                    for p in (run_dir / "models" / m / "records").rglob("*.json")}
+        assert recorded == {a["record"] for a in of(ev, "attempt")}
+        assert not list((run_dir / "models" / m / "records").rglob("*.tmp"))
+
+
+def test_a_wall_clock_stepping_back_during_the_run_never_moves_run_time_backwards(tmp_path, monkeypatch):
+    real_time = time.time
+    start = real_time()
+    offset = {"value": 0.0}
+
+    def stepping_time():
+        now = real_time()
+        # 0.3 s into the run the wall clock is set back by 0.4 s.
+        if now - start > 0.3:
+            offset["value"] = -0.4
+        return now + offset["value"]
+
+    monkeypatch.setattr(time, "time", stepping_time)
+    hh = [{"id": f"hh-{i:03d}", "latency_s": 0.03} for i in range(8)]
+    result, run_dir = execute(tmp_path, households=hh, models=1, **FAST)
+    monkeypatch.setattr(time, "time", real_time)
+    verified(run_dir)
+    assert result.status == "completed"
+    samples = of(events(run_dir, log="host.jsonl"), "sample")
+    # The step (less the time since the clock's last reading) was corrected and reported.
+    assert max(s["clock_back_max_s"] for s in samples) > 0.2
+    host_t = [e["t"] for e in events(run_dir, log="host.jsonl")]
+    assert host_t == sorted(host_t)
+    attempts = of(events(run_dir, "m0"), "attempt")
+    assert all(a["end"] >= a["start"] for a in attempts)
