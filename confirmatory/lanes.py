@@ -339,7 +339,9 @@ class Lane:
         except BudgetStop as exc:
             status, error = "budget_stop", describe_exception(exc)
         except Exception as exc:  # noqa: BLE001 - every failure becomes a record
-            error = describe_exception(exc)
+            error = describe_exception(
+                exc, escalated_after_truncation=bool(getattr(exc, "escalated_after_truncation", False))
+            )
             status = "error"
             if self.run.pool_failed(m, exc):
                 # The engine pool died: the model is stopped (cause pool) and
@@ -374,7 +376,15 @@ class Lane:
         }
         if extra:
             record["extra"] = extra
-        rel, sha = self.run.write_record(m, record)
+        try:
+            rel, sha = self.run.write_record(m, record)
+        except BaseException as exc:
+            # The record is lost but its spend is real: count it where a
+            # reviewer sees it (conservation), then fail as a runner error.
+            if cost:
+                self.run.late_cost(m, household, arm, pass_index, cost,
+                                   reason=f"record not written: {exc!r}")
+            raise
         with m.cond:
             m.running.pop(key, None)
         return Attempt(household, arm, pass_index, self.index, start, end, record, rel, sha, reruns_used)

@@ -280,7 +280,7 @@ def next_pass_arms(arm_order: Sequence[str], actions: Mapping[str, Action], *,
         action = actions.get(arm)
         if action not in (Action.RERUN, Action.PAUSE):
             continue
-        if (action is Action.PAUSE and reruns_used is not None and max_reruns is not None
+        if (action == Action.PAUSE and reruns_used is not None and max_reruns is not None
                 and reruns_used.get(arm, 0) >= max_reruns):
             continue
         arms.append(arm)

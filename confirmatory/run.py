@@ -148,7 +148,7 @@ class Run:
 
         assert self.files is not None
         f = self.files
-        cmd = self.design.anchors.command
+        cmd = f.manifest["anchors"]["command"]  # placeholders expanded, as recorded
         self.anchorer = Anchorer(
             self.run_dir,
             self.clock,
@@ -230,10 +230,15 @@ class Run:
         sha = write_json_durable(m.model_dir / rel, record)
         return rel, sha
 
-    def late_cost(self, m: ModelState, household: str, arm: str, pass_index: int, nusd: int) -> None:
+    def late_cost(self, m: ModelState, household: str, arm: str, pass_index: int, nusd: int,
+                  *, reason: str | None = None) -> None:
+        """A cost outside any record: spent after a deadline, or by an attempt whose record was lost."""
         t = self.clock.now()
-        m.run_log.append({"event": "late-cost", "household": household, "arm": arm, "pass": pass_index,
-                          "cost_nusd": nusd, "t": t})
+        line = {"event": "late-cost", "household": household, "arm": arm, "pass": pass_index,
+                "cost_nusd": nusd, "t": t}
+        if reason:
+            line["reason"] = reason
+        m.run_log.append(line)
 
     def trigger(self, m: ModelState, cause: str, household: str, arm: str, pass_index: int) -> None:
         """Log a trigger and stop the model with its cause (at once: well within stop_follow_s)."""

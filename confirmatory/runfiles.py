@@ -9,6 +9,7 @@ with its ``open`` line, chained from the seed its manifest gives it
 from __future__ import annotations
 
 import secrets as _random
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,7 +68,19 @@ class RunFiles:
             w.close()
 
 
-def run_manifest(loaded: Any, *, run_id: str, created_t: float, anchors_cwd: str) -> dict[str, Any]:
+def expand_command(command: Any, run_dir: Path) -> list[str]:
+    """The anchor command as run: ``{python}`` is this interpreter, ``{run_dir}`` the run directory."""
+    values = {"{python}": sys.executable, "{run_dir}": str(Path(run_dir).resolve())}
+    out = []
+    for arg in command:
+        for key, value in values.items():
+            arg = arg.replace(key, value)
+        out.append(arg)
+    return out
+
+
+def run_manifest(loaded: Any, *, run_id: str, created_t: float, anchors_cwd: str,
+                 run_dir: Path) -> dict[str, Any]:
     d = loaded.design
     return {
         "format": RECORD_FORMAT,
@@ -97,7 +110,7 @@ def run_manifest(loaded: Any, *, run_id: str, created_t: float, anchors_cwd: str
         },
         "anchors": {
             "interval_s": d.anchors.interval_s,
-            "command": list(d.anchors.command) if d.anchors.command else None,
+            "command": expand_command(d.anchors.command, run_dir) if d.anchors.command else None,
             "cwd": anchors_cwd,
         },
     }
@@ -130,7 +143,8 @@ def create_run_dir(loaded: Any, run_dir: Path, *, clock: Any, config: dict[str, 
     run_dir.mkdir(parents=True, exist_ok=False)
     created = clock.now()
     run_id = f"{loaded.design.study.id}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime(created))}-{_random.token_hex(3)}"
-    manifest = run_manifest(loaded, run_id=run_id, created_t=created, anchors_cwd=str(loaded.base_dir))
+    manifest = run_manifest(loaded, run_id=run_id, created_t=created, anchors_cwd=str(loaded.base_dir),
+                            run_dir=run_dir)
     sha = write_json_durable(run_dir / "manifest.json", manifest)
     (run_dir / "design.toml").write_bytes(loaded.raw)
     _fsync_file(run_dir / "design.toml")

@@ -332,3 +332,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     what = "committed and pushed" if done.committed else "already committed; pushed"
     print(f"{done.path}: {done.lines} lines {what} ({done.branch} {done.commit[:12]})")
     return 0
+
+
+def init_local_witness(root: Path) -> Path:
+    """A protected bare repository at ``root/witness.git`` and a clone at ``root/clone``.
+
+    For the demo and the tests: a witness on the same machine proves less
+    than one the run machine cannot rewrite (docs/ANCHORS.md), but it runs
+    the same push path. Returns the clone; an existing one is reused.
+    """
+    root = Path(root)
+    remote, work = root / "witness.git", root / "clone"
+    if (work / ".git").is_dir():
+        return work
+    root.mkdir(parents=True, exist_ok=True)
+    if not remote.exists():
+        subprocess.run(["git", "init", "--quiet", "--bare", "-b", "main", str(remote)],
+                       check=True, env=_git_env(), capture_output=True)
+        for key in ("receive.denyNonFastForwards", "receive.denyDeletes"):
+            _git(remote, "config", key, "true")
+    subprocess.run(["git", "clone", "--quiet", str(remote), str(work)],
+                   check=True, env=_git_env(), capture_output=True)
+    return work
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

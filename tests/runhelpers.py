@@ -27,13 +27,10 @@ def execute(tmp_path: Path, **kw: Any) -> tuple[RunResult, Path]:
 
 def verified(run_dir: Path) -> Any:
     """Run the verifier and fail with its whole report unless every invariant holds."""
-    try:  # TEMPORARY until verify lands
-        from confirmatory.verify import verify_run
-    except ImportError:
-        return None
+    from confirmatory.verify import verify_run
 
     report = verify_run(run_dir)
-    assert report.ok, report.render()
+    assert report.ok, report.to_table(shown=10)
     return report
 
 

@@ -60,7 +60,9 @@ def test_no_secret_from_the_environment_argv_or_params_reaches_config_json(tmp_p
         'params = { temperature = 0.0, max_tokens = 512 }',
         f'params = {{ temperature = 0.0, max_tokens = 512, api_key = "{PARAM_KEY}", '
         f'extra_headers = {{ "X-Api-Key" = "{HEADER_VALUE}" }}, user = "{SERVICE_TOKEN}" }}')
-    assert PARAM_KEY in text
+    # a secret in an arm's features is caught by the last pass over every string
+    text = text.replace('features = { tools = [] }', f'features = {{ tools = [], note = "{SERVICE_TOKEN}" }}')
+    assert PARAM_KEY in text and f'note = "{SERVICE_TOKEN}"' in text
     design.write_text(text)
     loaded = load_design(design)
     argv = ["confirmatory", "run", str(design), "--api-key", OPENAI_KEY, f"--token={SERVICE_TOKEN}", ANTHROPIC_KEY]
@@ -76,6 +78,7 @@ def test_no_secret_from_the_environment_argv_or_params_reaches_config_json(tmp_p
     assert truncates["params_withheld"] == ["api_key", "extra_headers"]
     assert truncates["params_sent"]["max_tokens"] == 512  # "tokens" counts are not secrets
     assert truncates["params_sent"]["user"] == "[redacted:MY_SERVICE_TOKEN]"
+    assert cfg["arms"]["alone"]["note"] == "[redacted:MY_SERVICE_TOKEN]"
     assert "truncates: the parameters api_key, extra_headers were sent but are not recorded" in \
         " ".join(cfg["not_pinned_down"])
 

@@ -27,6 +27,9 @@ def test_no_cost_reported_counts_as_zero():
 def test_the_float_is_read_as_its_shortest_decimal_not_its_binary_value():
     # 1.5e-09 is stored as 1.4999999999999999e-09; its decimal meaning is 1.5.
     assert to_nusd(1.5e-9) == 2
+    # Multiplying in floating point lands on the wrong side of a half.
+    assert to_nusd(7.5e-9) == 8 and round(7.5e-9 * 1e9) != 8
+    assert to_nusd(1.59005e-05) == 15_900 and round(1.59005e-05 * 1e9) != 15_900
 
 
 @pytest.mark.parametrize(("usd", "nusd"), [(0.5e-9, 0), (1.5e-9, 2), (2.5e-9, 2), (3.5e-9, 4), (1.0000000025, 1_000_000_002)])

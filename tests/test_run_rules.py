@@ -27,6 +27,9 @@ def test_a_clean_run_completes_and_verifies(tmp_path):
         assert len(of(ev, "attempt")) == 4 * 2
         assert all(h["finished"] for h in of(ev, "household"))
         assert {e["reason"] for e in of(ev, "lane-end")} == {"done"}
+        for lane in (0, 1):
+            mine = sorted((a["start"], a["end"]) for a in of(ev, "attempt", lane=lane))
+            assert all(prev_end <= start for (_, prev_end), (start, _) in zip(mine, mine[1:]))
 
 
 def test_a_provider_failure_is_rerun_in_the_next_pass(tmp_path):
@@ -159,6 +162,9 @@ def test_crossing_the_ceiling_mid_pass_ends_conversations_under_way(tmp_path):
     assert [strip(e) for e in of(ev, "ceiling")] == [strip(ceiling)]
     hang = record(run_dir, "m0", "hh-000", "alone", 0)
     assert hang["status"] == "budget_stop"
+    # The crossing is logged at its instant: inside the call that crossed it.
+    crossing = record(run_dir, "m0", "hh-001", "alone", 0)
+    assert crossing["start"] <= ceiling["t"] <= crossing["end"]
     assert all(a["start"] < ceiling["t"] for a in of(ev, "attempt"))
     assert all(d["t"] < ceiling["t"] for d in events(run_dir, "m0", "admission.jsonl") if d["event"] == "decision")
 
@@ -173,6 +179,10 @@ def test_admission_refuses_past_the_cap_and_then_refuses_forever(tmp_path):
     assert False in admits
     first_refusal = admits.index(False)
     assert not any(admits[first_refusal:])
+    # Each decision saw exactly the spend of the households that had ended before it.
+    ends = of(events(run_dir, "m0"), "household")
+    for d in decisions:
+        assert d["finished_nusd"] == sum(h["spend_nusd"] for h in ends if h["t"] < d["t"] and h["finished"])
     assert {e["reason"] for e in of(events(run_dir, "m0"), "lane-end")} == {"refused"}
 
 

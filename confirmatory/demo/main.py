@@ -43,6 +43,10 @@ def demo_command(run_dir: Path | None = None, design: Path | None = None) -> int
     print(f"confirmatory demo: design {design}", file=sys.stderr)
     print(f"confirmatory demo: run directory {run_dir}", file=sys.stderr)
 
+    from confirmatory.witness import init_local_witness  # noqa: PLC0415
+
+    # The bundled designs push their anchors to {run_dir}/../.witness/clone.
+    init_local_witness(run_dir.parent / ".witness")
     run_rc = run_command(design, run_dir, workers=None, quiet=False)
     if not (run_dir / "manifest.json").is_file():
         # Refused before starting: nothing to verify or show.

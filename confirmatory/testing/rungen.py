@@ -164,7 +164,7 @@ class _Gen:
             for name in ("run.jsonl", "admission.jsonl"):
                 rel = f"models/{m}/{name}"
                 self.logs[rel] = _Log(root / rel, log_seed(msha, rel), p.durable)
-            self.models[m] = _Model(m, mman)
+            self.models[m] = _Model(m, mman, draw_index={h: k for k, h in enumerate(draw)})
         for log in self.logs.values():
             log.append({"event": "open", "t": T0})
         self.host = self._host_lines()
@@ -293,7 +293,7 @@ class _Gen:
 
     def outcome(self, m: "_Model", house: "_House", arm: str, pass_index: int) -> tuple[str, dict | None]:
         p = self.plan
-        k = m.manifest["draw"].index(house.id)
+        k = m.draw_index[house.id]
         named = {"operator": p.operator, "harness": p.harness, "deadline": p.deadline}
         for kind, where in named.items():
             if where and where == (m.name, k) and pass_index == 0 and arm == house.order[0]:
@@ -492,6 +492,7 @@ class _Model:
     pause_until: float | None = None
     inconclusive: dict = field(default_factory=dict)
     resumes: list = field(default_factory=list)
+    draw_index: dict = field(default_factory=dict)
 
 
 def generate_run(root: Path, plan: Plan | None = None) -> Path:

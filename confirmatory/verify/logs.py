@@ -98,7 +98,13 @@ class LogPass:
         if not f.expect(8, bool(self.anchors), ANCHORS_LOG, None, "no anchor at all"):
             return
         last_counts: dict[str, int] = {}
+        last_t = float("-inf")
         for seq, anchor in self.anchors:
+            t = anchor.get("t") if isinstance(anchor.get("t"), (int, float)) else float("-inf")
+            f.expect(8, t >= last_t, ANCHORS_LOG, seq, "anchor time goes backwards")
+            last_t = max(t, last_t)
+            missing = sorted(set(anchored) - set(anchor["logs"]))
+            f.expect(8, not missing, ANCHORS_LOG, seq, f"anchor lacks logs {missing}")
             for rel, fixed in anchor["logs"].items():
                 n = fixed.get("lines") if isinstance(fixed, dict) else None
                 if rel not in self.specs or rel in UNANCHORED_BY_DESIGN:
@@ -136,7 +142,7 @@ class LogPass:
                 self.f.unanchored += tail
                 self.f.notes.setdefault(8, "")
                 self.f.notes[8] = (self.f.notes[8] + f" {rel}: {tail}").strip()
-        self._final_push(seq)
+        self._final_push(seq, final.get("t"))
         if witness is not None:
             from confirmatory.witness import check_witness  # git subprocesses: only when asked
 
@@ -155,11 +161,24 @@ class LogPass:
 
         return read_json(self.layout.root / rel).sha256
 
-    def _final_push(self, final_seq: int) -> None:
-        rc = None
-        at = None
+    def _final_push(self, final_seq: int, final_t: object) -> None:
+        """The last push line is the final anchor's, it returned 0, and every
+        push names an anchor made before it."""
+        anchor_t = {seq: a.get("t") for seq, a in self.anchors}
+        last = None
         for line in self.lines(PUSHES_LOG):
-            if line.obj.get("event") == "push" and line.obj.get("anchor_seq") == final_seq:
-                rc, at = line.obj.get("rc"), line.seq
-        self.f.expect(8, rc == 0, PUSHES_LOG, at,
-                      "the final anchor was never pushed" if at is None else f"the final anchor's push returned {rc}")
+            o = line.obj
+            if o.get("event") != "push":
+                continue
+            last = line
+            made = anchor_t.get(o.get("anchor_seq"))
+            ok = isinstance(made, (int, float)) and isinstance(o.get("t"), (int, float)) and o["t"] >= made
+            self.f.expect(8, ok, PUSHES_LOG, line.seq, f"push of anchor line {o.get('anchor_seq')}, "
+                                                       "which does not precede it in anchors.jsonl")
+        if last is None:
+            self.f.fail(8, PUSHES_LOG, None, "the final anchor was never pushed")
+            return
+        o = last.obj
+        self.f.expect(8, o.get("anchor_seq") == final_seq and o.get("rc") == 0, PUSHES_LOG, last.seq,
+                      f"the last push is of anchor line {o.get('anchor_seq')} with rc {o.get('rc')}; "
+                      f"the final anchor is line {final_seq} and its push must return 0")

@@ -168,33 +168,34 @@ class ModelCheck:
         f, log, rl = self.f, self.log, self.ctx.rules
         order = list(self.orders.get(h) or [])
         expected, done, actions, used = list(order), [], {}, defaultdict(int)
-        pass_index, stopped = 0, False
+        pass_index, stop_seen = 0, False
         prev_end = self.lane_end[hl.get("lane")]
         for aseq, a in attempts:
-            f.expect(3, a["start"] >= prev_end, log, aseq, f"attempt starts at {a['start']} before the lane's previous ended ({prev_end})")
+            f.expect(3, a["start"] >= prev_end, log, aseq,
+                     f"attempt starts at {a['start']} before the lane's previous one ended ({prev_end})")
             prev_end = max(prev_end, a["end"])
-            if not expected and not stopped:
-                nxt = rules.next_pass_arms(order, actions, reruns_used={x: used[x] - 1 for x in used},
-                                           max_reruns=rl.max_reruns)
-                expected, actions, pass_index = nxt, {}, pass_index + 1
-            ok = not stopped and bool(expected) and (a["arm"], a["pass"]) == (expected[0], pass_index)
+            if not expected and not stop_seen:
+                expected = rules.next_pass_arms(order, actions, reruns_used={x: used[x] - 1 for x in used},
+                                                max_reruns=rl.max_reruns)
+                actions, pass_index = {}, pass_index + 1
+            ok = bool(expected) and (a["arm"], a["pass"]) == (expected[0], pass_index)
             f.expect(3, ok, log, aseq, f"attempt {a['arm']}/{a['pass']} out of order (expected "
-                     + (f"{expected[0]}/{pass_index})" if expected and not stopped else "none)"))
+                     + (f"{expected[0]}/{pass_index})" if expected else "none)"))
             if expected:
                 expected.pop(0)
             used[a["arm"]] += 1
-            f.expect(3, used[a["arm"]] - 1 <= rl.max_reruns, log, aseq, f"arm {a['arm']} rerun more than {rl.max_reruns} times")
+            f.expect(3, used[a["arm"]] - 1 <= rl.max_reruns, log, aseq,
+                     f"arm {a['arm']} rerun more than {rl.max_reruns} times")
             if "reruns_used" in a:
-                f.expect(3, a["reruns_used"] == used[a["arm"]] - 1, log, aseq, "reruns_used is not the arm's earlier attempts")
+                f.expect(3, a["reruns_used"] == used[a["arm"]] - 1, log, aseq,
+                         "reruns_used is not the arm's earlier attempts")
             a["_reruns"] = used[a["arm"]] - 1
             actions[a["arm"]] = a["action"]
-            stopped = stopped or (a["action"] == "stop" and not expected)
+            stop_seen = stop_seen or a["action"] == "stop"
             done.append(a)
         self.lane_end[hl.get("lane")] = prev_end
         if hl.get("finished") is True:
-            rest = expected or rules.next_pass_arms(order, {k: rules.Action(v) for k, v in actions.items()
-                                                           if v in set(rules.Action)},
-                                                    reruns_used={x: used[x] - 1 for x in used},
+            rest = expected or rules.next_pass_arms(order, actions, reruns_used={x: used[x] - 1 for x in used},
                                                     max_reruns=rl.max_reruns)
             f.expect(3, not rest and bool(order), log, seq, f"household {h} marked finished with {rest or order} still to run")
             f.expect(3, not any(a["action"] == "stop" for a in done), log, seq, "a finished household has a stop action")

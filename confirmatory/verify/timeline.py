@@ -1,0 +1,115 @@
+"""One model's events in time order: invariants 4, 9, 10 and the decision halves of 3 and 6.
+
+Owns the admission replay: decisions (admission.jsonl) and household ends
+(run.jsonl) merged by their times, which were taken under one lock and are
+therefore strictly ordered; a household cut short by a stop stays under way
+until that stop. Also the trigger/stop pairing and the resume rule.
+"""
+
+from __future__ import annotations
+
+from confirmatory import rules
+from confirmatory.records import model_log
+from confirmatory.verify.context import RunContext
+from confirmatory.verify.model import ModelState
+
+DECISION_FIELDS = ("lane", "household", "t", "admit", "finished_nusd", "under_way", "reserve_nusd", "cap_nusd")
+
+
+def check_admission(ctx: RunContext, st: ModelState) -> None:
+    f, log = ctx.findings, model_log(st.name, "admission.jsonl")
+    mf = st.manifest
+    lanes = int(mf.get("lanes") or 1)
+    index = {h: k for k, h in enumerate(mf.get("draw") or [])}
+    decisions = []
+    for line in ctx.logs.lines(log):
+        d = line.obj
+        if d.get("event") != "decision":
+            continue
+        if f.expect(4, all(k in d for k in DECISION_FIELDS), log, line.seq, "decision lacks fields"):
+            decisions.append((d["t"], line.seq, d))
+    decisions.sort(key=lambda x: (x[0], x[1]))
+    # (t, kind, ...) events: a household leaves "under way" at its end if it
+    # finished, else at the first stop of its model or the run (never, if none).
+    cut_until = st.halt_t
+    leaves = []
+    for h, e in st.ends.items():
+        leaves.append((e.t if e.finished else cut_until, e.spend if e.finished else 0))
+    leaves.sort()
+    i, finished_nusd, left = 0, 0, 0
+    admitted, refused = 0, False
+    decided: dict[str, int] = {}
+    lane_next = {lane: lane for lane in range(lanes)}
+    lane_closed: set[int] = set()
+    for t, seq, d in decisions:
+        while i < len(leaves) and leaves[i][0] < t:
+            finished_nusd += leaves[i][1]
+            left += 1
+            i += 1
+        under_way = admitted - left
+        h, lane = d["household"], d["lane"]
+        expect = rules.admit(refused_before=refused, finished_nusd=finished_nusd, under_way=under_way,
+                             reserve_nusd=mf.get("reserve_nusd"), cap_nusd=mf.get("cap_nusd"))
+        state_ok = (d["finished_nusd"], d["under_way"], d["reserve_nusd"], d["cap_nusd"]) == (
+            finished_nusd, under_way, mf.get("reserve_nusd"), mf.get("cap_nusd"))
+        f.expect(4, state_ok, log, seq, f"decision state {d['finished_nusd']}/{d['under_way']} is not the "
+                                        f"replayed {finished_nusd}/{under_way}")
+        f.expect(4, d["admit"] is expect, log, seq, f"admit={d['admit']}, the rule gives {expect}")
+        f.expect(6, not t > ctx.ceiling_t, log, seq, f"decision at {t} after the ceiling's crossing")
+        k = index.get(h)
+        ok = k is not None and lane not in lane_closed and lane in lane_next and k == lane_next[lane]
+        f.expect(3, ok, log, seq, f"lane {lane} decided on {h} out of its draw order")
+        if k is not None and lane in lane_next:
+            lane_next[lane] = k + lanes
+        f.expect(4, h not in decided, log, seq, f"second decision on {h}")
+        decided[h] = seq
+        if d["admit"]:
+            admitted += 1
+            end = st.ends.get(h)
+            f.expect(4, end is not None, log, seq, f"admitted {h} never ended (no household line)")
+            if end is not None and end.first_start is not None:
+                f.expect(3, t < end.first_start, log, seq, f"{h} started before its decision")
+        else:
+            refused = True
+            lane_closed.add(lane)
+    admitted_set = {d["household"] for _, _, d in decisions if d["admit"]}
+    for h, e in st.ends.items():
+        f.expect(4, h in admitted_set, model_log(st.name, "run.jsonl"), e.seq,
+                 f"household {h} ran without an admission")
+
+
+def check_stops(ctx: RunContext, st: ModelState) -> None:
+    f, log, follow = ctx.findings, model_log(st.name, "run.jsonl"), ctx.rules.stop_follow_s
+    stops = st.events("stop")
+    triggers = st.events("trigger")
+    for seq, s in stops:
+        cause = s.get("cause")
+        f.expect(9, cause in rules.STOP_SCOPE and s.get("scope") == rules.STOP_SCOPE[cause], log, seq,
+                 f"stop cause {cause!r} / scope {s.get('scope')!r} is not a known pair")
+        if cause in rules.TRIGGER_CAUSES:
+            ok = any(tr.get("cause") == cause and tr.get("t", 0) <= s.get("t", 0) <= tr.get("t", 0) + follow
+                     for _, tr in triggers)
+            f.expect(9, ok, log, seq, f"stop ({cause}) without its trigger within {follow} s before it")
+    for seq, tr in triggers:
+        cause, t = tr.get("cause"), tr.get("t", 0)
+        ok = any(s.get("cause") == cause and s.get("t", 0) <= t + follow for _, s in stops)
+        f.expect(9, ok, log, seq, f"trigger ({cause}) not followed by its stop within {follow} s")
+        key = (tr.get("household"), tr.get("arm"), tr.get("pass"))
+        attempt = st.stop_attempts.pop(key, None)
+        f.expect(9, attempt is not None, log, seq, f"trigger for {key} names no attempt with action stop")
+    for key, (seq, cls) in st.stop_attempts.items():
+        f.fail(9, log, seq, f"attempt {key} has action stop but no trigger")
+
+
+def check_resumes(ctx: RunContext, st: ModelState) -> None:
+    f, log = ctx.findings, model_log(st.name, "run.jsonl")
+    pauses = sorted(p.get("t", 0) for _, p in st.events("pause"))
+    for seq, r in st.events("resume"):
+        if r.get("accepted") is not True:
+            continue
+        t, req = r.get("t", 0), r.get("request_t")
+        began = max((p for p in pauses if p < t), default=None)
+        ok = began is not None and isinstance(req, (int, float)) and began < req <= t
+        f.expect(10, ok, log, seq, f"accepted resume requested at {req}, the pause began at {began}")
+        f.expect(10, (st.name, req) in ctx.resume_requests, log, seq,
+                 f"accepted resume request {req} is not in resume.jsonl")
