@@ -42,7 +42,9 @@ _CHUNK = 1 << 20
 # JSONEncoder on every call, which costs as much as the encoding itself on
 # short lines. Byte for byte the same output as RECORDS.md's json.dumps call.
 # Sharing it between threads is safe: encode() keeps no state between calls.
-_CANON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+# allow_nan=False: NaN and Infinity are not JSON; a reader in another language
+# could not parse the line, so writing one is refused (ValueError).
+_CANON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 # The checker's hot loop calls the C scanner and encoder directly: json.loads

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from confirmatory import rules
-from confirmatory.chain import write_json_durable
+from confirmatory.chain import dumps, write_json_durable
 from confirmatory.errors import BudgetStop, HarnessContractError, describe_exception
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -336,6 +336,10 @@ class Lane:
                 raise HarnessContractError(f"the harness returned {type(result).__name__}, not a dict")
             answer = result.get("answer")
             extra = {k: v for k, v in result.items() if k != "answer"} or None
+            try:
+                dumps({"answer": answer, "extra": extra})
+            except (TypeError, ValueError) as exc:
+                raise HarnessContractError(f"the harness's result is not JSON: {exc}") from None
         except BudgetStop as exc:
             status, error = "budget_stop", describe_exception(exc)
         except Exception as exc:  # noqa: BLE001 - every failure becomes a record

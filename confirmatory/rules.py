@@ -177,6 +177,22 @@ def admit(*, refused_before: bool, finished_nusd: int, under_way: int,
     return finished_nusd + reserve_nusd * (under_way + 1) <= cap_nusd
 
 
+_LOOKUP_CACHE: dict[int, tuple[Mapping, dict[str, Cls]]] = {}
+
+
+def _lookup(class_lists: Mapping) -> dict[str, Cls]:
+    """name -> class for a class-lists mapping; memoised per object (the lanes
+    and verify pass the same mapping for every attempt)."""
+    hit = _LOOKUP_CACHE.get(id(class_lists))
+    if hit is not None and hit[0] is class_lists:
+        return hit[1]
+    table = {name: Cls(c) for c in ("operator", "provider", "model") for name in class_lists.get(c, ())}
+    if len(_LOOKUP_CACHE) > 64:
+        _LOOKUP_CACHE.clear()
+    _LOOKUP_CACHE[id(class_lists)] = (class_lists, table)
+    return table
+
+
 def _error_class(error: Mapping | None, class_lists: Mapping) -> Cls:
     if not error:
         # status "error" with no error object: the harness broke the contract
@@ -187,8 +203,7 @@ def _error_class(error: Mapping | None, class_lists: Mapping) -> Cls:
     names = list(error.get("mro") or ()) or [etype]
     if names[0] != etype:
         names.insert(0, etype)
-    lookup = {name: Cls(c) for c in ("operator", "provider", "model")
-              for name in class_lists.get(c, ())}
+    lookup = _lookup(class_lists)
     for name in names:
         cls = lookup.get(name)
         if cls is None:
