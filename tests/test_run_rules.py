@@ -95,8 +95,11 @@ def test_an_operator_failure_pauses_until_a_fresh_resume_and_a_stale_one_is_reje
 
 
 def test_a_harness_failure_stops_its_model_within_five_seconds(tmp_path):
-    hh = [{"id": f"hh-{i:03d}", "plan": {"m0:alone/0": "harness"} if i == 0 else {}} for i in range(6)]
-    result, run_dir = execute(tmp_path, households=hh, models=2, **FAST)
+    # Calls take 30 ms, so the other lane is mid-household when the trigger comes.
+    hh = [{"id": f"hh-{i:03d}", "latency_s": 0.03, "plan": {"m0:alone/0": "harness"} if i == 0 else {}}
+          for i in range(6)]
+    result, run_dir = execute(tmp_path, households=hh, models=2, arms=("alone", "calculator", "explain"),
+                              **FAST)
     verified(run_dir)
     ev = events(run_dir, "m0")
     (trigger,) = of(ev, "trigger")

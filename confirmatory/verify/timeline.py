@@ -27,7 +27,8 @@ def check_admission(ctx: RunContext, st: ModelState) -> None:
         if d.get("event") != "decision":
             continue
         if f.expect(4, all(k in d for k in DECISION_FIELDS), log, line.seq, "decision lacks fields"):
-            decisions.append((d["t"], line.seq, d))
+            # kept compact: one small dict per household is what memory grows with
+            decisions.append((d["t"], line.seq, {k: d[k] for k in DECISION_FIELDS}))
     decisions.sort(key=lambda x: (x[0], x[1]))
     # (t, kind, ...) events: a household leaves "under way" at its end if it
     # finished, else at the first stop of its model or the run (never, if none).

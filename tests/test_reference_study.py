@@ -1,0 +1,139 @@
+"""The bundled reference study, end to end: real litellm calls to the simulated provider.
+
+Each run here uses the bundled designs unchanged, the reference harness and
+calculator in a real process pool, litellm over HTTP to the simulated
+provider on 127.0.0.1, and is checked by the verifier.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from confirmatory import llm
+from confirmatory.demo.main import REFERENCE_DESIGN
+from confirmatory.design import load_design
+from confirmatory.money import to_nusd
+from confirmatory.resume import request_resume
+from confirmatory.run import Run
+from confirmatory.sim.behaviour import SIM_PRICES
+from confirmatory.sim.faults import FaultPlan
+from confirmatory.sim.server import SimProvider
+from confirmatory.witness import init_local_witness
+from runhelpers import events, of, verified
+
+DEMO = REFERENCE_DESIGN.parent
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_bundled(design: Path, run_dir: Path, *, operator: bool = False):
+    """Run a bundled design in-process against a simulated provider the test can inspect."""
+    loaded = load_design(design)
+    init_local_witness(run_dir.parent / ".witness")
+    sim = SimProvider(FaultPlan.from_table(loaded.design.simulator)).start()
+    try:
+        llm.prepare(loaded.design.models)
+        run = Run(loaded, run_dir, install_signals=False,
+                  api_bases={m.name: sim.url for m in loaded.design.models})
+        run.start()
+        done = threading.Event()
+
+        def person():
+            # Resumes a paused model once, as an operator would after fixing the key.
+            while not done.is_set():
+                for name, m in run.models.items():
+                    if m.paused and m.pause_t is not None and time.time() > m.pause_t:
+                        request_resume(run_dir, name)
+                        time.sleep(0.2)
+                done.wait(0.05)
+
+        helper = threading.Thread(target=person, daemon=True)
+        if operator:
+            helper.start()
+        try:
+            result = run.wait()
+        finally:
+            done.set()
+        return result, sim.usage()
+    finally:
+        sim.stop()
+
+
+@pytest.mark.slow
+def test_the_reference_study_completes_verifies_and_shows_reruns_and_keeps(tmp_path):
+    result, usage = run_bundled(DEMO / "reference.toml", tmp_path / "runs" / "ref")
+    run_dir = tmp_path / "runs" / "ref"
+    assert result.status == "completed"
+    verified(run_dir)
+    attempts = [a for m in ("careful", "sloppy", "truncates") for a in of(events(run_dir, m), "attempt")]
+    provider_reruns = [a for a in attempts if a["class"] == "provider" and a["action"] == "rerun"]
+    model_keeps = [a for a in attempts if a["class"] == "model" and a["action"] == "keep"]
+    assert provider_reruns, "the fault plan's 429/5xx/hang/malformed faults appear as provider reruns"
+    assert model_keeps, "a truncation that survived escalation or a bad answer is kept as a model failure"
+    # Every pass-1 attempt reruns a pass-0 provider failure.
+    assert all(a["pass"] > 0 for a in attempts if a["reruns_used"] > 0)
+
+    # The costs add up: the run's spend is the provider's own usage times the registered prices.
+    expected = 0
+    for served, counts in usage.items():
+        in_price, out_price = SIM_PRICES[served]
+        expected += counts["prompt_tokens"] * to_nusd(in_price) + counts["completion_tokens"] * to_nusd(out_price)
+    (close,) = of(events(run_dir), "close")
+    assert close["spend_total_nusd"] == expected > 0
+
+
+@pytest.mark.slow
+def test_the_operator_pause_design_pauses_on_an_auth_failure_and_resumes(tmp_path):
+    run_dir = tmp_path / "runs" / "pause"
+    result, _ = run_bundled(DEMO / "operator-pause.toml", run_dir, operator=True)
+    assert result.status == "completed"
+    verified(run_dir)
+    paused = [(m, p) for m in ("careful", "sloppy", "truncates") for p in of(events(run_dir, m), "pause")]
+    assert paused
+    model, pause = paused[0]
+    resumes = of(events(run_dir, model), "resume", accepted=True)
+    assert resumes and resumes[0]["request_t"] > pause["t"]
+    auth = [a for a in of(events(run_dir, model), "attempt") if a["class"] == "operator"]
+    assert auth and auth[0]["action"] == "pause"
+
+
+def test_a_real_provider_design_without_its_key_is_refused_before_anything_starts(tmp_path, monkeypatch):
+    from confirmatory.runmain import run_command
+
+    for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    run_dir = tmp_path / "runs" / "real"
+    rc = run_command(DEMO / "real-provider.toml", run_dir, quiet=True)
+    assert rc == 3
+    assert not run_dir.exists(), "nothing half-written is left behind"
+    assert not any((tmp_path / "runs").iterdir()) if (tmp_path / "runs").exists() else True
+
+
+def test_the_refusal_names_the_missing_environment_variable(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "confirmatory_run.py"), "run", str(DEMO / "real-provider.toml"),
+         "--out", str(tmp_path / "run")],
+        capture_output=True, text=True, env=env, timeout=120,
+    )
+    assert proc.returncode == 3
+    assert "ANTHROPIC_API_KEY" in proc.stderr and "OPENAI_API_KEY" in proc.stderr
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+def test_the_main_job_with_no_arguments_runs_the_demo_and_verifies_it(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "confirmatory_run.py")],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
+    assert "ALL INVARIANTS HOLD" in proc.stdout + proc.stderr
+    runs = [p for p in (tmp_path / "runs").iterdir() if not p.name.startswith(".")]
+    assert len(runs) == 1 and (runs[0] / "manifest.json").is_file()
