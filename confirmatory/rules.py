@@ -91,6 +91,7 @@ CLASS_LISTS: dict = {
         "litellm.exceptions.APIResponseValidationError",
         "openai.APIResponseValidationError",
         "litellm.exceptions.ImageFetchError",
+        "litellm.exceptions.VectorStoreSearchError",
         "litellm.exceptions.MockException",
         "litellm.exceptions.APIError",
         "openai.WebSocketConnectionClosedError",

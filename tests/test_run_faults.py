@@ -67,3 +67,38 @@ def test_a_wall_clock_stepping_back_during_the_run_never_moves_run_time_backward
     assert host_t == sorted(host_t)
     attempts = of(events(run_dir, "m0"), "attempt")
     assert all(a["end"] >= a["start"] for a in attempts)
+
+
+def test_an_engine_pool_that_fails_to_start_stops_its_model_with_cause_pool(tmp_path):
+    result, run_dir = execute(tmp_path, households=3, models=1,
+                              engine_factory="confirmatory.testing.fakes:broken_engine")
+    verified(run_dir)
+    ev = events(run_dir, "m0")
+    (stop,) = of(ev, "stop")
+    assert stop["cause"] == "pool" and "failed to start" in stop["detail"]
+    assert not of(ev, "attempt")
+    assert result.status == "stopped" and result.stop_cause == "pool"
+
+
+def test_memory_readings_failing_longer_than_sampler_failure_s_stop_the_run_with_cause_sampler(tmp_path):
+    from confirmatory.testing.hostfakes import Fail, ScriptedReaders
+
+    readers = ScriptedReaders([0.0, 0.0, Fail()])
+    hh = [{"id": f"hh-{i:03d}", "latency_s": 0.05} for i in range(40)]
+    result, run_dir = execute(tmp_path, households=hh, models=1, host_readers=readers,
+                              host={"sampler_failure_s": 0.5, "max_gap_s": 5.0}, **FAST)
+    verified(run_dir)
+    assert result.status == "stopped" and result.stop_cause == "sampler"
+    (stop,) = of(events(run_dir), "stop")
+    assert stop["scope"] == "run" and stop["cause"] == "sampler"
+    assert of(events(run_dir, log="host.jsonl"), "sample-failed")
+
+
+def test_a_sampler_thread_that_dies_stops_the_run_with_cause_sampler(tmp_path):
+    from confirmatory.testing.hostfakes import Crash, ScriptedReaders
+
+    readers = ScriptedReaders([0.0, 0.0, 0.0, Crash()])
+    hh = [{"id": f"hh-{i:03d}", "latency_s": 0.05} for i in range(40)]
+    result, run_dir = execute(tmp_path, households=hh, models=1, host_readers=readers, **FAST)
+    verified(run_dir)
+    assert result.status == "stopped" and result.stop_cause == "sampler"

@@ -166,3 +166,10 @@ class NullPool:
 
 def null_engine(workers: int) -> NullPool:
     return NullPool()
+
+
+def broken_engine(workers: int) -> Any:
+    """An engine factory that cannot start its pool (its model stops, cause pool)."""
+    from confirmatory.pool import ProcessEnginePool
+
+    return ProcessEnginePool("confirmatory.testing.fakes:no_such_function", workers)
