@@ -224,8 +224,9 @@ class Lane:
         try:
             while arms:
                 ended: list[Attempt] = []
-                for arm in arms:
-                    attempt = self.run_attempt(household, arm, pass_index, reruns_used[arm])
+                for i, arm in enumerate(arms):
+                    last = i == len(arms) - 1
+                    attempt = self.run_attempt(household, arm, pass_index, reruns_used[arm], last_in_pass=last)
                     if attempt is None:  # nothing started: the model or run stopped
                         finished = False
                         break
@@ -235,15 +236,18 @@ class Lane:
                         finished = False
                         break
                 if ended:
-                    with m.cond:
-                        m.pending += 1
+                    if len(ended) < len(arms):
+                        # Cut short: the pass is pending from now (its last
+                        # attempt did not mark it, as a whole pass's does).
+                        with m.cond:
+                            m.pending += 1
                     try:
                         self.classify_pass(ended)
                     finally:
                         with m.cond:
                             m.pending -= 1
                             m.cond.notify_all()
-                if not finished or self._halted() or any(a.action == rules.Action.STOP for a in ended):
+                if not finished or any(a.action == rules.Action.STOP for a in ended):
                     finished = False
                     break
                 actions = {a.arm: rules.Action(a.action) for a in ended}
@@ -252,6 +256,9 @@ class Lane:
                     for arm in rules.next_pass_arms(order, actions)
                     if reruns_used[arm] < self.rules.max_reruns_per_arm
                 ]
+                if arms and self._halted():
+                    finished = False  # reruns were due, but the model or the run has stopped
+                    break
                 for arm in arms:
                     reruns_used[arm] += 1
                 m.reruns += len(arms)
@@ -301,7 +308,14 @@ class Lane:
             return f"model stopped ({self.m.stop_cause})"
         return None
 
-    def run_attempt(self, household: str, arm: str, pass_index: int, reruns_used: int) -> Attempt | None:
+    def run_attempt(self, household: str, arm: str, pass_index: int, reruns_used: int, *,
+                    last_in_pass: bool = False) -> Attempt | None:
+        """Run one attempt; None when none started (the model or run had stopped).
+
+        ``last_in_pass``: the pass's classes become pending at the instant this
+        attempt stops running (same lock), so no admission decision can slip
+        between the pass's end and the wait for its classes.
+        """
         from confirmatory.spend import AttemptSpend
 
         m = self.m
@@ -360,8 +374,7 @@ class Lane:
             if deadline is None:
                 raise RuntimeError(f"attempt {key} was abandoned but its deadline record was not written")
             record, rel, sha, dl_end = deadline
-            with m.cond:
-                m.running.pop(key, None)
+            self._done_running(key, last_in_pass)
             return Attempt(household, arm, pass_index, self.index, start, dl_end, record, rel, sha, reruns_used)
         cost, calls = aspend.snapshot()
         record = {
@@ -389,9 +402,14 @@ class Lane:
                 self.run.late_cost(m, household, arm, pass_index, cost,
                                    reason=f"record not written: {exc!r}")
             raise
-        with m.cond:
-            m.running.pop(key, None)
+        self._done_running(key, last_in_pass)
         return Attempt(household, arm, pass_index, self.index, start, end, record, rel, sha, reruns_used)
+
+    def _done_running(self, key: str, last_in_pass: bool) -> None:
+        with self.m.cond:
+            self.m.running.pop(key, None)
+            if last_in_pass:
+                self.m.pending += 1
 
     # -- classification ------------------------------------------------------
     def decide_attempt(self, a: Attempt, host_reasons: tuple[str, ...]) -> rules.Decision:

@@ -193,6 +193,10 @@ class Run:
         if failure is not None and not self.stopped:
             # The anchorer could not write an anchor: records would go unanchored.
             self.stop_run("runner-error", detail=f"anchorer: {failure!r}")
+        if self.host is not None and not self.stopped:
+            # A memory reading that never returns stops the sampler from
+            # checking itself: the main thread checks its health too.
+            self.host.check_health()
         now = self.clock.now()
         deadline = self.design.rules.attempt_deadline_s
         for m in self.models.values():

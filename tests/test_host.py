@@ -137,6 +137,10 @@ def test_a_stalled_sampler_leaves_a_gap_that_makes_the_attempt_host(make_monitor
     wait_for(lambda: monitor.verdict(start, end).complete)
     reasons = monitor.verdict(start, end).reasons
     assert len(reasons) == 1 and reasons[0].startswith("gap of 1."), reasons
+    # After the stall the cadence resumes; the missed samples are not made up in a burst.
+    first_after = next(s["t"] for s in samples(monitor) if s["t"] > end)
+    time.sleep(0.2)
+    assert len([s for s in samples(monitor) if first_after < s["t"] <= first_after + 0.15]) <= 5
     assert fatals.calls == []
 
 

@@ -123,9 +123,9 @@ def test_without_a_sample_after_the_attempt_it_is_host_and_incomplete():
 
 
 def test_lines_after_the_completing_sample_do_not_change_the_verdict():
-    # Read whole, the late sample would widen the slack to 5.1 s and pull its
-    # own spike and the evidence line into the attempt's window.
-    head = log(sample(30.0), sample(50.5))
+    # Read whole, the late sample would widen the slack to 5.1 s and pull the
+    # early spike (and its own spike and the evidence line) into the window.
+    head = log(sample(30.0), sample(35.0, pressure=90.0), sample(50.5))
     tail = [sample(51.0, pressure=90.0, back=5.0),
             {"event": "evidence", "t": 52.0, "source": "guard", "line": "late"}]
     assert verdict(head, 40, 50) == HostVerdict(complete=True, reasons=())

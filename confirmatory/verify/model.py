@@ -231,12 +231,18 @@ class ModelCheck:
         if r.get("model") != st.name or any(r.get(k) != a[k] for k in _SAME):
             f.fail(1, where, None, "record disagrees with its attempt line")
         calls = r.get("calls") or []
-        lo, hi = a["start"] - CALL_SLACK_S, a["end"] + CALL_SLACK_S
+        # Call times are raw time.time(); attempt times are the never-backwards
+        # clock's. A wall clock that stepped back (the host log shows by how
+        # much) can put raw times, even a call's end before its start, that
+        # much earlier: widen the slack by it (DESIGN.md "Host evidence").
+        slack = CALL_SLACK_S + self.ctx.host.back_max
+        lo, hi = a["start"] - slack, a["end"] + slack
         f.check(5, len(calls))
         cost = 0
         for c in calls:
             cs, ce = c.get("start"), c.get("end")
-            if not (isinstance(cs, (int, float)) and isinstance(ce, (int, float)) and lo <= cs <= ce <= hi):
+            if not (isinstance(cs, (int, float)) and isinstance(ce, (int, float))
+                    and lo <= cs <= hi and lo <= ce <= hi and cs <= ce + self.ctx.host.back_max):
                 f.fail(5, where, None, f"call {c.get('kind')} {cs}..{ce} outside the attempt {a['start']}..{a['end']}")
             cost += int(c.get("cost_nusd") or 0)
         f.check(7)
