@@ -413,6 +413,11 @@ class HostMonitor:
 
     # -- questions the lanes ask ------------------------------------------------
 
+    def lines_snapshot(self) -> list[dict]:
+        """host.jsonl's lines as written so far (the same list `verify` reads)."""
+        with self._cond:
+            return list(self._lines)
+
     def verdict(self, start: float, end: float) -> HostVerdict:
         with self._cond:
             lines = list(self._lines)

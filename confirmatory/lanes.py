@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from confirmatory import rules
 from confirmatory.chain import dumps, write_json_durable
+from confirmatory.hostrules import attempt_host_verdict
 from confirmatory.errors import BudgetStop, HarnessContractError, describe_exception
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -51,6 +52,7 @@ class Attempt:
     action: str | None = None
     signature: str | None = None
     acted: bool = False  # its stop or pause has been carried out
+    host_lines: int | None = None  # how many host.jsonl lines its class was decided on
 
     @property
     def cost_nusd(self) -> int:
@@ -72,6 +74,7 @@ class Attempt:
             "action": self.action,
             "signature": self.signature,
             "reruns_used": self.reruns_used,
+            "host_lines": self.host_lines,
         }
 
 
@@ -461,9 +464,18 @@ class Lane:
     def classify_pass(self, ended: list[Attempt]) -> None:
         last_end = max(a.end for a in ended)
         monitor = self.run.host
+        # When the run is stopping the wait ends at once: the lane stops fast,
+        # and classifies on the evidence written so far. Each attempt line
+        # says how many host.jsonl lines that was (`host_lines`), so verify
+        # judges it on the same prefix; a prefix without a sample after the
+        # attempt makes it `host` (its window is not known to be clean).
         monitor.wait_complete(last_end, self.run.stop_event)
+        lines = monitor.lines_snapshot()
+        host = self.run.design.host
         for a in ended:
-            verdict = monitor.verdict(a.start, a.end)
+            verdict = attempt_host_verdict(lines, a.start, a.end, max_gap_s=host.max_gap_s,
+                                           pressure_threshold=host.pressure_threshold)
+            a.host_lines = len(lines)
             self.classify_with(a, tuple(verdict.reasons))
 
     def classify_with(self, a: Attempt, host_reasons: tuple[str, ...]) -> None:

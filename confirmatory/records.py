@@ -181,10 +181,27 @@ class HostIndex:
         self.back_max = back
 
     def verdict(self, start: float, end: float, *, max_gap_s: float,
-                pressure_threshold: float) -> HostVerdict:
-        lines = self.window(start, end)
+                pressure_threshold: float, limit: int | None = None) -> HostVerdict:
+        """The verdict on the log's first ``limit`` lines (all when None).
+
+        ``limit`` is the attempt line's ``host_lines``: how much of host.jsonl
+        the lane had when it classified. A prefix without the completing
+        sample can only add the reason "no sample after the attempt".
+        """
+        if limit is not None and limit < len(self.lines):
+            lines = self.lines[:limit] if limit <= 0 or not self.monotone else self._cut(start, end, limit)
+        else:
+            lines = self.window(start, end)
         return attempt_host_verdict(lines, start, end, max_gap_s=max_gap_s,
                                     pressure_threshold=pressure_threshold)
+
+    def _cut(self, start: float, end: float, limit: int) -> Sequence[dict]:
+        """``window`` of the first ``limit`` lines only."""
+        prefix = HostIndex.__new__(HostIndex)
+        prefix.lines, prefix.times = self.lines[:limit], self.times[:limit]
+        prefix.back_running, prefix.monotone = self.back_running[:limit], self.monotone
+        prefix.back_max = prefix.back_running[-1] if limit else 0.0
+        return prefix.window(start, end)
 
     def window(self, start: float, end: float) -> Sequence[dict]:
         if not self.monotone:

@@ -265,8 +265,10 @@ class ModelCheck:
     def classify(self, seq: int, a: dict, r: dict) -> None:
         f, rl = self.f, self.ctx.rules
         try:
+            limit = a.get("host_lines")
             verdict = self.ctx.host.verdict(a["start"], a["end"], max_gap_s=rl.max_gap_s,
-                                            pressure_threshold=rl.pressure_threshold)
+                                            pressure_threshold=rl.pressure_threshold,
+                                            limit=limit if isinstance(limit, int) else None)
             d = rules.decide(r, verdict.reasons, reruns_used=a["_reruns"], max_reruns=rl.max_reruns,
                              precedence=rl.precedence, class_lists=rl.class_lists)
         except (ValueError, KeyError, TypeError) as exc:
