@@ -14,7 +14,7 @@ under the current directory, or under ``--dir``):
 2. Real Runs (``Run(load_design(path), run_dir).execute()``) of a fake design:
    6 models x 2 lanes, 2 arms, the fake harness with latency 0 and no faults,
    the no-process engine (``confirmatory.testing.fakes:null_engine``), a real
-   host sampler (``sample_interval_s`` 0.01 by default), the anchorer with a
+   host sampler (``sample_interval_s`` 0.02 by default), the anchorer with a
    large interval (``anchors.command = ["true"]`` unless ``--verify``, which
    uses a local git witness so that the run can be verified). Each size runs
    in a fresh subprocess, which wraps ``os.fsync`` with a counter (per thread
@@ -290,7 +290,7 @@ def main() -> int:
     ap.add_argument("--keep", action="store_true", help="keep the run directories")
     ap.add_argument("--households", type=int, nargs=2, default=None, metavar=("SMALL", "LARGE"),
                     help="households per model for the two sizes (default 84 1667; --quick 20 100)")
-    ap.add_argument("--sample-interval", type=float, default=0.01, help="host sample_interval_s (default 0.01)")
+    ap.add_argument("--sample-interval", type=float, default=0.02, help="host sample_interval_s (default 0.02)")
     ap.add_argument("--appends", type=int, default=None, help="appends per disk loop (default 3000; --quick 1000)")
     ap.add_argument("--verify", action="store_true",
                     help="anchor to a local git witness and run `verify` on the small run at the end")

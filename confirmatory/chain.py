@@ -16,8 +16,9 @@ seed is derived, what an append promises, and how a log is re-read.
   short by a crash leaves, whether a partial line, a whole line missing its
   newline or garbage - are ``TornTail`` with their exact offset, length and
   sha256, so that any recovery is an explicit, recorded operator decision.
-* ``iter_lines``, ``check_chain``, ``prefix_head`` are streaming readers:
-  they read in binary chunks and never hold the whole file.
+* ``iter_lines``, ``check_chain``, ``prefix_head`` and ``ChainReader`` (one
+  pass that checks the links and yields the parsed lines, for ``verify``) are
+  streaming readers: they read in binary chunks and never hold the whole file.
 * ``write_json_durable`` writes one whole JSON file atomically (records,
   manifests).
 """
@@ -36,7 +37,7 @@ from json.encoder import c_encode_basestring, c_make_encoder
 from json.scanner import c_make_scanner, py_make_scanner
 from typing import Any
 
-_CHUNK = 1 << 20
+_CHUNK = 1 << 18  # readers hold one chunk (and its lines) at a time
 
 # One shared encoder: json.dumps with non-default arguments builds a new
 # JSONEncoder on every call, which costs as much as the encoding itself on
@@ -294,6 +295,93 @@ def iter_lines(path: Path) -> Iterator[LogLine]:
                 yield LogLine(n, obj, sha256_hex(line), offset, len(line) + 1)
                 n += 1
                 offset += len(line) + 1
+
+
+class ChainReader:
+    """One pass over a log that checks every link and hands out what it parsed.
+
+    ``for seq, obj in ChainReader(path, seed, heads_at=...)`` yields every line
+    that ``check_chain`` accepts, in order, as its position and parsed object
+    (each line is decoded, parsed, re-encoded and hashed exactly once: the
+    checks are ``check_chain``'s). Iteration ends at the first line that is not
+    a valid link, or at a torn tail. Afterwards ``result`` is the
+    ``ChainCheck`` that ``check_chain`` would have returned (None until the
+    iteration has finished) and ``heads`` maps each count in ``heads_at`` that
+    the good lines reach to the head after that many lines (0 -> the seed).
+    """
+
+    __slots__ = ("path", "seed", "heads_at", "heads", "result")
+
+    def __init__(self, path: Path, seed: str, heads_at: Any = ()) -> None:
+        self.path = Path(path)
+        self.seed = seed
+        self.heads_at = frozenset(heads_at)
+        self.heads: dict[int, str] = {0: seed} if 0 in self.heads_at else {}
+        self.result: ChainCheck | None = None
+
+    def __iter__(self) -> Iterator[tuple[int, dict]]:
+        parse, canon, sha256 = _parse_line, _canon_text, hashlib.sha256
+        wanted, heads = self.heads_at, self.heads
+        head, n, end = self.seed, 0, 0
+        try:
+            f = open(self.path, "rb", buffering=0)
+        except FileNotFoundError:
+            self.result = ChainCheck(False, 0, head, problem=f"{self.path}: no such file", problem_line=0)
+            return
+        with f:
+            for base, parts, is_tail in _batches(f):
+                if is_tail:
+                    problem = _line_problem(parts[0], n, head)
+                    reason = "no trailing newline" + (f"; {problem}" if problem else " (the line is otherwise whole)")
+                    torn = TornInfo(base, len(parts[0]), sha256_hex(parts[0]), reason)
+                    self.result = ChainCheck(False, n, head, f"torn tail: {reason}", n, torn, base)
+                    return
+                first = n
+                for line in parts:
+                    try:
+                        text = line.decode()
+                        obj = parse(text)
+                        good = (
+                            obj["prev"] == head
+                            and obj["seq"] == n
+                            and type(obj["seq"]) is int
+                            and canon(obj) == text
+                        )
+                    except Exception:  # noqa: BLE001 - any failure takes the slow path
+                        good = False
+                    if not good:
+                        offset = base + sum(len(p) + 1 for p in parts[: n - first])
+                        problem = f"line {n} at byte {offset}: {_line_problem(line, n, head) or 'rejected'}"
+                        self.result = ChainCheck(False, n, head, problem, n, None, offset)
+                        return
+                    head = sha256(line).hexdigest()
+                    n += 1
+                    if n in wanted:
+                        heads[n] = head
+                    yield n - 1, obj
+                end = base + sum(map(len, parts)) + len(parts)
+        self.result = ChainCheck(True, n, head, end=end)
+
+
+def iter_objects(path: Path) -> Iterator[dict]:
+    """The parsed objects of ``path``'s complete lines, in order, as
+    ``ChainReader`` parses them, without checking links, hashing or
+    re-encoding; stops quietly at the first line that is not a JSON object
+    and never yields an unterminated tail. For a reader that checks the
+    chain on the side (another process) and only needs the values first."""
+    parse = _parse_line
+    with open(path, "rb", buffering=0) as f:
+        for _, parts, is_tail in _batches(f):
+            if is_tail:
+                return
+            for line in parts:
+                try:
+                    obj = parse(line.decode())
+                except Exception:  # noqa: BLE001 - the chain check reports it
+                    return
+                if type(obj) is not dict:
+                    return
+                yield obj
 
 
 # ---------------------------------------------------------------- durability helpers

@@ -27,7 +27,8 @@ from typing import Any, Callable, Protocol, Sequence
 
 import psutil
 
-from confirmatory.hostrules import HostVerdict, attempt_host_verdict, completion_index
+from confirmatory.chain import iter_lines
+from confirmatory.hostrules import HostVerdict, attempt_host_verdict, scan_completion
 
 PSI_MEMORY = "/proc/pressure/memory"
 WAIT_POLL_S = 0.05  # how often wait_complete looks at the caller's stop event
@@ -206,8 +207,10 @@ class FileSource:
             try:
                 if self._fd is not None:
                     notes.append(f"{self.path} was replaced (rotation); the old file was read to its end")
-                    if pending and not skip:
-                        lines.append(pending)  # the old file's unfinished last line
+                    old_lines, rest, skip = _split_lines(pending, skip)
+                    lines.extend(old_lines)
+                    if rest and not skip:
+                        lines.append(rest)  # the old file's unfinished last line
                 else:
                     notes.append(f"{self.path} appeared; reading it from the start")
                 pending, skip, offset = b"", False, 0
@@ -218,10 +221,7 @@ class FileSource:
                 os.close(new_fd)
                 raise
             missing_noted = False
-        parts = pending.split(b"\n")
-        pending = parts.pop()
-        if skip and parts:
-            parts, skip = parts[1:], False
+        parts, pending, skip = _split_lines(pending, skip)
         lines.extend(parts)
         # Commit: nothing above changed the source's state.
         if new_fd is not None:
@@ -238,8 +238,12 @@ class FileSource:
         except FileNotFoundError:
             self._started, self._missing_noted = True, True
             return SourceRead(notes=(f"{self.path} is missing; waiting for it to appear",))
-        st = os.fstat(fd)
-        last = os.pread(fd, 1, st.st_size - 1) if st.st_size else b"\n"
+        try:
+            st = os.fstat(fd)
+            last = os.pread(fd, 1, st.st_size - 1) if st.st_size else b"\n"
+        except BaseException:
+            os.close(fd)
+            raise
         self._fd, self._ident, self._offset = fd, (st.st_dev, st.st_ino), st.st_size
         self._skip_partial = last != b"\n"
         self._started = True
@@ -249,6 +253,15 @@ class FileSource:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+def _split_lines(data: bytes, skip_first: bool) -> tuple[list[bytes], bytes, bool]:
+    """(complete lines, unfinished rest, still skipping) - `skip_first` drops the baseline's partial line."""
+    parts = data.split(b"\n")
+    rest = parts.pop()
+    if skip_first and parts:
+        parts, skip_first = parts[1:], False
+    return parts, rest, skip_first
 
 
 def _pread_all(fd: int, offset: int) -> bytes:
@@ -374,8 +387,6 @@ class HostMonitor:
     # -- lifecycle ------------------------------------------------------------
 
     def start(self) -> None:
-        from confirmatory.chain import iter_lines
-
         with self._cond:
             if self._thread is not None or self._stopping:
                 raise RuntimeError("a HostMonitor starts once, and not after stop()")
@@ -436,11 +447,14 @@ class HostMonitor:
         interval = float(self._spec.sample_interval_s)
         limit = max(3 * interval, float(self._spec.max_gap_s) + interval)
         deadline = time.monotonic() + limit
+        resume_at, back_max = 0, 0.0
         with self._cond:
             self._waiters += 1
             try:
                 while True:
-                    if completion_index(self._lines, t_end)[0] is not None:
+                    # Resumable scan: a long run's log is long, and every line wakes us.
+                    index, resume_at, back_max = scan_completion(self._lines, t_end, resume_at, back_max)
+                    if index is not None:
                         return True
                     remaining = deadline - time.monotonic()
                     if remaining <= 0 or stop.is_set() or self._stopping or self._ended:
@@ -549,6 +563,9 @@ class HostMonitor:
         return None
 
     def _write(self, obj: dict) -> None:
+        # Race: a lane that asks between the append and the copy below sees one
+        # line fewer than the file holds; by the prefix rule that can leave its
+        # evidence incomplete for a moment, never give a different verdict.
         self._writer.append(obj)
         with self._cond:
             self._lines.append(obj)

@@ -83,19 +83,30 @@ def completion_index(host_lines: Sequence[dict], end: float) -> tuple[int | None
     Returns ``(index, slack)``: ``index`` is None when no sample completes it
     yet; ``slack`` is the slack in force over the prefix that was scanned
     (through the completing sample, or the whole log).
-
-    A sample's own ``clock_back_max_s`` widens the slack before that sample is
-    tested: the step it reports happened before the sample was taken, so its
-    time may already be displaced by it.
     """
-    back_max = 0.0
-    for i, line in enumerate(host_lines):
+    index, _, back_max = scan_completion(host_lines, end)
+    return index, BASE_SLACK_S + back_max
+
+
+def scan_completion(
+    host_lines: Sequence[dict], end: float, resume_at: int = 0, back_max: float = 0.0
+) -> tuple[int | None, int, float]:
+    """`completion_index`, resumable: scan from `resume_at` with the back-step max so far.
+
+    Returns ``(index or None, where to resume, back-step max)`` so that a
+    waiter can look at new lines only.  A sample's own ``clock_back_max_s``
+    widens the slack before that sample is tested: the step it reports
+    happened before the sample was taken, so its time may already be
+    displaced by it.
+    """
+    for i in range(resume_at, len(host_lines)):
+        line = host_lines[i]
         if line.get("event") != "sample":
             continue
         back_max = max(back_max, float(line.get("clock_back_max_s") or 0.0))
         if line["t"] > end + BASE_SLACK_S + back_max:
-            return i, BASE_SLACK_S + back_max
-    return None, BASE_SLACK_S + back_max
+            return i, i + 1, back_max
+    return None, len(host_lines), back_max
 
 
 def attempt_host_verdict(

@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING, Any
 
 from confirmatory import rules
 from confirmatory.chain import dumps, write_json_durable
+from confirmatory.errors import BudgetStop, HarnessContractError
 from confirmatory.hostrules import attempt_host_verdict
-from confirmatory.errors import BudgetStop, HarnessContractError, describe_exception
+from confirmatory.spend import AttemptSpend, record_error
 
 if TYPE_CHECKING:  # pragma: no cover
     from confirmatory.run import Run
-    from confirmatory.spend import AttemptSpend
 
 
 @dataclass
@@ -319,8 +319,6 @@ class Lane:
         attempt stops running (same lock), so no admission decision can slip
         between the pass's end and the wait for its classes.
         """
-        from confirmatory.spend import AttemptSpend
-
         m = self.m
         key = f"{household}/{arm}/{pass_index}"
         aspend = AttemptSpend(
@@ -358,9 +356,9 @@ class Lane:
             except (TypeError, ValueError) as exc:
                 raise HarnessContractError(f"the harness's result is not JSON: {exc}") from None
         except BudgetStop as exc:
-            status, error = "budget_stop", describe_exception(exc)
+            status, error = "budget_stop", record_error(exc)
         except Exception as exc:  # noqa: BLE001 - every failure becomes a record
-            error = describe_exception(
+            error = record_error(
                 exc, escalated_after_truncation=bool(getattr(exc, "escalated_after_truncation", False))
             )
             status = "error"

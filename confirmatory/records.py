@@ -4,7 +4,10 @@ Owns: where each file of the layout lives, which seed each log chains from,
 reading a manifest or record together with the sha256 of its bytes, and an
 index over host.jsonl that hands `hostrules.attempt_host_verdict` only the
 lines that can matter for one attempt (the same verdict as the whole log,
-without rescanning it for every attempt).
+without rescanning it for every attempt), and `HostSummary`, which gives the
+same verdicts from what little of a regular host log can matter (its size
+grows with the log's exceptions - gaps, pressure, evidence, clock steps - not
+with its samples).
 
 Pure readers: nothing here writes, and nothing imports the runner, litellm
 or psutil. Logs themselves are streamed with `chain.iter_lines`.
@@ -21,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from confirmatory.chain import LogLine, iter_lines, log_seed
-from confirmatory.hostrules import BASE_SLACK_S, HostVerdict, attempt_host_verdict
+from confirmatory.hostrules import BASE_SLACK_S, NO_SAMPLE_AFTER, HostVerdict, _fmt_t, attempt_host_verdict
 
 RUN_MANIFEST = "manifest.json"
 DESIGN_COPY = "design.toml"
@@ -228,3 +231,135 @@ class HostIndex:
             else:
                 return self.lines  # no sample to carry the running maximum: use the whole log
         return out
+
+
+_POINTS = frozenset({"open", "sample"})
+_NUM = (int, float)
+
+
+class HostSummary:
+    """host.jsonl reduced to what can change a verdict, fed line by line.
+
+    For one pair of rule parameters (the manifest's ``max_gap_s`` and
+    ``pressure_threshold``), ``verdict`` returns exactly what
+    `hostrules.attempt_host_verdict` returns on the whole log (tests compare
+    both), while keeping only: the evidence lines and the samples above the
+    pressure threshold (with their reasons), the gaps longer than
+    ``max_gap_s`` between consecutive time points, the last time point, and
+    per stretch of samples that share the running maximum backward clock
+    step, that maximum and the stretch's last sample time.
+
+    Why that is enough, on a log whose times never decrease: the completing
+    sample of an attempt ending at ``end`` is the first sample with
+    ``t > end + slack(its running maximum)``, so it lies in the first stretch
+    whose last sample passes that bound, and the verdict's slack is that
+    stretch's; every line after it lies beyond the window (``t`` past ``hi``),
+    so the prefix rule drops nothing that could give a reason. A log that is
+    not that regular (times going back, a time or value that is not a number:
+    only an edited log is) is ``irregular``; `verify` then takes the verdicts
+    from a `HostIndex` over the whole log instead.
+    """
+
+    def __init__(self, *, max_gap_s: float, pressure_threshold: float) -> None:
+        self.max_gap_s = max_gap_s
+        self.pressure_threshold = pressure_threshold
+        self.monotone = True
+        self.irregular = False
+        self.back_max = 0.0
+        self.lines = 0
+        self._last = float("-inf")          # HostIndex's monotonicity test, same coercion
+        self._prev_point: float | None = None
+        self.last_point = float("-inf")
+        self.stretches: list[list[float]] = []      # [running back max, last sample t]
+        self.marks_t: list[float] = []              # evidence / pressure lines: t
+        self.marks: list[tuple[int, int, str]] = []  # (line, 0, reason)
+        self.gaps_end: list[float] = []             # gap (q, p): p
+        self.gaps: list[tuple[float, int, str]] = []  # (q, line of p, reason)
+
+    def add(self, obj: dict) -> None:
+        i = self.lines
+        self.lines += 1
+        t = obj.get("t")
+        num = isinstance(t, _NUM)
+        ct = t if num else (self._last if self._last != float("-inf") else 0.0)
+        if ct < self._last:
+            self.monotone = False
+            self.irregular = True
+        if ct > self._last:
+            self._last = ct
+        event = obj.get("event")
+        if event not in _POINTS and event != "evidence":
+            return
+        if not num:
+            self.irregular = True
+            return
+        if event == "evidence":
+            self.marks_t.append(t)
+            self.marks.append((i, 0, f"evidence {obj.get('source')}: {obj.get('line')} at {_fmt_t(t)}"))
+            return
+        if event == "sample":
+            back, pressure = obj.get("clock_back_max_s"), obj.get("mem_pressure")
+            if not (back is None or isinstance(back, _NUM)) or not (pressure is None or isinstance(pressure, _NUM)):
+                self.irregular = True
+                return
+            b = max(self.back_max, float(back or 0.0))
+            if not self.stretches or b > self.back_max:
+                self.stretches.append([b, t])
+            else:
+                self.stretches[-1][1] = t
+            self.back_max = b
+            if pressure is not None and pressure > self.pressure_threshold:
+                self.marks_t.append(t)
+                self.marks.append((i, 0, f"pressure {pressure:g} > {self.pressure_threshold:g} at {_fmt_t(t)}"))
+        previous = self._prev_point
+        if previous is not None and t - previous > self.max_gap_s:
+            self.gaps_end.append(t)
+            self.gaps.append((previous, i, f"gap of {t - previous:.3f} s between samples at "
+                                           f"{_fmt_t(previous)} and {_fmt_t(t)}"))
+        self._prev_point = t
+        self.last_point = t
+
+    def is_host(self, start: float, end: float) -> bool:
+        """Whether the verdict has reasons (the hot path: no strings built)."""
+        for b, last in self.stretches:
+            if last > end + BASE_SLACK_S + b:
+                slack, complete = BASE_SLACK_S + b, True
+                break
+        else:
+            slack, complete = BASE_SLACK_S + self.back_max, False
+        lo, hi = start - slack, end + slack
+        if not complete and self.last_point <= hi:
+            return True
+        k = bisect.bisect_left(self.marks_t, lo)
+        if k < len(self.marks_t) and self.marks_t[k] <= hi:
+            return True
+        k = bisect.bisect_left(self.gaps_end, lo)
+        return k < len(self.gaps) and self.gaps[k][0] <= hi
+
+    def verdict(self, start: float, end: float, *, max_gap_s: float | None = None,
+                pressure_threshold: float | None = None) -> HostVerdict:
+        if (max_gap_s is not None and max_gap_s != self.max_gap_s) or (
+                pressure_threshold is not None and pressure_threshold != self.pressure_threshold):
+            raise ValueError("HostSummary was built for other rule parameters")
+        if self.irregular:
+            raise ValueError("an irregular host log has no summary; use HostIndex")
+        for b, last in self.stretches:
+            if last > end + BASE_SLACK_S + b:
+                slack, complete = BASE_SLACK_S + b, True
+                break
+        else:
+            slack, complete = BASE_SLACK_S + self.back_max, False
+        lo, hi = start - slack, end + slack
+        hits = []
+        k = bisect.bisect_left(self.marks_t, lo)
+        while k < len(self.marks_t) and self.marks_t[k] <= hi:
+            hits.append(self.marks[k])
+            k += 1
+        k = bisect.bisect_left(self.gaps_end, lo)
+        while k < len(self.gaps) and self.gaps[k][0] <= hi:
+            hits.append((self.gaps[k][1], 1, self.gaps[k][2]))
+            k += 1
+        reasons = [r for _, _, r in sorted(hits)]
+        if not complete and self.last_point <= hi:
+            reasons.append(NO_SAMPLE_AFTER)
+        return HostVerdict(complete=complete, reasons=tuple(reasons))

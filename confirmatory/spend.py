@@ -26,6 +26,19 @@ from confirmatory.money import to_nusd
 CALL_KINDS = ("chat", "responses", "tool", "explain")
 
 
+def record_error(exc: BaseException, *, escalated_after_truncation: bool = False) -> dict[str, Any]:
+    """The record's ``error`` object for ``exc``, with any secret in its message redacted.
+
+    Provider errors can echo a key back ("Incorrect API key provided: sk-...");
+    records are published, so the message passes through ``secrets.redact``.
+    """
+    from confirmatory.secrets import redact
+
+    error = describe_exception(exc, escalated_after_truncation=escalated_after_truncation)
+    error["message"] = redact(error["message"])
+    return error
+
+
 class Spend:
     """Total = spend before the stage + every attempt's cost + every late cost."""
 
@@ -144,7 +157,7 @@ class AttemptSpend:
             raise ValueError(f"call kind must be one of {CALL_KINDS}, got {kind!r}")
         nusd = cost_nusd if cost_nusd is not None else to_nusd(cost_usd)
         if isinstance(error, BaseException):
-            error = describe_exception(error, escalated_after_truncation=escalated_after_truncation)
+            error = record_error(error, escalated_after_truncation=escalated_after_truncation)
         call = {
             "kind": kind,
             "start": float(start),

@@ -79,6 +79,10 @@ def make_monitor(tmp_path):
             readers.release()
         monitor.stop()
         monitor.join(5)
+        if monitor.alive and hasattr(readers, "set_script"):
+            readers.set_script(Crash("teardown: stop() did not end the sampler"))
+            monitor.join(2)  # so that a broken stop() fails the suite instead of hanging it
+            pytest.fail("stop() did not end the sampler thread")
         assert not monitor.alive
 
 
@@ -388,6 +392,20 @@ def test_a_file_source_survives_rotation_and_reads_the_old_file_to_its_end(tmp_p
     assert any("replaced" in n for n in read.notes)
     append(log, "more\n")
     assert source.read_new() == SourceRead(lines=("more",))
+
+
+def test_a_rotation_between_two_reads_keeps_every_line_of_the_old_file(tmp_path):
+    log = tmp_path / "guard.log"
+    log.write_text("before\n")
+    source = FileSource("guard", log)
+    source.read_new()
+    append(log, "a\n")
+    os.rename(log, tmp_path / "guard.log.1")
+    append(tmp_path / "guard.log.1", "late\nunfinished")
+    log.write_text("new file\n")
+    read = source.read_new()
+    assert read.lines == ("a", "late", "unfinished", "new file")
+    assert len(read.notes) == 1 and "replaced" in read.notes[0]
 
 
 def test_a_file_that_appears_after_the_start_is_read_from_its_beginning(tmp_path):

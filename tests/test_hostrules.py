@@ -3,7 +3,9 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from confirmatory.hostrules import NO_SAMPLE_AFTER, HostVerdict, attempt_host_verdict
+from confirmatory.hostrules import (
+    NO_SAMPLE_AFTER, HostVerdict, attempt_host_verdict, completion_index, scan_completion,
+)
 from confirmatory.rules import Action, Cls, decide
 
 GAP = 45.0
@@ -169,3 +171,22 @@ def test_the_lanes_and_verify_agree_whatever_the_log_holds_after_completion(line
             break
     else:
         assert not whole.complete
+
+
+@settings(max_examples=200, deadline=None)
+@given(_logs(), st.floats(0.0, 300.0), st.lists(st.integers(0, 30), max_size=5))
+def test_a_waiter_scanning_in_pieces_finds_the_same_completing_sample(lines, end, cuts):
+    # wait_complete scans only the lines that arrived since it last looked.
+    resume_at, back_max, found = 0, 0.0, None
+    for cut in sorted(cuts) + [len(lines)]:
+        found, resume_at, back_max = scan_completion(lines[:cut], end, min(resume_at, cut), back_max)
+        if found is not None:
+            break
+    assert found == completion_index(lines, end)[0]
+
+
+def test_a_resumed_scan_keeps_the_backward_step_seen_before():
+    lines = log(sample(30.0, back=2.0), sample(51.0))
+    found, resume_at, back_max = scan_completion(lines[:2], 50.0)
+    assert (found, back_max) == (None, 2.0)
+    assert scan_completion(lines, 50.0, resume_at, back_max)[0] is None  # 51 is within 50 + 2.1

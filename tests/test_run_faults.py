@@ -102,3 +102,18 @@ def test_a_sampler_thread_that_dies_stops_the_run_with_cause_sampler(tmp_path):
     result, run_dir = execute(tmp_path, households=hh, models=1, host_readers=readers, **FAST)
     verified(run_dir)
     assert result.status == "stopped" and result.stop_cause == "sampler"
+
+
+def test_a_key_echoed_in_a_provider_error_never_reaches_the_records(tmp_path, monkeypatch):
+    secret = "sk-test-" + "9" * 32
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    monkeypatch.setenv("MY_SERVICE_TOKEN", "tok-" + "7" * 20)
+    hh = [{"id": "hh-000", "plan": {"alone/0": "echo-key"}}, {"id": "hh-001"}]
+    result, run_dir = execute(tmp_path, households=hh, models=1, arms=("alone",), **FAST)
+    verified(run_dir)
+    for path in run_dir.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            assert secret.encode() not in data and b"tok-7777777" not in data, path
+    rec = (run_dir / "models/m0/records/hh-000/alone/0.json").read_text()
+    assert "[redacted:" in rec

@@ -117,3 +117,98 @@ def test_a_witness_that_holds_every_anchor_passes_and_one_that_diverges_fails(ru
     report = verify_run(forged, witness=clone)
     assert report.failed() == {8}
     assert any(v.file == "witness" for v in report.result(8).first)
+
+
+def _random_host_log(rng, n=300):
+    lines = [{"event": "open", "t": 0.0}]
+    t = 0.0
+    for k in range(n):
+        t += rng.choice([0.0, 5.0, 10.0, 30.0, 50.0, 90.0])
+        kind = rng.random()
+        if kind < 0.08:
+            lines.append({"event": "evidence", "t": t, "source": "guard", "line": f"oom {k}"})
+        elif kind < 0.12:
+            lines.append({"event": "sample-failed", "t": t, "error": "x"})
+        else:
+            lines.append({"event": "sample", "t": t,
+                          "mem_pressure": rng.choice([None, 0.5, 9.9, 10.0, 55.0]),
+                          "clock_back_max_s": rng.choice([0.0] * 12 + [0.3, 2.5, 7.0])})
+    return lines, t
+
+
+def test_the_host_summary_gives_the_verdict_of_the_whole_log():
+    import random
+
+    from confirmatory.records import HostSummary
+
+    rng = random.Random(5)
+    for _ in range(25):
+        lines, end_t = _random_host_log(rng)
+        summary = HostSummary(max_gap_s=45, pressure_threshold=10)
+        for obj in lines:
+            summary.add(obj)
+        assert not summary.irregular
+        for _ in range(300):
+            s = rng.uniform(-20, end_t + 60)
+            e = s + rng.choice([0.0, 0.05, 3.0, 40.0, 200.0])
+            full = attempt_host_verdict(lines, s, e, max_gap_s=45, pressure_threshold=10)
+            assert summary.verdict(s, e) == full, (s, e)
+            assert summary.is_host(s, e) == bool(full.reasons)
+
+
+def test_an_irregular_host_log_is_flagged_for_the_whole_log_index():
+    from confirmatory.records import HostSummary
+
+    for bad in ({"event": "sample", "t": 5.0, "mem_pressure": "high"},
+                {"event": "sample", "t": "late"}, {"event": "sample", "t": 1.0}):
+        summary = HostSummary(max_gap_s=45, pressure_threshold=10)
+        for obj in ({"event": "open", "t": 0.0}, {"event": "sample", "t": 2.0}, bad):
+            summary.add(obj)
+        assert summary.irregular
+
+
+def test_the_one_pass_reader_agrees_with_check_chain_and_iter_lines(tmp_path, run):
+    from itertools import islice
+
+    from confirmatory.chain import ChainReader, check_chain, iter_lines
+    from confirmatory.records import load_layout
+
+    seed = {s.relpath: s.seed for s in load_layout(run).logs()}["models/alpha/run.jsonl"]
+    data = (run / "models/alpha/run.jsonl").read_bytes()
+    lines = data.split(b"\n")[:-1]
+    cases = {"whole": data, "flipped": b"\n".join(lines[:7] + [lines[7].replace(b'"', b"'", 1)] + lines[8:]) + b"\n",
+             "torn": data + b'{"event":', "empty": b""}
+    for name, content in cases.items():
+        path = tmp_path / f"{name}.jsonl"
+        path.write_bytes(content)
+        reader = ChainReader(path, seed, heads_at={0, 3, 5, 10_000})
+        got = list(reader)
+        check = check_chain(path, seed)
+        assert reader.result == check, name
+        good = list(islice(iter_lines(path), check.lines)) if check.lines else []
+        assert got == [(ln.seq, ln.obj) for ln in good], name
+        hashes = {ln.seq + 1: ln.hash for ln in good}
+        assert reader.heads == {n: (seed if n == 0 else hashes[n]) for n in (0, 3, 5) if n <= check.lines}, name
+
+
+def _report_key(report):
+    return [(r.invariant, r.status, r.checked, r.violations, r.first, r.note) for r in report.results]
+
+
+def test_worker_processes_give_the_same_report_as_one_process(run, tmp_path):
+    import shutil
+
+    assert _report_key(verify_run(run, workers=3)) == _report_key(verify_run(run, workers=1))
+    bad = tmp_path / "bad"
+    shutil.copytree(run, bad)
+    # a broken host chain (the workers' verdicts must be redone on its valid
+    # prefix) and a planted record edit in one model
+    host = (bad / "host.jsonl").read_bytes().split(b"\n")
+    host[9] = host[9].replace(b'"load1":0.7', b'"load1":0.8')  # still JSON: the values read go past it
+    assert host[9] != (bad / "host.jsonl").read_bytes().split(b"\n")[9]
+    (bad / "host.jsonl").write_bytes(b"\n".join(host))
+    record = sorted((bad / "models/beta/records").rglob("*.json"))[4]
+    record.write_bytes(record.read_bytes().replace(b'"net_income"', b'"net_incomf"'))
+    one, many = verify_run(bad, workers=1), verify_run(bad, workers=3)
+    assert not one.ok and {1, 8} <= one.failed()
+    assert _report_key(many) == _report_key(one)

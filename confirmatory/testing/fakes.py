@@ -27,7 +27,7 @@ from confirmatory.errors import TruncationSurvived, UnparseableAnswer
 
 FAULT_KINDS = (
     "ok", "provider", "unavailable", "timeout", "model", "truncated", "operator", "forbidden",
-    "harness", "inconclusive", "hang", "interrupt", "expensive", "pool-kill", "slow",
+    "harness", "inconclusive", "hang", "interrupt", "expensive", "pool-kill", "slow", "echo-key",
 )
 
 # What a litellm call raises for each planted provider-side fault.
@@ -88,6 +88,16 @@ def harness(model: Any, household: Any, arm: Any, pool: Any, spend: Any, clock: 
             raise exc
         if kind == "harness":
             raise KeyError("the harness broke: no such field")
+        if kind == "echo-key":
+            # A provider that echoes the caller's credentials in its error message.
+            from confirmatory.llm import _lib
+
+            exc = _lib().exceptions.RateLimitError(
+                message=f"Rate limited for API key {os.environ.get('OPENAI_API_KEY')} "
+                        f"(token {os.environ.get('MY_SERVICE_TOKEN')})",
+                llm_provider="openai", model=model.litellm_model)
+            spend.add_call("chat", start, time.time(), error=exc)
+            raise exc
         if kind == "slow":
             time.sleep(float(payload.get("slow_s", 0.2)))
         if kind == "expensive":

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from confirmatory import RECORD_FORMAT, rules
 from confirmatory.chain import ChainWriter, dumps, log_seed, sha256_hex
-from confirmatory.records import HostIndex, record_relpath
+from confirmatory.records import HostSummary, record_relpath
 from confirmatory.streams import arm_orders, draw_order
 
 T0 = 1_800_000_000.0
@@ -167,28 +167,35 @@ class _Gen:
             self.models[m] = _Model(m, mman, draw_index={h: k for k, h in enumerate(draw)})
         for log in self.logs.values():
             log.append({"event": "open", "t": T0})
-        self.host = self._host_lines()
-        self.host_index = HostIndex([{"event": "open", "t": T0}] + self.host)
+        # host samples are made on demand: the verdicts see them a little
+        # ahead of the lanes (up to the sample that completes an attempt's
+        # evidence), host.jsonl gets them as time passes
+        self.host_index = HostSummary(max_gap_s=self.rules["host"]["max_gap_s"],
+                                      pressure_threshold=self.rules["host"]["pressure_threshold"])
+        self.host_index.add({"event": "open", "t": T0})
+        self.host_seen = 0
         self.host_written = 0
         self.next_anchor = T0 + 1
         self.anchor_seq = 0
 
-    def _host_lines(self, horizon: float | None = None) -> list[dict]:
+    def _sample(self, k: int) -> dict:
         p = self.plan
-        span = horizon or (p.households * len(p.arms) * 40.0 / p.lanes + 5 * 3600)
-        out = []
-        for k in range(int(span / p.sample_interval_s) + 3):
-            t = T0 + 5 + k * p.sample_interval_s
-            out.append({"event": "sample", "t": t, "wall": t, "mono": 1000.0 + t - T0,
-                        "mem_pressure": 55.0 if k in p.pressure_samples else 0.5,
-                        "mem_available": 8 << 30, "swap_used": 0, "load1": 0.7, "clock_back_max_s": 0.0})
-        return out
+        t = T0 + 5 + k * p.sample_interval_s
+        return {"event": "sample", "t": t, "wall": t, "mono": 1000.0 + t - T0,
+                "mem_pressure": 55.0 if k in p.pressure_samples else 0.5,
+                "mem_available": 8 << 30, "swap_used": 0, "load1": 0.7, "clock_back_max_s": 0.0}
+
+    def _host_until(self, t: float) -> None:
+        """Let the verdicts see every sample up to t."""
+        while T0 + 5 + self.host_seen * self.plan.sample_interval_s <= t:
+            self.host_index.add(self._sample(self.host_seen))
+            self.host_seen += 1
 
     def catch_up(self, t: float) -> None:
         """Write host lines up to t and anchor when an interval has passed."""
         host = self.logs["host.jsonl"]
-        while self.host_written < len(self.host) and self.host[self.host_written]["t"] <= t:
-            host.append(self.host[self.host_written])
+        while T0 + 5 + self.host_written * self.plan.sample_interval_s <= t:
+            host.append(self._sample(self.host_written))
             self.host_written += 1
         for m in self.models.values():
             while m.resumes and m.resumes[0]["t"] <= t:
@@ -233,7 +240,6 @@ class _Gen:
         status = "ceiling" if self.crossed_t else ("stopped" if any(x.stop_t for x in self.models.values()) else "completed")
         self.logs["run.jsonl"].append({"event": "close", "t": self.now(end), "status": status,
                                        "spend_total_nusd": self.total})
-        self.host.extend(self._host_lines(self.clock - T0 + 60)[len(self.host):])
         self.catch_up(self.clock + 40)
         self.anchor(self.clock + 41, final=True)
         for log in self.logs.values():
@@ -408,8 +414,8 @@ class _Gen:
         stop = False
         for a in house.ended[house.classified:]:
             rec = a["record"]
-            v = self.host_index.verdict(rec["start"], rec["end"], max_gap_s=r["host"]["max_gap_s"],
-                                        pressure_threshold=r["host"]["pressure_threshold"])
+            self._host_until(rec["end"] + 1 + 2 * self.plan.sample_interval_s)
+            v = self.host_index.verdict(rec["start"], rec["end"])
             cls = rules.classify(rec, v.reasons, precedence=r["precedence"])
             if cls is rules.Cls.INCONCLUSIVE:
                 m.inconclusive.setdefault(rules.error_signature(rec["error"]), set()).add(house.id)

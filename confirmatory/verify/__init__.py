@@ -14,11 +14,17 @@ stream; what it keeps grows with households, not with lines.
 from __future__ import annotations
 
 import hashlib
+import itertools
+import multiprocessing
+import os
 import sys
+import threading
 import tomllib
+import traceback
 from pathlib import Path
 
-from confirmatory.records import HostIndex, load_layout, model_log
+from confirmatory.chain import iter_objects
+from confirmatory.records import MODEL_LOG_NAMES, HostIndex, HostSummary, load_layout, model_log
 from confirmatory.verify.context import RulesView, RunContext
 from confirmatory.verify.logs import LogPass
 from confirmatory.verify.model import ModelCheck, ModelState
@@ -28,38 +34,203 @@ from confirmatory.verify.timeline import check_admission, check_resumes, check_s
 __all__ = ["verify_run", "verify_command", "Report", "Status", "Violation", "INVARIANTS"]
 
 
-def verify_run(run_dir: Path | str, witness: Path | str | None = None) -> Report:
+PARALLEL_MIN_BYTES = 8 << 20
+"""Below this much log data a run is checked in this process: worker
+processes cost more than they save."""
+
+
+def verify_run(run_dir: Path | str, witness: Path | str | None = None, *, workers: int | None = None) -> Report:
+    """Check the run directory against every invariant.
+
+    ``workers``: None - worker processes when the run is large, the machine
+    has several cores and no other thread runs; 1 - all in this process;
+    more - worker processes (one per model, one for host.jsonl's chain). Every model's logs
+    and records are independent of the others', and host.jsonl's chain is
+    independent of its values: each is checked with findings of its own,
+    merged in a fixed order, so the report does not depend on ``workers``.
+    """
     root = Path(run_dir)
     f = Findings()
     layout = load_layout(root)
     man = layout.manifest.obj if isinstance(layout.manifest.obj, dict) else {}
     f.expect(11, layout.manifest.problem is None, "manifest.json", None, f"run manifest: {layout.manifest.problem}")
     logs = LogPass(layout, f)
-    run_events = [(ln.seq, ln.obj) for ln in logs.lines("run.jsonl")]
-    host = HostIndex(ln.obj for ln in logs.lines("host.jsonl"))
-    requests = {(ln.obj.get("model"), ln.obj.get("t")) for ln in logs.lines("resume.jsonl")
-                if ln.obj.get("event") == "resume-request"}
-    ctx = RunContext(layout, f, logs, RulesView.from_manifest(man, f), host, list(man.get("arms") or []),
-                     run_events, requests)
-    ctx.run_stop_ts = [o["t"] for _, o in run_events if o.get("event") == "stop" and isinstance(o.get("t"), (int, float))]
-    ceilings = [o for _, o in run_events if o.get("event") == "ceiling"]
-    ctx.ceiling_t = min((o["t"] for o in ceilings if isinstance(o.get("t"), (int, float))), default=float("inf"))
+    run_events = list(logs.lines("run.jsonl"))
+    rv = RulesView.from_manifest(man, f)
+    names = [n for n in layout.models if layout.models[n].problem is None]
+    parallel = _worker_count(layout, names, workers) > 1
+    children: list = []
+    try:
+        if not parallel:
+            host, host_part = read_host(logs, rv)
+        else:
+            # host.jsonl's chain is checked by a worker while this process
+            # takes the values the verdicts need from the same lines.
+            children.append(_fork(_host_chain, logs))
+            host = summarize_host(iter_objects_or_none(root / "host.jsonl"), rv)
+        rest = Findings()  # what is found after host.jsonl, merged after its findings
+        logs.f = rest
+        requests = {(o.get("model"), o.get("t")) for _, o in logs.lines("resume.jsonl")
+                    if o.get("event") == "resume-request"}
+        ctx = RunContext(layout, rest, logs, rv, host, list(man.get("arms") or []), run_events, requests)
+        ctx.run_stop_ts = [o["t"] for _, o in run_events if o.get("event") == "stop" and isinstance(o.get("t"), (int, float))]
+        ceilings = [o for _, o in run_events if o.get("event") == "ceiling"]
+        ctx.ceiling_t = min((o["t"] for o in ceilings if isinstance(o.get("t"), (int, float))), default=float("inf"))
+        if not parallel:
+            results = [_check_one(ctx, name) for name in names]
+        else:
+            # one process per model, even beyond the cores: equal models then
+            # share the cores evenly instead of the last one running alone
+            children.extend(_fork(_check_one, ctx, name) for name in names)
+            host_part, *results = [_collect(c) for c in children]
+            if host_part[1].get("host.jsonl", 0) != host.lines:
+                # the chain ends before the values read (an edited log): take
+                # the verdicts from the chain-valid lines, as in one process
+                ctx.host = host = host_from(root / "host.jsonl", host_part[1].get("host.jsonl", 0), rv)
+                results = [_check_one(ctx, name) for name in names]
+    finally:
+        for proc, _ in children:
+            if proc.is_alive():
+                proc.kill()
+            proc.join()
+    f.merge(host_part[0])
+    _add_log_results(logs, host_part[1], host_part[2])
+    f.merge(rest)
+    ctx.findings = logs.f = f
     f.check(2)
     f.expect(2, host.monotone, "host.jsonl", None, "host times go backwards")
+    results_by = dict(zip(names, results))
     states = []
     for name in layout.models:
         if not f.expect(11, layout.models[name].problem is None, f"models/{name}/manifest.json", None,
                         f"model manifest: {layout.models[name].problem}"):
             continue
-        st = ModelCheck(name, ctx).run()
-        check_admission(ctx, st)
-        check_stops(ctx, st)
-        check_resumes(ctx, st)
+        found, valid, heads, st = results_by[name]
+        f.merge(found)
+        _add_log_results(logs, valid, heads)
         states.append(st)
     check_totals(ctx, states, ceilings)
     check_design(ctx, man)
     logs.finish(Path(witness) if witness is not None else None)
     return f.report(str(root))
+
+
+def _add_log_results(logs: LogPass, valid: dict, heads: dict) -> None:
+    logs.valid_lines.update(valid)
+    for rel, h in heads.items():
+        logs.heads.setdefault(rel, {}).update(h)
+
+
+def summarize_host(objs, rv: RulesView) -> HostSummary:
+    summary = HostSummary(max_gap_s=rv.max_gap_s, pressure_threshold=rv.pressure_threshold)
+    add = summary.add
+    for obj in objs:
+        add(obj)
+    return summary
+
+
+def iter_objects_or_none(path: Path):
+    try:
+        yield from iter_objects(path)
+    except OSError:
+        return
+
+
+def host_from(path: Path, n: int, rv: RulesView) -> HostSummary | HostIndex:
+    """The verdicts' view of the first ``n`` lines of host.jsonl: a
+    `HostSummary`, or for an irregular log a `HostIndex` over those lines."""
+    summary = summarize_host(itertools.islice(iter_objects_or_none(path), n), rv)
+    if not summary.irregular:
+        return summary
+    return HostIndex(list(itertools.islice(iter_objects_or_none(path), n)))
+
+
+def read_host(logs: LogPass, rv: RulesView) -> tuple[HostSummary | HostIndex, tuple[Findings, dict, dict]]:
+    """host.jsonl read once in this process: the verdicts' view and the chain's findings."""
+    own = Findings()
+    outer, logs.f = logs.f, own
+    try:
+        summary = summarize_host((obj for _, obj in logs.lines("host.jsonl")), rv)
+    finally:
+        logs.f = outer
+    host = summary if not summary.irregular else host_from(logs.layout.root / "host.jsonl", summary.lines, rv)
+    return host, _log_part(own, logs, ["host.jsonl"])
+
+
+def _log_part(own: Findings, logs: LogPass, rels: list[str]) -> tuple[Findings, dict, dict]:
+    return (own, {r: logs.valid_lines[r] for r in rels if r in logs.valid_lines},
+            {r: logs.heads[r] for r in rels if r in logs.heads})
+
+
+def _check_one(ctx: RunContext, name: str) -> tuple[Findings, dict, dict, ModelState]:
+    """One model's checks with findings of its own; what the run-level checks need back."""
+    own = Findings()
+    ctx.findings = ctx.logs.f = own
+    st = ModelCheck(name, ctx).run()
+    check_admission(ctx, st)
+    check_stops(ctx, st)
+    check_resumes(ctx, st)
+    slim = ModelState(st.name, {}, st.control, attempt_cost=st.attempt_cost)
+    return (*_log_part(own, ctx.logs, [model_log(name, n) for n in MODEL_LOG_NAMES]), slim)
+
+
+def _host_chain(logs: LogPass) -> tuple[Findings, dict, dict]:
+    """host.jsonl's chain (findings, valid lines, anchored heads), for a worker."""
+    own = Findings()
+    logs.f = own
+    for _ in logs.lines("host.jsonl"):
+        pass
+    return _log_part(own, logs, ["host.jsonl"])
+
+
+def _fork(fn, *args):
+    """Run ``fn(*args)`` in a forked child (it inherits the arguments as they
+    are; only its result is pickled back). Returns (process, pipe end)."""
+    mp = multiprocessing.get_context("fork")
+    recv, send = mp.Pipe(duplex=False)
+    proc = mp.Process(target=_child, args=(send, fn, args), daemon=True)
+    proc.start()
+    send.close()
+    return proc, recv
+
+
+def _child(send, fn, args) -> None:
+    try:
+        result = ("ok", fn(*args))
+    except BaseException:  # noqa: BLE001 - reported to the parent, which raises
+        result = ("error", traceback.format_exc())
+    send.send(result)
+    send.close()
+
+
+def _collect(child):
+    proc, recv = child
+    try:
+        kind, value = recv.recv()
+    except EOFError:
+        raise RuntimeError(f"verify worker {proc.pid} died (exit code {proc.exitcode})") from None
+    finally:
+        recv.close()
+    proc.join()
+    if kind != "ok":
+        raise RuntimeError(f"verify worker failed:\n{value}")
+    return value
+
+
+def _worker_count(layout, names: list[str], workers: int | None) -> int:
+    if len(names) < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        return 1
+    if workers is not None:
+        return max(1, min(workers, len(names)))
+    if (os.cpu_count() or 1) < 2 or threading.active_count() > 1:
+        return 1  # forking a process with other threads running is not safe
+    size = 0
+    for rel in ["host.jsonl", *(model_log(n, m) for n in names for m in MODEL_LOG_NAMES)]:
+        try:
+            size += os.path.getsize(layout.root / rel)
+        except OSError:
+            pass
+    return len(names) if size >= PARALLEL_MIN_BYTES else 1
 
 
 def check_totals(ctx: RunContext, states: list[ModelState], ceilings: list[dict]) -> None:

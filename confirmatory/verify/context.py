@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from confirmatory import rules
-from confirmatory.records import HostIndex, RunLayout
+from confirmatory.hostrules import HostVerdict
+from confirmatory.records import HostIndex, HostSummary, RunLayout
 from confirmatory.verify.logs import LogPass
 from confirmatory.verify.report import Findings
 
@@ -45,9 +46,19 @@ class RunContext:
     findings: Findings
     logs: LogPass
     rules: RulesView
-    host: HostIndex
+    host: HostSummary | HostIndex
     arms: list[str]
     run_events: list[tuple[int, dict]]
     resume_requests: set[tuple[str, float]]
     run_stop_ts: list[float] = field(default_factory=list)
     ceiling_t: float = float("inf")
+
+    def host_verdict(self, start: float, end: float) -> HostVerdict:
+        return self.host.verdict(start, end, max_gap_s=self.rules.max_gap_s,
+                                 pressure_threshold=self.rules.pressure_threshold)
+
+    def host_is(self, start: float, end: float) -> bool:
+        """Whether the host evidence makes an attempt `host` (its verdict has reasons)."""
+        if isinstance(self.host, HostSummary):
+            return self.host.is_host(start, end)
+        return bool(self.host_verdict(start, end).reasons)

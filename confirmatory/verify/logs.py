@@ -1,10 +1,10 @@
 """Invariant 8 (chains, anchors, final push, witness) and the one streaming pass over each log.
 
 Owns: reading anchors.jsonl first (it is small) to learn which line counts
-every anchor fixes; then, for each log, `chain.check_chain` from the seed its
-manifest gives it and one `chain.iter_lines` pass over the chain-valid lines
-that hands each line to the invariant checks and keeps the hash at each
-anchored count, so no log is read twice for its anchors. Lines after the
+every anchor fixes; then, for each log, one `chain.ChainReader` pass from the
+seed its manifest gives it, which checks every link, hands each chain-valid
+line (parsed once) to the invariant checks and keeps the hash at each
+anchored count, so no log is read or parsed twice. Lines after the
 final anchor's count are the "unanchored tail": a distinct status, never a
 plain pass.
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from confirmatory.chain import LogLine, check_chain, iter_lines
+from confirmatory.chain import ChainReader, iter_lines
 from confirmatory.records import ANCHORS_LOG, PUSHES_LOG, LogSpec, RunLayout, model_manifest
 from confirmatory.verify.report import Findings
 
@@ -34,52 +34,51 @@ class LogPass:
 
     # -- anchors.jsonl --------------------------------------------------------------
     def _read_anchors(self) -> None:
-        for line in self.lines(ANCHORS_LOG):
-            obj = line.obj
+        for seq, obj in self.lines(ANCHORS_LOG):
             if obj.get("event") != "anchor":
                 continue
             ok = isinstance(obj.get("logs"), dict) and isinstance(obj.get("manifests"), dict)
-            if not self.f.expect(8, ok, ANCHORS_LOG, line.seq, "anchor without logs/manifests maps"):
+            if not self.f.expect(8, ok, ANCHORS_LOG, seq, "anchor without logs/manifests maps"):
                 continue
-            self.anchors.append((line.seq, obj))
+            self.anchors.append((seq, obj))
             for rel, fixed in obj["logs"].items():
                 n = fixed.get("lines") if isinstance(fixed, dict) else None
                 if isinstance(n, int) and n >= 0:
                     self.wanted.setdefault(rel, set()).add(n)
                 else:
-                    self.f.fail(8, ANCHORS_LOG, line.seq, f"anchor entry for {rel} has no line count")
+                    self.f.fail(8, ANCHORS_LOG, seq, f"anchor entry for {rel} has no line count")
 
     # -- one log ------------------------------------------------------------------------
-    def lines(self, rel: str) -> Iterator[LogLine]:
-        """The chain-valid lines of ``rel``, in order; chain problems are reported."""
+    def lines(self, rel: str) -> Iterator[tuple[int, dict]]:
+        """(seq, obj) of the chain-valid lines of ``rel``, in order, each line
+        parsed once (`chain.ChainReader`); chain problems are reported when
+        the iteration ends, and the hash at every anchored count is kept."""
         spec = self.specs[rel]
         path = self.layout.root / rel
         if not path.exists():
             self.f.fail(8, rel, None, "log missing")
             self.valid_lines[rel] = 0
             return
-        check = check_chain(path, spec.seed)
+        reader = ChainReader(path, spec.seed, heads_at=self.wanted.get(rel, ()))
+        opened = False
+        for seq, obj in reader:
+            if seq == 0:
+                opened = obj.get("event") == "open"  # its prev is the seed: the reader checked it
+                self.f.expect(11, opened, rel, 0, f"line 0 is not an open line chained from {spec.manifest}'s seed")
+            yield seq, obj
+        check = reader.result
+        assert check is not None, "the log's lines were not all consumed"
         self.f.check(8)
         if not check.ok:
             self.f.fail(8, rel, check.problem_line, f"chain: {check.problem}")
         self.valid_lines[rel] = check.lines
-        wanted = self.wanted.get(rel, ())
-        heads = self.heads.setdefault(rel, {})
-        if 0 in wanted:
-            heads[0] = spec.seed
-        self._check_open(spec, path, check.lines)
+        self.heads.setdefault(rel, {}).update(reader.heads)
         if check.lines == 0:
-            return
-        n = check.lines
-        for line in iter_lines(path):
-            if line.seq + 1 in wanted:
-                heads[line.seq + 1] = line.hash
-            yield line
-            if line.seq + 1 >= n:
-                break
+            self._check_open(spec, path)
 
-    def _check_open(self, spec: LogSpec, path: Path, valid: int) -> None:
-        """Invariant 11's half that lives in the logs: line 0 opens from the manifest."""
+    def _check_open(self, spec: LogSpec, path: Path) -> None:
+        """Invariant 11's half that lives in the logs, when line 0 is not a
+        valid link: it may still be an open line chained from the seed."""
         first = None
         try:
             for line in iter_lines(path):
@@ -166,19 +165,18 @@ class LogPass:
         push names an anchor made before it."""
         anchor_t = {seq: a.get("t") for seq, a in self.anchors}
         last = None
-        for line in self.lines(PUSHES_LOG):
-            o = line.obj
+        for seq, o in self.lines(PUSHES_LOG):
             if o.get("event") != "push":
                 continue
-            last = line
+            last = (seq, o)
             made = anchor_t.get(o.get("anchor_seq"))
             ok = isinstance(made, (int, float)) and isinstance(o.get("t"), (int, float)) and o["t"] >= made
-            self.f.expect(8, ok, PUSHES_LOG, line.seq, f"push of anchor line {o.get('anchor_seq')}, "
+            self.f.expect(8, ok, PUSHES_LOG, seq, f"push of anchor line {o.get('anchor_seq')}, "
                                                        "which does not precede it in anchors.jsonl")
         if last is None:
             self.f.fail(8, PUSHES_LOG, None, "the final anchor was never pushed")
             return
-        o = last.obj
-        self.f.expect(8, o.get("anchor_seq") == final_seq and o.get("rc") == 0, PUSHES_LOG, last.seq,
+        last_seq, o = last
+        self.f.expect(8, o.get("anchor_seq") == final_seq and o.get("rc") == 0, PUSHES_LOG, last_seq,
                       f"the last push is of anchor line {o.get('anchor_seq')} with rc {o.get('rc')}; "
                       f"the final anchor is line {final_seq} and its push must return 0")

@@ -12,9 +12,10 @@ the admission replay (`timeline`).
 
 from __future__ import annotations
 
-import hashlib
 import json
+import json.scanner
 import os
+from hashlib import sha256
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -26,8 +27,64 @@ from confirmatory.verify.context import RunContext
 CALL_SLACK_S = 1.0
 ATTEMPT_FIELDS = ("lane", "household", "arm", "pass", "start", "end", "cost_nusd", "record",
                   "record_sha256", "class", "action", "signature")
-_SAME = ("household", "arm", "pass", "lane", "start", "end", "cost_nusd")
+DECIDED_KEPT = 4096
 _SKIP = (b'"event":"attempt"', b'"event":"household"')
+
+
+def read_bytes(path: str) -> bytes:
+    """A file's bytes with the fewest system calls (open, read to EOF, close)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        data = os.read(fd, 1 << 16)
+        if data:
+            parts = [data]
+            while chunk := os.read(fd, 1 << 20):
+                parts.append(chunk)
+            if len(parts) > 1:
+                data = b"".join(parts)
+        return data
+    finally:
+        os.close(fd)
+
+
+_scan = json.scanner.make_scanner(json.JSONDecoder())
+
+
+def parse_object(data: bytes):
+    """``json.loads(data)``, or None where json.loads raises. The common case
+    (canonical JSON and a newline) goes straight to the C scanner."""
+    try:
+        text = data.decode()
+        if text[:1] == "{" and text[-1:] == "\n":
+            obj, end = _scan(text, 0)
+            if end == len(text) - 1:
+                return obj
+    except (ValueError, StopIteration, RecursionError):
+        pass
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+
+
+def rule_key(record: dict):
+    """What `rules.decide` reads of a record, as a hashable key (None: not cacheable)."""
+    err, status = record.get("error"), record.get("status")
+    if err is None:
+        key = (status, None)
+    elif type(err) is not dict:
+        return None
+    elif not err:
+        key = (status, 0)
+    else:
+        mro = err.get("mro")
+        key = (status, err.get("type"), tuple(mro) if type(mro) is list else mro, err.get("status_code"),
+               err.get("message"))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 def control_events(path) -> list[tuple[int, dict]]:
@@ -92,6 +149,8 @@ class ModelCheck:
         self.lane_next = {lane: lane for lane in range(self.lanes)}   # next draw index expected per lane
         self.lane_end = defaultdict(lambda: float("-inf"))
         self.incon: list[tuple] = []
+        self.decided: dict[tuple, rules.Decision] = {}
+        self.back_max = ctx.host.back_max
         self._times()
 
     def _times(self) -> None:
@@ -123,12 +182,12 @@ class ModelCheck:
     def run(self) -> ModelState:
         self.check_draw()
         pending: dict[str, list[tuple[int, dict]]] = defaultdict(list)
-        for line in self.ctx.logs.lines(self.log):
-            ev = line.obj.get("event")
+        for seq, obj in self.ctx.logs.lines(self.log):
+            ev = obj.get("event")
             if ev == "attempt":
-                pending[str(line.obj.get("household"))].append((line.seq, line.obj))
+                pending[str(obj.get("household"))].append((seq, obj))
             elif ev == "household":
-                self.household(line.seq, line.obj, pending.pop(str(line.obj.get("household")), []))
+                self.household(seq, obj, pending.pop(str(obj.get("household")), []))
         for h, lines in pending.items():
             self.f.fail(1, self.log, lines[0][0], f"attempt lines of {h} without a household line")
         self.orphans()
@@ -207,51 +266,53 @@ class ModelCheck:
         # The hot path: one record file per attempt. Messages are built only
         # for violations; checks are counted in bulk.
         f, st, log = self.f, self.st, self.log
-        f.check(1, 2)
-        if a["record"] != f"records/{a['household']}/{a['arm']}/{a['pass']}.json":
-            f.fail(1, log, seq, f"record path {a['record']} is not {record_relpath(a['household'], a['arm'], a['pass'])}")
+        checked = f.checked
+        checked[1] += 2
+        rel = a["record"]
+        if rel != f"records/{a['household']}/{a['arm']}/{a['pass']}.json":
+            f.fail(1, log, seq, f"record path {rel} is not {record_relpath(a['household'], a['arm'], a['pass'])}")
         try:
-            with open(os.path.join(self.root_s, a["record"]), "rb") as fh:
-                data = fh.read()
+            data = read_bytes(os.path.join(self.root_s, rel))
         except OSError:
-            f.fail(1, log, seq, f"record {a['record']} missing")
+            f.fail(1, log, seq, f"record {rel} missing")
             return
-        if hashlib.sha256(data).hexdigest() != a["record_sha256"]:
-            f.fail(1, log, seq, f"record {a['record']} does not hash as its line says")
+        if sha256(data).hexdigest() != a["record_sha256"]:
+            f.fail(1, log, seq, f"record {rel} does not hash as its line says")
             return
-        try:
-            r = json.loads(data)
-        except ValueError:
-            r = None
-        where = f"models/{st.name}/{a['record']}"
+        r = parse_object(data)
+        where = f"models/{st.name}/{rel}"
         if not isinstance(r, dict):
             f.fail(1, where, None, "record is not a JSON object")
             return
-        f.check(1)
-        if r.get("model") != st.name or any(r.get(k) != a[k] for k in _SAME):
+        checked[1] += 1
+        if r.get("model") != st.name or (
+                r.get("household"), r.get("arm"), r.get("pass"), r.get("lane"), r.get("start"), r.get("end"),
+                r.get("cost_nusd")) != (a["household"], a["arm"], a["pass"], a["lane"], a["start"], a["end"],
+                                        a["cost_nusd"]):
             f.fail(1, where, None, "record disagrees with its attempt line")
         calls = r.get("calls") or []
         # Call times are raw time.time(); attempt times are the never-backwards
         # clock's. A wall clock that stepped back (the host log shows by how
         # much) can put raw times, even a call's end before its start, that
         # much earlier: widen the slack by it (DESIGN.md "Host evidence").
-        slack = CALL_SLACK_S + self.ctx.host.back_max
+        back = self.back_max
+        slack = CALL_SLACK_S + back
         lo, hi = a["start"] - slack, a["end"] + slack
-        f.check(5, len(calls))
+        checked[5] += len(calls)
         cost = 0
         for c in calls:
             cs, ce = c.get("start"), c.get("end")
             if not (isinstance(cs, (int, float)) and isinstance(ce, (int, float))
-                    and lo <= cs <= hi and lo <= ce <= hi and cs <= ce + self.ctx.host.back_max):
+                    and lo <= cs <= hi and lo <= ce <= hi and cs <= ce + back):
                 f.fail(5, where, None, f"call {c.get('kind')} {cs}..{ce} outside the attempt {a['start']}..{a['end']}")
             cost += int(c.get("cost_nusd") or 0)
-        f.check(7)
+        checked[7] += 1
         if cost != r.get("cost_nusd"):
             f.fail(7, where, None, f"record cost {r.get('cost_nusd')} is not its calls' {cost}")
         self.classify(seq, a, r)
         s = a["start"]
-        f.check(6, 1 + len(st.pauses))
-        f.check(9)
+        checked[6] += 1 + len(st.pauses)
+        checked[9] += 1
         if s > st.halt_t:
             f.fail(6, log, seq, f"attempt starts at {s} after a stop or the ceiling ({st.halt_t})")
         for p, resumed in st.pauses:
@@ -263,20 +324,32 @@ class ModelCheck:
             st.stop_attempts[(a["household"], a["arm"], a["pass"])] = (seq, a["class"])
 
     def classify(self, seq: int, a: dict, r: dict) -> None:
+        """Class, action and signature recomputed with the rules. The rules read
+        only the record's status and error and whether the host gave reasons,
+        so their answer is kept per distinct (status, error, host, reruns)."""
         f, rl = self.f, self.ctx.rules
         try:
-            limit = a.get("host_lines")
-            verdict = self.ctx.host.verdict(a["start"], a["end"], max_gap_s=rl.max_gap_s,
-                                            pressure_threshold=rl.pressure_threshold,
-                                            limit=limit if isinstance(limit, int) else None)
-            d = rules.decide(r, verdict.reasons, reruns_used=a["_reruns"], max_reruns=rl.max_reruns,
-                             precedence=rl.precedence, class_lists=rl.class_lists)
-        except (ValueError, KeyError, TypeError) as exc:
+            host = self.ctx.host_is(a["start"], a["end"])
+            key = rule_key(r)
+            if key is None:
+                d = rules.decide(r, ("host",) if host else (), reruns_used=a["_reruns"], max_reruns=rl.max_reruns,
+                                 precedence=rl.precedence, class_lists=rl.class_lists)
+            else:
+                key = (key, host, a["_reruns"])
+                d = self.decided.get(key)
+                if d is None:
+                    d = rules.decide(r, ("host",) if host else (), reruns_used=a["_reruns"],
+                                     max_reruns=rl.max_reruns, precedence=rl.precedence, class_lists=rl.class_lists)
+                    if len(self.decided) >= DECIDED_KEPT:
+                        self.decided.clear()  # bounded: distinct error messages must not grow memory
+                    self.decided[key] = d
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             f.fail(2, self.log, seq, f"cannot classify: {exc}")
             return
-        f.check(2, 3)
+        f.checked[2] += 3
         if a["class"] != d.cls:
-            f.fail(2, self.log, seq, f"class {a['class']}, the rules give {d.cls} (host: {list(verdict.reasons)})")
+            reasons = list(self.ctx.host_verdict(a["start"], a["end"]).reasons)
+            f.fail(2, self.log, seq, f"class {a['class']}, the rules give {d.cls} (host: {reasons})")
         if a["signature"] != d.signature:
             f.fail(2, self.log, seq, "signature is not the error's")
         if d.cls is rules.Cls.INCONCLUSIVE:

@@ -126,6 +126,17 @@ class Findings:
             self.fail(invariant, file, line, message)
         return ok
 
+    def merge(self, other: "Findings") -> None:
+        """Add what ``other`` found after what this one found (as if one had
+        gone on collecting): counts add up, first violations are kept in order."""
+        for i in INVARIANTS:
+            self.checked[i] += other.checked[i]
+            self.count[i] += other.count[i]
+            self.first[i].extend(other.first[i][: KEEP_PER_INVARIANT - len(self.first[i])])
+        for i, note in other.notes.items():
+            self.notes[i] = f"{self.notes[i]} {note}".strip() if i in self.notes else note
+        self.unanchored += other.unanchored
+
     def report(self, run_dir: str) -> Report:
         results = []
         for i, name in INVARIANTS.items():

@@ -22,13 +22,12 @@ def check_admission(ctx: RunContext, st: ModelState) -> None:
     lanes = int(mf.get("lanes") or 1)
     index = {h: k for k, h in enumerate(mf.get("draw") or [])}
     decisions = []
-    for line in ctx.logs.lines(log):
-        d = line.obj
+    for seq, d in ctx.logs.lines(log):
         if d.get("event") != "decision":
             continue
-        if f.expect(4, all(k in d for k in DECISION_FIELDS), log, line.seq, "decision lacks fields"):
+        if f.expect(4, all(k in d for k in DECISION_FIELDS), log, seq, "decision lacks fields"):
             # kept compact: one small dict per household is what memory grows with
-            decisions.append((d["t"], line.seq, {k: d[k] for k in DECISION_FIELDS}))
+            decisions.append((d["t"], seq, {k: d[k] for k in DECISION_FIELDS}))
     decisions.sort(key=lambda x: (x[0], x[1]))
     # (t, kind, ...) events: a household leaves "under way" at its end if it
     # finished, else at the first stop of its model or the run (never, if none).
