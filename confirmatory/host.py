@@ -28,7 +28,7 @@ from typing import Any, Callable, Protocol, Sequence
 import psutil
 
 from confirmatory.chain import iter_lines
-from confirmatory.hostrules import HostVerdict, attempt_host_verdict, scan_completion
+from confirmatory.hostrules import HostTimeline, HostVerdict
 
 PSI_MEMORY = "/proc/pressure/memory"
 WAIT_POLL_S = 0.05  # how often wait_complete looks at the caller's stop event
@@ -372,7 +372,12 @@ class HostMonitor:
             retry_pause_s if retry_pause_s is not None else min(1.0, spec.sample_interval_s / 10)
         )
         self._cond = threading.Condition()
-        self._lines: list[dict] = []
+        # What the sampler wrote, indexed by time (the lanes' verdicts slice it).
+        self._timeline = HostTimeline()
+        self._lines: list[dict] = self._timeline.lines
+        # Set by a lane waiting for evidence: the sampler takes a step at once
+        # instead of at its next interval, so a pass waits about one step.
+        self._demand = threading.Event()
         self._stop_event = threading.Event()
         self._stopping = False
         self._ended = False
@@ -390,7 +395,8 @@ class HostMonitor:
         with self._cond:
             if self._thread is not None or self._stopping:
                 raise RuntimeError("a HostMonitor starts once, and not after stop()")
-            self._lines = [dict(line.obj) for line in iter_lines(Path(self._writer.path))]
+            self._timeline = HostTimeline([dict(line.obj) for line in iter_lines(Path(self._writer.path))])
+            self._lines = self._timeline.lines
             if self._window is None:
                 self._window = (self._clock.now(), None)
             self._last_good_mono = time.monotonic()
@@ -403,6 +409,7 @@ class HostMonitor:
             self._stopping = True
             self._cond.notify_all()
         self._stop_event.set()
+        self._demand.set()
 
     def join(self, timeout: float | None = None) -> None:
         if self._thread is not None:
@@ -424,18 +431,21 @@ class HostMonitor:
 
     # -- questions the lanes ask ------------------------------------------------
 
-    def lines_snapshot(self) -> list[dict]:
-        """host.jsonl's lines as written so far (the same list `verify` reads)."""
+    def line_count(self) -> int:
+        """How many host.jsonl lines are written so far (a prefix to decide on)."""
         with self._cond:
-            return list(self._lines)
+            return len(self._lines)
 
-    def verdict(self, start: float, end: float) -> HostVerdict:
+    def verdict(self, start: float, end: float, limit: int | None = None) -> HostVerdict:
+        """The verdict on the first ``limit`` lines written (all so far when None).
+
+        Lines are only ever appended, so a verdict on a prefix needs no copy:
+        the timeline slices the lines around the attempt's window.
+        """
         with self._cond:
-            lines = list(self._lines)
-        return attempt_host_verdict(
-            lines, start, end,
-            max_gap_s=self._spec.max_gap_s, pressure_threshold=self._spec.pressure_threshold,
-        )
+            n = len(self._lines) if limit is None else limit
+            return self._timeline.verdict(start, end, max_gap_s=self._spec.max_gap_s,
+                                          pressure_threshold=self._spec.pressure_threshold, limit=n)
 
     def wait_complete(self, t_end: float, stop: threading.Event) -> bool:
         """Wait until a sample lies after `t_end` (+ slack); at most ~3 intervals.
@@ -447,18 +457,17 @@ class HostMonitor:
         interval = float(self._spec.sample_interval_s)
         limit = max(3 * interval, float(self._spec.max_gap_s) + interval)
         deadline = time.monotonic() + limit
-        resume_at, back_max = 0, 0.0
         with self._cond:
             self._waiters += 1
             try:
                 while True:
-                    # Resumable scan: a long run's log is long, and every line wakes us.
-                    index, resume_at, back_max = scan_completion(self._lines, t_end, resume_at, back_max)
-                    if index is not None:
+                    if self._timeline.completion(t_end) is not None:
                         return True
                     remaining = deadline - time.monotonic()
                     if remaining <= 0 or stop.is_set() or self._stopping or self._ended:
                         return False
+                    # Ask for a step now: its sample is taken after t_end.
+                    self._demand.set()
                     self._cond.wait(min(remaining, WAIT_POLL_S))
             finally:
                 self._waiters -= 1
@@ -501,15 +510,32 @@ class HostMonitor:
         interval = float(self._spec.sample_interval_s)
         next_due = time.monotonic()
         while not self._stop_event.is_set():
-            self._sample()
-            self._read_sources()
-            self.sampler_cpu_s = time.thread_time()
-            self.check_health()
+            self._step()
             next_due += interval
             now = time.monotonic()
             if next_due < now:  # a step overran (a stalled read): sample again at once
                 next_due = now
-            self._stop_event.wait(next_due - now)
+            # Between scheduled steps, a lane waiting for evidence may ask for
+            # one at once; requests that arrive during a step are served by
+            # one further step (they coalesce).
+            while not self._stop_event.is_set():
+                remaining = next_due - time.monotonic()
+                if remaining <= 0:
+                    break
+                if not self._demand.wait(remaining):
+                    break
+                self._demand.clear()
+                if not self._stop_event.is_set():
+                    self._step()
+
+    def _step(self) -> None:
+        # Outside sources first, then the sample: the sample that completes an
+        # attempt's evidence comes after every evidence line read by then, so
+        # a guard line written during the attempt is in the verdict's prefix.
+        self._read_sources()
+        self._sample()
+        self.sampler_cpu_s = time.thread_time()
+        self.check_health()
 
     def _sample(self) -> None:
         try:
@@ -568,7 +594,7 @@ class HostMonitor:
         # evidence incomplete for a moment, never give a different verdict.
         self._writer.append(obj)
         with self._cond:
-            self._lines.append(obj)
+            self._timeline.append(obj)
             self._cond.notify_all()
 
     def _fatal(self, cause: str, detail: str) -> None:

@@ -9,8 +9,11 @@ Theory of operation
 Clock times are compared with a slack of 0.1 s, widened by the largest
 backward wall-clock step the clock corrected, as the samples report it
 (``clock_back_max_s``).  The evidence for an attempt is *complete* at the
-first sample whose time lies beyond the attempt's end plus the slack known at
-that line.  Only the lines up to and including that sample are looked at:
+first sample whose time lies after the attempt's end (both times come from
+the one never-backwards clock, so "after" needs no slack; the sampler reads
+the outside sources *before* it takes each sample, so the completing sample
+comes after every evidence line read by then).  Only the lines up to and
+including that sample are looked at:
 the lanes decide as soon as that sample exists, while `verify` reads the whole
 log hours later, and both must reach the same answer.  Lines written after the
 completing sample therefore never change a verdict (the "prefix rule").
@@ -31,6 +34,7 @@ Pure: no clock, no files, no threads, no psutil.  Lines of other events
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -47,7 +51,7 @@ _POINT_EVENTS = frozenset({"open", "sample"})
 class HostVerdict:
     """The host evidence for one attempt.
 
-    ``complete``: the log holds a sample after the attempt's end (plus slack).
+    ``complete``: the log holds a sample after the attempt's end.
     ``reasons``: why the attempt is `host`; empty means the host was fine.
     """
 
@@ -94,17 +98,15 @@ def scan_completion(
     """`completion_index`, resumable: scan from `resume_at` with the back-step max so far.
 
     Returns ``(index or None, where to resume, back-step max)`` so that a
-    waiter can look at new lines only.  A sample's own ``clock_back_max_s``
-    widens the slack before that sample is tested: the step it reports
-    happened before the sample was taken, so its time may already be
-    displaced by it.
+    waiter can look at new lines only; the back-step max (through the
+    completing sample) sets the slack of the window.
     """
     for i in range(resume_at, len(host_lines)):
         line = host_lines[i]
         if line.get("event") != "sample":
             continue
         back_max = max(back_max, float(line.get("clock_back_max_s") or 0.0))
-        if line["t"] > end + BASE_SLACK_S + back_max:
+        if line["t"] > end:
             return i, i + 1, back_max
     return None, len(host_lines), back_max
 
@@ -162,3 +164,95 @@ def _touches(a: float, b: float, lo: float, hi: float) -> bool:
 
 def _fmt_t(t: float) -> str:
     return f"{t:.3f}"
+
+
+class HostTimeline:
+    """host.jsonl's lines indexed by time: one verdict per attempt without rescanning the log.
+
+    ``attempt_host_verdict`` reads the log from its first line; over a run of
+    hours that is a cost per attempt that grows with the run. Of the prefix it
+    reads, only the last time point before the attempt's widest window and
+    what follows can change the verdict, except that the slack grows with the
+    largest backward clock step reported *anywhere* before. So ``verdict``
+    hands it the slice from that time point to the completing sample, the
+    slice's first sample carrying the running maximum of ``clock_back_max_s``
+    up to it: the same verdict as on the whole prefix (tests compare both).
+    That needs times in line order, which the never-backwards clock gives;
+    when they are not, every verdict is taken on the whole prefix.
+
+    Pure and append-only: the sampler appends what it writes; ``verify``
+    builds one from the file.
+    """
+
+    def __init__(self, lines: Sequence[dict] = ()) -> None:
+        self.lines: list[dict] = []
+        self.times: list[float] = []
+        self._back: list[float] = []  # running max of clock_back_max_s through each line
+        self._sample_at: list[int] = []  # line indices of samples
+        self._sample_t: list[float] = []
+        self.monotone = True
+        for line in lines:
+            self.append(line)
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    @property
+    def back_max(self) -> float:
+        return self._back[-1] if self._back else 0.0
+
+    def append(self, line: dict) -> None:
+        t = line.get("t")
+        if not isinstance(t, (int, float)):
+            t = self.times[-1] if self.times else 0.0
+        if self.times and t < self.times[-1]:
+            self.monotone = False
+        back = self.back_max
+        if line.get("event") == "sample":
+            back = max(back, float(line.get("clock_back_max_s") or 0.0))
+            self._sample_at.append(len(self.lines))
+            self._sample_t.append(t)
+        self.lines.append(line)
+        self.times.append(t)
+        self._back.append(back)
+
+    def completion(self, end: float, limit: int | None = None) -> int | None:
+        """Line index of the first sample after ``end`` among the first ``limit`` lines."""
+        n = len(self.lines) if limit is None else min(limit, len(self.lines))
+        if not self.monotone:
+            return completion_index(self.lines[:n], end)[0]
+        k = bisect.bisect_right(self._sample_t, end)
+        if k < len(self._sample_at) and self._sample_at[k] < n:
+            return self._sample_at[k]
+        return None
+
+    def verdict(self, start: float, end: float, *, max_gap_s: float, pressure_threshold: float,
+                limit: int | None = None) -> HostVerdict:
+        """The verdict on the first ``limit`` lines (all when None), from a slice of them."""
+        n = len(self.lines) if limit is None else max(0, min(limit, len(self.lines)))
+        return attempt_host_verdict(self.window(start, end, n), start, end,
+                                    max_gap_s=max_gap_s, pressure_threshold=pressure_threshold)
+
+    def window(self, start: float, end: float, n: int) -> Sequence[dict]:
+        if not self.monotone or n == 0:
+            return self.lines[:n]
+        slack = BASE_SLACK_S + self._back[n - 1]
+        # the last time point strictly before the widest possible window start
+        i = bisect.bisect_left(self.times, start - slack, 0, n) - 1
+        while i >= 0 and self.lines[i].get("event") not in _POINT_EVENTS:
+            i -= 1
+        first = max(i, 0)
+        done = self.completion(end, n)
+        stop = n if done is None else done + 1
+        out = self.lines[first:stop]
+        carry = self._back[first - 1] if first > 0 else 0.0
+        if carry > 0:
+            for k, line in enumerate(out):
+                if line.get("event") == "sample":
+                    out = list(out)
+                    own = float(line.get("clock_back_max_s") or 0.0)
+                    out[k] = {**line, "clock_back_max_s": max(own, carry)}
+                    break
+            else:
+                return self.lines[:n]  # no sample to carry the running maximum: the whole prefix
+        return out

@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 from confirmatory import rules
 from confirmatory.chain import dumps, write_json_durable
 from confirmatory.errors import BudgetStop, HarnessContractError
-from confirmatory.hostrules import attempt_host_verdict
 from confirmatory.spend import AttemptSpend, record_error
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -120,7 +119,11 @@ class ModelState:
     stop_cause: str | None = None
     paused: bool = False
     pause_t: float | None = None
+    waiting_resume: int = 0  # lanes blocked by the pause (progress display, operators)
     running: dict[str, Running] = field(default_factory=dict)
+    # Set when this model can start nothing more (its stop, the run's stop,
+    # the ceiling): a lane then stops waiting for host evidence.
+    halt: threading.Event = field(default_factory=threading.Event)
     inconclusive: dict[str, set[str]] = field(default_factory=dict)
     # Progress counters (read without the lock for display only).
     decided: int = 0
@@ -342,7 +345,12 @@ class Lane:
                         m.running[key] = running
                         m.attempts += 1
                         break
-                m.cond.wait(0.5)
+                # Paused: this lane waits for an accepted resume.
+                m.waiting_resume += 1
+                try:
+                    m.cond.wait(0.5)
+                finally:
+                    m.waiting_resume -= 1
         arm_spec = self.run.arms[arm]
         status, error, answer, extra = "ok", None, None, None
         try:
@@ -467,13 +475,11 @@ class Lane:
         # says how many host.jsonl lines that was (`host_lines`), so verify
         # judges it on the same prefix; a prefix without a sample after the
         # attempt makes it `host` (its window is not known to be clean).
-        monitor.wait_complete(last_end, self.run.stop_event)
-        lines = monitor.lines_snapshot()
-        host = self.run.design.host
+        monitor.wait_complete(last_end, self.m.halt)
+        n = monitor.line_count()
         for a in ended:
-            verdict = attempt_host_verdict(lines, a.start, a.end, max_gap_s=host.max_gap_s,
-                                           pressure_threshold=host.pressure_threshold)
-            a.host_lines = len(lines)
+            verdict = monitor.verdict(a.start, a.end, limit=n)
+            a.host_lines = n
             self.classify_with(a, tuple(verdict.reasons))
 
     def classify_with(self, a: Attempt, host_reasons: tuple[str, ...]) -> None:

@@ -41,7 +41,13 @@ class Progress:
         elapsed = time.monotonic() - self._t0
         for m in run.models.values():
             n = len(m.draw)
-            state = "stopped (" + str(m.stop_cause) + ")" if m.stopped else ("PAUSED: run `resume`" if m.paused else "")
+            if m.stopped:
+                state = f"stopped ({m.stop_cause})"
+            elif m.paused:
+                state = (f"PAUSED, {m.waiting_resume} lane(s) waiting: "
+                         f"confirmatory resume {run.run_dir} --model {m.name}")
+            else:
+                state = ""
             out.append(
                 f"  {m.name:<16} households {m.decided:>3}/{n} decided, {m.households_done:>3} ended | "
                 f"attempts {m.attempts:>4}, reruns {m.reruns:>3} | "

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+from array import array
 import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -238,26 +239,24 @@ _NUM = (int, float)
 
 
 class HostSummary:
-    """host.jsonl reduced to what can change a verdict, fed line by line.
+    """host.jsonl reduced to what a verdict needs, fed line by line.
 
     For one pair of rule parameters (the manifest's ``max_gap_s`` and
-    ``pressure_threshold``), ``verdict`` returns exactly what
-    `hostrules.attempt_host_verdict` returns on the whole log (tests compare
-    both), while keeping only: the evidence lines and the samples above the
-    pressure threshold (with their reasons), the gaps longer than
-    ``max_gap_s`` between consecutive time points, the last time point, and
-    per stretch of samples that share the running maximum backward clock
-    step, that maximum and the stretch's last sample time.
+    ``pressure_threshold``), ``verdict(start, end, limit=n)`` returns exactly
+    what `hostrules.attempt_host_verdict` returns on the log's first ``n``
+    lines (all when None; tests compare both on random logs), keeping only:
+    every sample's time (8 bytes each, to find an attempt's completing sample,
+    the first sample after its end, and so where its prefix is cut); the
+    evidence lines and the samples above the pressure threshold, with their
+    reasons; the gaps longer than ``max_gap_s`` between consecutive time
+    points; the positions of the lines that are not samples; and where the
+    running maximum backward clock step rises. Everything but the sample
+    times is set by the log's exceptions, not by how many samples it has.
 
-    Why that is enough, on a log whose times never decrease: the completing
-    sample of an attempt ending at ``end`` is the first sample with
-    ``t > end + slack(its running maximum)``, so it lies in the first stretch
-    whose last sample passes that bound, and the verdict's slack is that
-    stretch's; every line after it lies beyond the window (``t`` past ``hi``),
-    so the prefix rule drops nothing that could give a reason. A log that is
-    not that regular (times going back, a time or value that is not a number:
-    only an edited log is) is ``irregular``; `verify` then takes the verdicts
-    from a `HostIndex` over the whole log instead.
+    Needs a regular log: times that never decrease, and numbers where the
+    rule reads numbers. One that is not (only an edited log) is
+    ``irregular``, and `verify` takes its verdicts from a `HostIndex` over
+    the whole log instead.
     """
 
     def __init__(self, *, max_gap_s: float, pressure_threshold: float) -> None:
@@ -267,13 +266,17 @@ class HostSummary:
         self.irregular = False
         self.back_max = 0.0
         self.lines = 0
-        self._last = float("-inf")          # HostIndex's monotonicity test, same coercion
+        self._last = float("-inf")             # HostIndex's monotonicity test, same coercion
         self._prev_point: float | None = None
-        self.last_point = float("-inf")
-        self.stretches: list[list[float]] = []      # [running back max, last sample t]
-        self.marks_t: list[float] = []              # evidence / pressure lines: t
-        self.marks: list[tuple[int, int, str]] = []  # (line, 0, reason)
-        self.gaps_end: list[float] = []             # gap (q, p): p
+        self.sample_t = array("d")              # every sample's time, in line order
+        self._other: list[int] = []             # line index of every line that is not a sample
+        self._other_q: list[int] = []           # samples before each of those lines
+        self._opens: list[tuple[int, float]] = []   # time points that are not samples: (line, t)
+        self._rise_k: list[int] = []            # sample index where the running back-step max rises
+        self._rise_b: list[float] = []          # ... to this value
+        self.marks_t: list[float] = []          # evidence lines and pressure samples: t
+        self.marks: list[tuple[int, int, str]] = []   # (line, 0, reason)
+        self.gaps_end: list[float] = []         # gap (q, p): p
         self.gaps: list[tuple[float, int, str]] = []  # (q, line of p, reason)
 
     def add(self, obj: dict) -> None:
@@ -288,6 +291,9 @@ class HostSummary:
         if ct > self._last:
             self._last = ct
         event = obj.get("event")
+        if event != "sample":
+            self._other_q.append(i - len(self._other))
+            self._other.append(i)
         if event not in _POINTS and event != "evidence":
             return
         if not num:
@@ -303,63 +309,84 @@ class HostSummary:
                 self.irregular = True
                 return
             b = max(self.back_max, float(back or 0.0))
-            if not self.stretches or b > self.back_max:
-                self.stretches.append([b, t])
-            else:
-                self.stretches[-1][1] = t
+            if b > self.back_max:
+                self._rise_k.append(len(self.sample_t))
+                self._rise_b.append(b)
             self.back_max = b
+            self.sample_t.append(t)
             if pressure is not None and pressure > self.pressure_threshold:
                 self.marks_t.append(t)
                 self.marks.append((i, 0, f"pressure {pressure:g} > {self.pressure_threshold:g} at {_fmt_t(t)}"))
+        else:
+            self._opens.append((i, t))
         previous = self._prev_point
         if previous is not None and t - previous > self.max_gap_s:
             self.gaps_end.append(t)
             self.gaps.append((previous, i, f"gap of {t - previous:.3f} s between samples at "
                                            f"{_fmt_t(previous)} and {_fmt_t(t)}"))
         self._prev_point = t
-        self.last_point = t
 
-    def is_host(self, start: float, end: float) -> bool:
-        """Whether the verdict has reasons (the hot path: no strings built)."""
-        for b, last in self.stretches:
-            if last > end + BASE_SLACK_S + b:
-                slack, complete = BASE_SLACK_S + b, True
-                break
+    # -- queries -------------------------------------------------------------------
+    def _line_of(self, k: int) -> int:
+        """Line index of sample ``k``."""
+        return k + bisect.bisect_right(self._other_q, k)
+
+    def _back_through(self, k: int) -> float:
+        """Running back-step maximum through sample ``k`` (0 before any)."""
+        j = bisect.bisect_right(self._rise_k, k) - 1
+        return self._rise_b[j] if j >= 0 and k >= 0 else 0.0
+
+    def _frame(self, start: float, end: float, limit: int | None):
+        """(complete, last line looked at, lo, hi, samples in the prefix)."""
+        n = self.lines if limit is None else len(range(self.lines)[:limit])  # as lines[:limit] counts
+        ns = n - bisect.bisect_left(self._other, n)   # samples among the first n lines
+        k = bisect.bisect_right(self.sample_t, end, 0, ns)  # the first sample after end
+        if k < ns:
+            complete, cut, back = True, self._line_of(k), self._back_through(k)
         else:
-            slack, complete = BASE_SLACK_S + self.back_max, False
-        lo, hi = start - slack, end + slack
-        if not complete and self.last_point <= hi:
-            return True
+            complete, cut, back = False, n - 1, self._back_through(ns - 1)
+        slack = BASE_SLACK_S + back
+        return complete, cut, start - slack, end + slack, ns
+
+    def _open_gap(self, cut: int, ns: int, hi: float) -> bool:
+        """An incomplete prefix: does the span after its last time point touch the window?"""
+        last_line, last = -1, float("-inf")
+        if ns:
+            last_line, last = self._line_of(ns - 1), self.sample_t[ns - 1]
+        j = bisect.bisect_right(self._opens, (cut, float("inf"))) - 1
+        if j >= 0 and self._opens[j][0] > last_line:
+            last = self._opens[j][1]
+        return last <= hi
+
+    def is_host(self, start: float, end: float, limit: int | None = None) -> bool:
+        """Whether the verdict has reasons (the hot path: no strings built)."""
+        complete, cut, lo, hi, ns = self._frame(start, end, limit)
         k = bisect.bisect_left(self.marks_t, lo)
-        if k < len(self.marks_t) and self.marks_t[k] <= hi:
+        if k < len(self.marks_t) and self.marks_t[k] <= hi and self.marks[k][0] <= cut:
             return True
         k = bisect.bisect_left(self.gaps_end, lo)
-        return k < len(self.gaps) and self.gaps[k][0] <= hi
+        if k < len(self.gaps) and self.gaps[k][0] <= hi and self.gaps[k][1] <= cut:
+            return True
+        return not complete and self._open_gap(cut, ns, hi)
 
     def verdict(self, start: float, end: float, *, max_gap_s: float | None = None,
-                pressure_threshold: float | None = None) -> HostVerdict:
+                pressure_threshold: float | None = None, limit: int | None = None) -> HostVerdict:
         if (max_gap_s is not None and max_gap_s != self.max_gap_s) or (
                 pressure_threshold is not None and pressure_threshold != self.pressure_threshold):
             raise ValueError("HostSummary was built for other rule parameters")
         if self.irregular:
             raise ValueError("an irregular host log has no summary; use HostIndex")
-        for b, last in self.stretches:
-            if last > end + BASE_SLACK_S + b:
-                slack, complete = BASE_SLACK_S + b, True
-                break
-        else:
-            slack, complete = BASE_SLACK_S + self.back_max, False
-        lo, hi = start - slack, end + slack
+        complete, cut, lo, hi, ns = self._frame(start, end, limit)
         hits = []
         k = bisect.bisect_left(self.marks_t, lo)
-        while k < len(self.marks_t) and self.marks_t[k] <= hi:
+        while k < len(self.marks_t) and self.marks_t[k] <= hi and self.marks[k][0] <= cut:
             hits.append(self.marks[k])
             k += 1
         k = bisect.bisect_left(self.gaps_end, lo)
-        while k < len(self.gaps) and self.gaps[k][0] <= hi:
+        while k < len(self.gaps) and self.gaps[k][0] <= hi and self.gaps[k][1] <= cut:
             hits.append((self.gaps[k][1], 1, self.gaps[k][2]))
             k += 1
         reasons = [r for _, _, r in sorted(hits)]
-        if not complete and self.last_point <= hi:
+        if not complete and self._open_gap(cut, ns, hi):
             reasons.append(NO_SAMPLE_AFTER)
         return HostVerdict(complete=complete, reasons=tuple(reasons))

@@ -245,12 +245,16 @@ class Run:
         m.run_log.append(line)
 
     def trigger(self, m: ModelState, cause: str, household: str, arm: str, pass_index: int) -> None:
-        """Log a trigger and stop the model with its cause (at once: well within stop_follow_s)."""
+        """Log a trigger and stop the model with its cause (at once: well within stop_follow_s).
+
+        Every attempt whose action is ``stop`` gets its trigger and a stop of
+        its cause, even when the model (or the run) had stopped for another
+        cause meanwhile: the records then say both, and the first stop stands.
+        """
         with self.spend.ordered() as t:
-            if m.stopped or self.stopped:
-                return  # already stopped: this attempt's stop has nothing left to stop
-            m.stopped = True
-            m.stop_cause = cause
+            if not (m.stopped or self.stopped):
+                m.stopped = True
+                m.stop_cause = cause
         m.run_log.append({"event": "trigger", "cause": cause, "household": household, "arm": arm,
                           "pass": pass_index, "t": t})
         self._write_stop(m, cause)
@@ -270,6 +274,7 @@ class Run:
         if detail:
             line["detail"] = detail
         m.run_log.append(line)
+        m.halt.set()
         with m.cond:
             m.cond.notify_all()
         self._wake.set()
@@ -288,6 +293,7 @@ class Run:
         self.files.run_log.append(line)
         for m in self.models.values():
             m.run_log.append(line)
+            m.halt.set()
             with m.cond:
                 m.cond.notify_all()
 
@@ -298,6 +304,7 @@ class Run:
         self.files.run_log.append(line)
         for m in self.models.values():
             m.run_log.append(line)
+            m.halt.set()
         self.stop_event.set()
         self._wake.set()
 

@@ -64,7 +64,7 @@ MUTANTS = (
            "accepted = m.paused",
            f"{RULES}::test_an_operator_failure_pauses_until_a_fresh_resume_and_a_stale_one_is_rejected"),
     Mutant("classify before the host evidence is in", "confirmatory/lanes.py",
-           "monitor.wait_complete(last_end, self.run.stop_event)",
+           "monitor.wait_complete(last_end, self.m.halt)",
            "pass",
            f"{RULES}::test_a_clean_run_completes_and_verifies"),
     Mutant("forget the inconclusive stop", "confirmatory/lanes.py",

@@ -111,11 +111,18 @@ def test_a_backward_clock_step_widens_the_slack_for_the_window():
     assert verdict(with_step, 40, 70).reasons == ("pressure 50 > 10 at 39.600",)
 
 
-def test_a_backward_clock_step_delays_completion():
-    assert verdict(log(sample(30.0), sample(50.3)), 40, 50).complete
-    stepped = log(sample(30.0), sample(50.3, back=0.5))
-    assert not verdict(stepped, 40, 50).complete
-    assert verdict(stepped + [sample(51.0)], 40, 50).complete
+def test_the_first_sample_after_the_end_completes_the_evidence():
+    # Both times come from the one never-backwards clock: "after" needs no slack.
+    assert verdict(log(sample(30.0), sample(50.05)), 40, 50).complete
+    assert not verdict(log(sample(30.0), sample(50.0)), 40, 50).complete
+
+
+def test_a_backward_clock_step_widens_the_window():
+    early_spike = [sample(30.0), sample(39.6, pressure=90.0)]
+    assert verdict(log(*early_spike, sample(50.2)), 40, 50).reasons == ()
+    # The completing sample reports a 0.5 s backward step: the slack is 0.6 s.
+    stepped = verdict(log(*early_spike, sample(50.2, back=0.5)), 40, 50)
+    assert stepped.complete and any("pressure 90" in r for r in stepped.reasons)
 
 
 def test_without_a_sample_after_the_attempt_it_is_host_and_incomplete():
@@ -189,4 +196,17 @@ def test_a_resumed_scan_keeps_the_backward_step_seen_before():
     lines = log(sample(30.0, back=2.0), sample(51.0))
     found, resume_at, back_max = scan_completion(lines[:2], 50.0)
     assert (found, back_max) == (None, 2.0)
-    assert scan_completion(lines, 50.0, resume_at, back_max)[0] is None  # 51 is within 50 + 2.1
+    assert scan_completion(lines, 50.0, resume_at, back_max) == (2, 3, 2.0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_logs(), st.floats(0.0, 300.0), st.floats(0.0, 60.0), st.integers(0, 40))
+def test_the_timeline_gives_the_verdict_of_the_whole_prefix_from_a_slice(lines, start, length, limit):
+    from confirmatory.hostrules import HostTimeline
+
+    timeline = HostTimeline(lines)
+    end = start + length
+    for n in (None, limit):
+        prefix = lines if n is None else lines[:n]
+        expected = attempt_host_verdict(prefix, start, end, max_gap_s=45.0, pressure_threshold=10.0)
+        assert timeline.verdict(start, end, max_gap_s=45.0, pressure_threshold=10.0, limit=n) == expected

@@ -46,11 +46,12 @@ def run_bundled(design: Path, run_dir: Path, *, operator: bool = False):
 
         def person():
             # Resumes a paused model once, as an operator would after fixing the key.
+            answered = set()
             while not done.is_set():
                 for name, m in run.models.items():
-                    if m.paused and m.pause_t is not None and time.time() > m.pause_t:
+                    if m.paused and m.waiting_resume and (name, m.pause_t) not in answered:
+                        answered.add((name, m.pause_t))
                         request_resume(run_dir, name)
-                        time.sleep(0.2)
                 done.wait(0.05)
 
         helper = threading.Thread(target=person, daemon=True)

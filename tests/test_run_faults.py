@@ -49,13 +49,13 @@ def test_a_wall_clock_stepping_back_during_the_run_never_moves_run_time_backward
 
     def stepping_time():
         now = real_time()
-        # 0.3 s into the run the wall clock is set back by 0.4 s.
+        # 0.3 s into the run (which takes over a second) the wall clock is set back by 0.4 s.
         if now - start > 0.3:
             offset["value"] = -0.4
         return now + offset["value"]
 
     monkeypatch.setattr(time, "time", stepping_time)
-    hh = [{"id": f"hh-{i:03d}", "latency_s": 0.03} for i in range(8)]
+    hh = [{"id": f"hh-{i:03d}", "latency_s": 0.06} for i in range(12)]
     result, run_dir = execute(tmp_path, households=hh, models=1, **FAST)
     monkeypatch.setattr(time, "time", real_time)
     verified(run_dir)

@@ -118,11 +118,16 @@ def test_one_inconclusive_signature_in_more_than_five_households_stops_the_model
                               rules={"max_reruns_per_arm": 0}, **FAST)
     verified(run_dir)
     ev = events(run_dir, "m0")
-    (trigger,) = of(ev, "trigger")
-    assert trigger["cause"] == "inconclusive"
+    triggers = of(ev, "trigger")
+    assert triggers and {t["cause"] for t in triggers} == {"inconclusive"}
     assert of(ev, "stop", cause="inconclusive")
-    inconclusive = {a["household"] for a in of(ev, "attempt", **{"class": "inconclusive"})}
-    assert len(inconclusive) == 6
+    inconclusive = of(ev, "attempt", **{"class": "inconclusive"})
+    # The stop came with the sixth household (more than the limit of 5): the
+    # first stop-action attempt is the one whose household made it six.
+    first = min((a for a in inconclusive if a["action"] == "stop"), key=lambda a: a["end"])
+    before = {a["household"] for a in inconclusive if a["end"] <= first["end"]}
+    assert len(before) == 6
+    assert len({a["household"] for a in inconclusive}) < 9
 
 
 def test_an_attempt_past_its_deadline_is_abandoned_and_its_late_costs_counted(tmp_path):
@@ -200,7 +205,7 @@ def test_a_household_cut_short_by_a_stop_is_written_unfinished(tmp_path):
 
 
 def test_an_interrupt_from_inside_a_provider_call_stops_every_lane(tmp_path):
-    hh = [{"id": f"hh-{i:03d}", "plan": {"alone/0": "interrupt"} if i == 1 else {}} for i in range(6)]
+    hh = [{"id": f"hh-{i:03d}", "plan": {"m0:alone/0": "interrupt"} if i == 1 else {}} for i in range(6)]
     result, run_dir = execute(tmp_path, households=hh, models=2, install_signals=True, **FAST)
     verified(run_dir)
     assert result.status == "stopped" and result.stop_cause == "interrupt"
@@ -208,9 +213,9 @@ def test_an_interrupt_from_inside_a_provider_call_stops_every_lane(tmp_path):
     assert stop["scope"] == "run" and stop["cause"] == "interrupt"
     for m in ("m0", "m1"):
         assert of(events(run_dir, m), "stop", cause="interrupt")
-    rec = record(run_dir, "m0", "hh-001", "alone", 0) if (run_dir / "models/m0/records/hh-001").exists() else None
-    if rec is not None:
-        assert rec["status"] == "budget_stop"
+    # The conversation that received the signal ended at its next turn.
+    rec = record(run_dir, "m0", "hh-001", "alone", 0)
+    assert rec["status"] == "budget_stop"
 
 
 @pytest.mark.parametrize("lanes", [1, 2])

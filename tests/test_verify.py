@@ -136,7 +136,7 @@ def _random_host_log(rng, n=300):
     return lines, t
 
 
-def test_the_host_summary_gives_the_verdict_of_the_whole_log():
+def test_the_host_summary_gives_the_verdict_of_the_log_or_its_prefix():
     import random
 
     from confirmatory.records import HostSummary
@@ -151,9 +151,11 @@ def test_the_host_summary_gives_the_verdict_of_the_whole_log():
         for _ in range(300):
             s = rng.uniform(-20, end_t + 60)
             e = s + rng.choice([0.0, 0.05, 3.0, 40.0, 200.0])
-            full = attempt_host_verdict(lines, s, e, max_gap_s=45, pressure_threshold=10)
-            assert summary.verdict(s, e) == full, (s, e)
-            assert summary.is_host(s, e) == bool(full.reasons)
+            for limit in (None, rng.randrange(0, len(lines) + 3), -rng.randrange(1, 5)):
+                expected = attempt_host_verdict(lines if limit is None else lines[:limit], s, e,
+                                                max_gap_s=45, pressure_threshold=10)
+                assert summary.verdict(s, e, limit=limit) == expected, (s, e, limit)
+                assert summary.is_host(s, e, limit) == bool(expected.reasons), (s, e, limit)
 
 
 def test_an_irregular_host_log_is_flagged_for_the_whole_log_index():

@@ -53,12 +53,14 @@ class RunContext:
     run_stop_ts: list[float] = field(default_factory=list)
     ceiling_t: float = float("inf")
 
-    def host_verdict(self, start: float, end: float) -> HostVerdict:
+    def host_verdict(self, start: float, end: float, limit: int | None = None) -> HostVerdict:
+        """The verdict on host.jsonl's first ``limit`` lines (the attempt line's
+        ``host_lines``: what the lane had when it classified; all when None)."""
         return self.host.verdict(start, end, max_gap_s=self.rules.max_gap_s,
-                                 pressure_threshold=self.rules.pressure_threshold)
+                                 pressure_threshold=self.rules.pressure_threshold, limit=limit)
 
-    def host_is(self, start: float, end: float) -> bool:
+    def host_is(self, start: float, end: float, limit: int | None = None) -> bool:
         """Whether the host evidence makes an attempt `host` (its verdict has reasons)."""
         if isinstance(self.host, HostSummary):
-            return self.host.is_host(start, end)
-        return bool(self.host_verdict(start, end).reasons)
+            return self.host.is_host(start, end, limit)
+        return bool(self.host_verdict(start, end, limit).reasons)

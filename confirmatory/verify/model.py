@@ -329,7 +329,10 @@ class ModelCheck:
         so their answer is kept per distinct (status, error, host, reruns)."""
         f, rl = self.f, self.ctx.rules
         try:
-            host = self.ctx.host_is(a["start"], a["end"])
+            # Judged on the host.jsonl prefix the lane decided on (its line
+            # says how many lines); a prefix can only add "no sample after".
+            limit = a.get("host_lines")
+            host = self.ctx.host_is(a["start"], a["end"], limit if type(limit) is int else None)
             key = rule_key(r)
             if key is None:
                 d = rules.decide(r, ("host",) if host else (), reruns_used=a["_reruns"], max_reruns=rl.max_reruns,
