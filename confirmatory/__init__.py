@@ -12,4 +12,6 @@ Importing this package must stay cheap: litellm is imported only by
 __version__ = "0.1.0"
 RECORD_FORMAT = "confirmatory-run/1"
 
-from confirmatory.errors import AttemptDeadline, BudgetStop  # noqa: E402,F401
+from confirmatory.errors import AttemptDeadline, BudgetStop  # noqa: E402
+
+__all__ = ["AttemptDeadline", "BudgetStop", "RECORD_FORMAT", "__version__"]

@@ -267,7 +267,7 @@ class Anchorer:
                     with self._push_cv:
                         self._proc = None
                         if self._give_up and rc != 0:
-                            output = (output + f"\n[killed by the runner after finish()'s push_timeout]"
+                            output = (output + "\n[killed by the runner after finish()'s push_timeout]"
                                       )[-OUTPUT_TAIL_CHARS:]
                 self._pushes.append({"event": "push", "t": self._clock.now(), "anchor_seq": seq,
                                      "rc": rc, "output": output})

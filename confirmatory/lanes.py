@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from confirmatory import rules
-from confirmatory.chain import dumps, write_json_durable
+from confirmatory.chain import dumps
 from confirmatory.errors import BudgetStop, HarnessContractError
 from confirmatory.spend import AttemptSpend, record_error
 

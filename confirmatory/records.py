@@ -19,13 +19,13 @@ import bisect
 import hashlib
 from array import array
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from confirmatory.chain import LogLine, iter_lines, log_seed
-from confirmatory.hostrules import BASE_SLACK_S, NO_SAMPLE_AFTER, HostVerdict, _fmt_t, attempt_host_verdict
+from confirmatory.hostrules import BASE_SLACK_S, NO_SAMPLE_AFTER, HostTimeline, HostVerdict, _fmt_t
 
 RUN_MANIFEST = "manifest.json"
 DESIGN_COPY = "design.toml"
@@ -146,93 +146,10 @@ def record_files(model_root: Path) -> Iterator[str]:
                 yield f"records/{hh.name}/{arm.name}/{f.name}"
 
 
-class HostIndex:
-    """host.jsonl's lines, indexed by time, for one verdict per attempt.
-
-    `attempt_host_verdict` looks at the lines from the log's start up to the
-    sample that completes an attempt's evidence. Of those, only the last time
-    point before the attempt's widened window and everything after it can
-    change the verdict, except for one thing: the slack grows with the largest
-    backward clock step reported *anywhere* before. So the slice handed over
-    starts at that time point, and its first sample carries the running
-    maximum of ``clock_back_max_s`` up to it: the verdict is the same as on
-    the whole log (tests compare both). Needs the log's times non-decreasing
-    (the clock never goes backwards); `monotone` says whether they are, and
-    when they are not every verdict is taken on the whole log.
-    """
-
-    _POINTS = ("open", "sample")
-
-    def __init__(self, lines: Iterable[dict]) -> None:
-        self.lines: list[dict] = []
-        self.times: list[float] = []
-        self.back_running: list[float] = []
-        self.monotone = True
-        back = 0.0
-        last = float("-inf")
-        for obj in lines:
-            t = obj.get("t")
-            if not isinstance(t, (int, float)):
-                t = last if last != float("-inf") else 0.0
-            if t < last:
-                self.monotone = False
-            last = max(last, t)
-            if obj.get("event") == "sample":
-                back = max(back, float(obj.get("clock_back_max_s") or 0.0))
-            self.lines.append(obj)
-            self.times.append(t)
-            self.back_running.append(back)
-        self.back_max = back
-
-    def verdict(self, start: float, end: float, *, max_gap_s: float,
-                pressure_threshold: float, limit: int | None = None) -> HostVerdict:
-        """The verdict on the log's first ``limit`` lines (all when None).
-
-        ``limit`` is the attempt line's ``host_lines``: how much of host.jsonl
-        the lane had when it classified. A prefix without the completing
-        sample can only add the reason "no sample after the attempt".
-        """
-        if limit is not None and limit < len(self.lines):
-            lines = self.lines[:limit] if limit <= 0 or not self.monotone else self._cut(start, end, limit)
-        else:
-            lines = self.window(start, end)
-        return attempt_host_verdict(lines, start, end, max_gap_s=max_gap_s,
-                                    pressure_threshold=pressure_threshold)
-
-    def _cut(self, start: float, end: float, limit: int) -> Sequence[dict]:
-        """``window`` of the first ``limit`` lines only."""
-        prefix = HostIndex.__new__(HostIndex)
-        prefix.lines, prefix.times = self.lines[:limit], self.times[:limit]
-        prefix.back_running, prefix.monotone = self.back_running[:limit], self.monotone
-        prefix.back_max = prefix.back_running[-1] if limit else 0.0
-        return prefix.window(start, end)
-
-    def window(self, start: float, end: float) -> Sequence[dict]:
-        if not self.monotone:
-            return self.lines
-        slack = BASE_SLACK_S + self.back_max
-        # the last time point strictly before the widest possible window start
-        i = bisect.bisect_left(self.times, start - slack) - 1
-        while i >= 0 and self.lines[i].get("event") not in self._POINTS:
-            i -= 1
-        first = max(i, 0)
-        # the first sample past the widest possible completion bound, inclusive
-        j = bisect.bisect_right(self.times, end + slack)
-        while j < len(self.lines) and self.lines[j].get("event") != "sample":
-            j += 1
-        out = self.lines[first: j + 1]
-        carry = self.back_running[first - 1] if first > 0 else 0.0
-        if carry > 0:
-            for k, line in enumerate(out):
-                if line.get("event") == "sample":
-                    out = list(out)
-                    own = float(line.get("clock_back_max_s") or 0.0)
-                    out[k] = {**line, "clock_back_max_s": max(own, carry)}
-                    break
-            else:
-                return self.lines  # no sample to carry the running maximum: use the whole log
-        return out
-
+# The lanes' index of host.jsonl serves verify too: one implementation of
+# "the verdict on a prefix, from a slice" (hostrules.HostTimeline). verify
+# uses it for a log too irregular for ``HostSummary``.
+HostIndex = HostTimeline
 
 _POINTS = frozenset({"open", "sample"})
 _NUM = (int, float)

@@ -121,7 +121,7 @@ def test_a_missing_households_file_is_refused(tmp_path):
 
 
 def test_paths_are_relative_to_the_design_file_not_the_working_directory(tmp_path, monkeypatch):
-    design = copy_design(tmp_path, "relative_harness")
+    copy_design(tmp_path, "relative_harness")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
