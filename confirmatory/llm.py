@@ -233,7 +233,10 @@ def chat(
     kwargs = _route(model)
     kwargs.update(dict(model.params or {}))
     if max_tokens is not None:
-        kwargs["max_tokens"] = max_tokens
+        # Override whichever token parameter the design uses (sending both
+        # max_tokens and max_completion_tokens is refused by some providers).
+        key = "max_completion_tokens" if "max_completion_tokens" in kwargs else "max_tokens"
+        kwargs[key] = max_tokens
     if tools:
         kwargs["tools"] = tools
     if response_format is not None:
@@ -285,8 +288,9 @@ def responses(
     kwargs = _route(model)
     params = dict(model.params or {})
     # The Responses API names the output limit differently.
-    if "max_tokens" in params:
-        params.setdefault("max_output_tokens", params.pop("max_tokens"))
+    for key in ("max_tokens", "max_completion_tokens"):
+        if key in params:
+            params.setdefault("max_output_tokens", params.pop(key))
     kwargs.update(params)
     if max_output_tokens is not None:
         kwargs["max_output_tokens"] = max_output_tokens
