@@ -77,6 +77,7 @@ class Run:
         self.models: dict[str, ModelState] = {}
         self._threads: list[threading.Thread] = []
         self._closed = False
+        self._finished = False
         self._resume_seen = 0
         self.host: Any = None
         self.anchorer: Any = None
@@ -388,6 +389,7 @@ class Run:
         self.files.run_log.append({"event": "close", "t": self.clock.now(), "status": status,
                                    "spend_total_nusd": total})
         rc = self.anchorer.finish() if self.anchorer is not None else None
+        self._finished = True
         self.close()
         return RunResult(status, cause, total, self.run_dir, rc)
 
@@ -402,6 +404,14 @@ class Run:
         if self.host is not None:
             self.host.stop()
             self.host.join()
+        if self.anchorer is not None and not self._finished:
+            # Set-up failed after the anchorer started (or wait() never ran):
+            # its threads are not daemons, so end them, with a final anchor
+            # of what exists.
+            try:
+                self.anchorer.finish(push_timeout=30)
+            except Exception:  # noqa: BLE001 - the writers may already be failed
+                pass
         for m in self.models.values():
             if m.pool is not None:
                 try:

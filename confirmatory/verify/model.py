@@ -29,6 +29,11 @@ ATTEMPT_FIELDS = ("lane", "household", "arm", "pass", "start", "end", "cost_nusd
                   "record_sha256", "class", "action", "signature")
 DECIDED_KEPT = 4096
 _SKIP = (b'"event":"attempt"', b'"event":"household"')
+_ATTEMPT_FIELD_SET = frozenset(ATTEMPT_FIELDS)
+
+
+def _start_pass(item: tuple[int, dict]) -> tuple:
+    return item[1]["start"], item[1]["pass"]
 
 
 def read_bytes(path: str) -> bytes:
@@ -200,24 +205,34 @@ class ModelCheck:
         k = self.index.get(h)
         if not f.expect(3, k is not None and lane in self.lane_next, log, seq, f"household {h} on lane {lane} is not in the draw"):
             return
-        f.expect(3, k == self.lane_next[lane], log, seq,
-                 f"lane {lane} took {h} (draw index {k}), expected draw index {self.lane_next[lane]}")
+        checked = f.checked
+        checked[3] += 2
+        if k != self.lane_next[lane]:
+            f.fail(3, log, seq, f"lane {lane} took {h} (draw index {k}), expected draw index {self.lane_next[lane]}")
         self.lane_next[lane] = k + self.lanes
-        f.expect(3, h not in st.ends, log, seq, f"second household line for {h}")
+        if h in st.ends:
+            f.fail(3, log, seq, f"second household line for {h}")
         attempts = []
         for aseq, a in lines:
-            if not f.expect(1, all(x in a for x in ATTEMPT_FIELDS), log, aseq, "attempt line lacks fields"):
+            checked[1] += 1
+            if not a.keys() >= _ATTEMPT_FIELD_SET:
+                f.fail(1, log, aseq, "attempt line lacks fields")
                 continue
-            f.expect(3, a["lane"] == lane, log, aseq, f"attempt on lane {a['lane']} of a lane-{lane} household")
+            checked[3] += 1
+            if a["lane"] != lane:
+                f.fail(3, log, aseq, f"attempt on lane {a['lane']} of a lane-{lane} household")
             attempts.append((aseq, a))
-        attempts.sort(key=lambda x: (x[1]["start"], x[1]["pass"]))
+        if len(attempts) > 1:
+            attempts.sort(key=_start_pass)
         self.passes(seq, hl, h, attempts)
         spend = 0
+        attempt = self.attempt
         for aseq, a in attempts:
             spend += int(a["cost_nusd"])
-            self.attempt(aseq, a, lane)
-        f.expect(7, hl.get("spend_nusd") == spend, log, seq,
-                 f"household spend {hl.get('spend_nusd')} is not its attempts' {spend}")
+            attempt(aseq, a, lane)
+        checked[7] += 1
+        if hl.get("spend_nusd") != spend:
+            f.fail(7, log, seq, f"household spend {hl.get('spend_nusd')} is not its attempts' {spend}")
         st.attempt_cost += spend
         self.dir_matches(h, {a["record"] for _, a in attempts}, seq)
         st.ends[h] = HouseholdEnd(seq, lane, hl.get("t"), hl.get("finished") is True, spend,
@@ -232,28 +247,35 @@ class ModelCheck:
         expected, done, actions, used = list(order), [], {}, defaultdict(int)
         pass_index, stop_seen = 0, False
         prev_end = self.lane_end[hl.get("lane")]
+        checked = f.checked
+        max_reruns = rl.max_reruns
         for aseq, a in attempts:
-            f.expect(3, a["start"] >= prev_end, log, aseq,
-                     f"attempt starts at {a['start']} before the lane's previous one ended ({prev_end})")
+            start, arm = a["start"], a["arm"]
+            checked[3] += 3
+            if not start >= prev_end:
+                f.fail(3, log, aseq, f"attempt starts at {a['start']} before the lane's previous one ended ({prev_end})")
             prev_end = max(prev_end, a["end"])
             if not expected and not stop_seen:
                 expected = rules.next_pass_arms(order, actions, reruns_used={x: used[x] - 1 for x in used},
-                                                max_reruns=rl.max_reruns)
+                                                max_reruns=max_reruns)
                 actions, pass_index = {}, pass_index + 1
-            ok = bool(expected) and (a["arm"], a["pass"]) == (expected[0], pass_index)
-            f.expect(3, ok, log, aseq, f"attempt {a['arm']}/{a['pass']} out of order (expected "
-                     + (f"{expected[0]}/{pass_index})" if expected else "none)"))
+            if not (expected and arm == expected[0] and a["pass"] == pass_index):
+                f.fail(3, log, aseq, f"attempt {a['arm']}/{a['pass']} out of order (expected "
+                       + (f"{expected[0]}/{pass_index})" if expected else "none)"))
             if expected:
                 expected.pop(0)
-            used[a["arm"]] += 1
-            f.expect(3, used[a["arm"]] - 1 <= rl.max_reruns, log, aseq,
-                     f"arm {a['arm']} rerun more than {rl.max_reruns} times")
+            n_used = used[arm] + 1
+            used[arm] = n_used
+            if n_used - 1 > max_reruns:
+                f.fail(3, log, aseq, f"arm {a['arm']} rerun more than {max_reruns} times")
             if "reruns_used" in a:
-                f.expect(3, a["reruns_used"] == used[a["arm"]] - 1, log, aseq,
-                         "reruns_used is not the arm's earlier attempts")
-            a["_reruns"] = used[a["arm"]] - 1
-            actions[a["arm"]] = a["action"]
-            stop_seen = stop_seen or a["action"] == "stop"
+                checked[3] += 1
+                if a["reruns_used"] != n_used - 1:
+                    f.fail(3, log, aseq, "reruns_used is not the arm's earlier attempts")
+            a["_reruns"] = n_used - 1
+            action = a["action"]
+            actions[arm] = action
+            stop_seen = stop_seen or action == "stop"
             done.append(a)
         self.lane_end[hl.get("lane")] = prev_end
         if hl.get("finished") is True:
