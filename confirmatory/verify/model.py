@@ -20,7 +20,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from confirmatory import rules
-from confirmatory.records import model_log, record_relpath
+from confirmatory.records import HostSummary, model_log, record_relpath
 from confirmatory.streams import arm_orders, draw_order
 from confirmatory.verify.context import RunContext
 
@@ -53,6 +53,8 @@ def read_bytes(path: str) -> bytes:
 
 
 _scan = json.scanner.make_scanner(json.JSONDecoder())
+_open, _read, _close = os.open, os.read, os.close
+_RDONLY = os.O_RDONLY | os.O_CLOEXEC
 
 
 def parse_object(data: bytes):
@@ -156,6 +158,8 @@ class ModelCheck:
         self.incon: list[tuple] = []
         self.decided: dict[tuple, rules.Decision] = {}
         self.back_max = ctx.host.back_max
+        self.host_is = ctx.host.is_host if isinstance(ctx.host, HostSummary) else ctx.host_is
+        self.root_fd: int | None = None  # the model folder, while the stream is read
         self._times()
 
     def _times(self) -> None:
@@ -185,6 +189,18 @@ class ModelCheck:
 
     # -- the stream ---------------------------------------------------------------
     def run(self) -> ModelState:
+        try:
+            self.root_fd = os.open(self.root_s, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            self.root_fd = None  # records are then looked up by path (and found missing)
+        try:
+            return self._run()
+        finally:
+            if self.root_fd is not None:
+                os.close(self.root_fd)
+                self.root_fd = None
+
+    def _run(self) -> ModelState:
         self.check_draw()
         pending: dict[str, list[tuple[int, dict]]] = defaultdict(list)
         for seq, obj in self.ctx.logs.lines(self.log):
@@ -293,25 +309,38 @@ class ModelCheck:
         rel = a["record"]
         if rel != f"records/{a['household']}/{a['arm']}/{a['pass']}.json":
             f.fail(1, log, seq, f"record path {rel} is not {record_relpath(a['household'], a['arm'], a['pass'])}")
+        # read_bytes, inlined, relative to the model folder's descriptor
         try:
-            data = read_bytes(os.path.join(self.root_s, rel))
-        except OSError:
+            if self.root_fd is None:
+                fd = _open(os.path.join(self.root_s, rel), _RDONLY)
+            else:
+                fd = _open(rel, _RDONLY, dir_fd=self.root_fd)
+            try:
+                data = _read(fd, 1 << 16)
+                if data:
+                    parts = [data]
+                    while chunk := _read(fd, 1 << 20):
+                        parts.append(chunk)
+                    if len(parts) > 1:
+                        data = b"".join(parts)
+            finally:
+                _close(fd)
+        except (OSError, TypeError, ValueError):
             f.fail(1, log, seq, f"record {rel} missing")
             return
         if sha256(data).hexdigest() != a["record_sha256"]:
             f.fail(1, log, seq, f"record {rel} does not hash as its line says")
             return
         r = parse_object(data)
-        where = f"models/{st.name}/{rel}"
         if not isinstance(r, dict):
-            f.fail(1, where, None, "record is not a JSON object")
+            f.fail(1, f"models/{st.name}/{rel}", None, "record is not a JSON object")
             return
         checked[1] += 1
         if r.get("model") != st.name or (
                 r.get("household"), r.get("arm"), r.get("pass"), r.get("lane"), r.get("start"), r.get("end"),
                 r.get("cost_nusd")) != (a["household"], a["arm"], a["pass"], a["lane"], a["start"], a["end"],
                                         a["cost_nusd"]):
-            f.fail(1, where, None, "record disagrees with its attempt line")
+            f.fail(1, f"models/{st.name}/{rel}", None, "record disagrees with its attempt line")
         calls = r.get("calls") or []
         # Call times are raw time.time(); attempt times are the never-backwards
         # clock's. A wall clock that stepped back (the host log shows by how
@@ -326,11 +355,11 @@ class ModelCheck:
             cs, ce = c.get("start"), c.get("end")
             if not (isinstance(cs, (int, float)) and isinstance(ce, (int, float))
                     and lo <= cs <= hi and lo <= ce <= hi and cs <= ce + back):
-                f.fail(5, where, None, f"call {c.get('kind')} {cs}..{ce} outside the attempt {a['start']}..{a['end']}")
+                f.fail(5, f"models/{st.name}/{rel}", None, f"call {c.get('kind')} {cs}..{ce} outside the attempt {a['start']}..{a['end']}")
             cost += int(c.get("cost_nusd") or 0)
         checked[7] += 1
         if cost != r.get("cost_nusd"):
-            f.fail(7, where, None, f"record cost {r.get('cost_nusd')} is not its calls' {cost}")
+            f.fail(7, f"models/{st.name}/{rel}", None, f"record cost {r.get('cost_nusd')} is not its calls' {cost}")
         self.classify(seq, a, r)
         s = a["start"]
         checked[6] += 1 + len(st.pauses)
@@ -354,7 +383,7 @@ class ModelCheck:
             # Judged on the host.jsonl prefix the lane decided on (its line
             # says how many lines); a prefix can only add "no sample after".
             limit = a.get("host_lines")
-            host = self.ctx.host_is(a["start"], a["end"], limit if type(limit) is int else None)
+            host = self.host_is(a["start"], a["end"], limit if type(limit) is int else None)
             key = rule_key(r)
             if key is None:
                 d = rules.decide(r, ("host",) if host else (), reruns_used=a["_reruns"], max_reruns=rl.max_reruns,

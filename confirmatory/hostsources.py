@@ -1,0 +1,223 @@
+"""Outside evidence sources for the host log: a file to follow, a command to run.
+
+Owns reading *new* lines from where the run's evidence comes from (a guard
+log, power or sleep events, the kernel's OOM-killer lines): a followed file
+survives rotation and truncation (each is reported as a note), a command's
+output counts only for lines not seen before. A failed read raises
+``ReadFailed``; the sampler (``confirmatory.host``) retries it and decides.
+No psutil here.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, Sequence
+
+class ReadFailed(Exception):
+    """A reading could not be taken (a value of the world, not a bug)."""
+
+
+READ_ERRORS = (ReadFailed, OSError)
+
+
+@dataclass(frozen=True, slots=True)
+class SourceRead:
+    lines: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()  # what happened to the source (rotation, truncation)
+
+
+class EvidenceSource(Protocol):
+    name: str
+
+    def read_new(self) -> SourceRead: ...
+
+
+def _decode_lines(chunks: list[bytes]) -> list[str]:
+    out = []
+    for raw in chunks:
+        text = raw.decode("utf-8", errors="replace").rstrip("\r")
+        if text.strip():
+            out.append(text)
+    return out
+
+
+class FileSource:
+    """Follows a file like `tail -F`: only bytes appended after the first read.
+
+    The file stays open between reads, so the tail of a file renamed away by
+    rotation is still read before switching to the new file at the path.
+    Reads use `os.pread` and commit their state only at the end, so a read
+    that fails half-way can be retried without losing or repeating lines.
+    A missing file is not a failure (logs are often created lazily); it is
+    noted once, and a file that appears later is read from its start.
+    """
+
+    def __init__(self, name: str, path: str | os.PathLike):
+        self.name = name
+        self.path = Path(path)
+        self._started = False
+        self._fd: int | None = None
+        self._ident: tuple[int, int] | None = None
+        self._offset = 0
+        self._pending = b""
+        self._skip_partial = False  # the line being written at baseline is not ours
+        self._missing_noted = False
+
+    def read_new(self) -> SourceRead:
+        if not self._started:
+            return self._baseline()
+        notes: list[str] = []
+        lines: list[bytes] = []
+        pending, skip, offset = self._pending, self._skip_partial, self._offset
+        if self._fd is not None:
+            if os.fstat(self._fd).st_size < offset:
+                # Race: truncated and refilled past `offset` between two reads looks
+                # like growth; what was written before the refill is then lost.
+                notes.append(f"{self.path} truncated below byte {offset}; reading it again from the start")
+                pending, skip, offset = b"", False, 0
+            data = _pread_all(self._fd, offset)
+            pending, offset = pending + data, offset + len(data)
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            st = None
+        new_fd = None
+        missing_noted = self._missing_noted
+        if st is None:
+            if not missing_noted:
+                notes.append(f"{self.path} is missing; waiting for it to appear")
+                missing_noted = True
+        elif (st.st_dev, st.st_ino) != self._ident:
+            new_fd = os.open(self.path, os.O_RDONLY)
+            try:
+                if self._fd is not None:
+                    notes.append(f"{self.path} was replaced (rotation); the old file was read to its end")
+                    old_lines, rest, skip = _split_lines(pending, skip)
+                    lines.extend(old_lines)
+                    if rest and not skip:
+                        lines.append(rest)  # the old file's unfinished last line
+                else:
+                    notes.append(f"{self.path} appeared; reading it from the start")
+                pending, skip, offset = b"", False, 0
+                data = _pread_all(new_fd, 0)
+                pending, offset = data, len(data)
+                ident = (os.fstat(new_fd).st_dev, os.fstat(new_fd).st_ino)
+            except BaseException:
+                os.close(new_fd)
+                raise
+            missing_noted = False
+        parts, pending, skip = _split_lines(pending, skip)
+        lines.extend(parts)
+        # Commit: nothing above changed the source's state.
+        if new_fd is not None:
+            if self._fd is not None:
+                os.close(self._fd)
+            self._fd, self._ident = new_fd, ident
+        self._pending, self._skip_partial, self._offset = pending, skip, offset
+        self._missing_noted = missing_noted
+        return SourceRead(lines=tuple(_decode_lines(lines)), notes=tuple(notes))
+
+    def _baseline(self) -> SourceRead:
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            self._started, self._missing_noted = True, True
+            return SourceRead(notes=(f"{self.path} is missing; waiting for it to appear",))
+        try:
+            st = os.fstat(fd)
+            last = os.pread(fd, 1, st.st_size - 1) if st.st_size else b"\n"
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd, self._ident, self._offset = fd, (st.st_dev, st.st_ino), st.st_size
+        self._skip_partial = last != b"\n"
+        self._started = True
+        return SourceRead()
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def _split_lines(data: bytes, skip_first: bool) -> tuple[list[bytes], bytes, bool]:
+    """(complete lines, unfinished rest, still skipping) - `skip_first` drops the baseline's partial line."""
+    parts = data.split(b"\n")
+    rest = parts.pop()
+    if skip_first and parts:
+        parts, skip_first = parts[1:], False
+    return parts, rest, skip_first
+
+
+def _pread_all(fd: int, offset: int) -> bytes:
+    chunks = []
+    while True:
+        chunk = os.pread(fd, 1 << 16, offset)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        offset += len(chunk)
+
+
+class CommandSource:
+    """Runs a command at every read; output lines it has not printed before count.
+
+    The first successful run is the baseline (its lines predate the monitor).
+    Lines are counted as a multiset: the k-th copy of a line is new when no
+    earlier output held k copies, so a log that repeats a message still
+    shows each repeat once.  A command must exit: a follow-mode command
+    (`-f`, `--follow`) would time out (see docs/HOST.md for the alternatives).
+    A non-zero exit status is a failed read.
+    """
+
+    def __init__(self, name: str, argv: Sequence[str], *, timeout_s: float = 10.0):
+        self.name = name
+        self.argv = list(argv)
+        self.timeout_s = timeout_s
+        self._seen: Counter[str] | None = None
+
+    def read_new(self) -> SourceRead:
+        try:
+            proc = subprocess.run(
+                self.argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=self.timeout_s
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise ReadFailed(f"command {self.argv[0]!r}: {type(exc).__name__}: {exc}") from exc
+        if proc.returncode != 0:
+            tail = proc.stderr.decode("utf-8", errors="replace").strip()[-300:]
+            raise ReadFailed(f"command {self.argv[0]!r} exited {proc.returncode}: {tail}")
+        output = _decode_lines(proc.stdout.split(b"\n"))
+        if self._seen is None:
+            self._seen = Counter(output)
+            return SourceRead()
+        copies: Counter[str] = Counter()
+        new = []
+        for line in output:
+            copies[line] += 1
+            if copies[line] > self._seen[line]:
+                new.append(line)
+        for line, k in copies.items():
+            self._seen[line] = max(self._seen[line], k)
+        return SourceRead(lines=tuple(new))
+
+
+def _field(item: Any, key: str) -> Any:
+    return item.get(key) if isinstance(item, dict) else getattr(item, key, None)
+
+
+def sources_from_spec(evidence: Sequence[Any], *, command_timeout_s: float = 10.0) -> list[EvidenceSource]:
+    """The design's `[[host.evidence]]` entries as sources ({name, path} or {name, command})."""
+    sources: list[EvidenceSource] = []
+    for item in evidence:
+        name, path, command = _field(item, "name"), _field(item, "path"), _field(item, "command")
+        if (path is None) == (command is None):
+            raise ValueError(f"evidence source {name!r}: give exactly one of path or command")
+        if path is not None:
+            sources.append(FileSource(name, path))
+        else:
+            sources.append(CommandSource(name, command, timeout_s=command_timeout_s))
+    return sources
