@@ -24,7 +24,8 @@ from typing import Any
 from confirmatory import rules
 from confirmatory.chain import write_json_durable
 from confirmatory.clock import Clock
-from confirmatory.lanes import Lane, ModelState, Running
+from confirmatory.lanes import Lane
+from confirmatory.modelstate import ModelState, Running
 from confirmatory.money import usd_to_nusd
 from confirmatory.runfiles import RunFiles, create_run_dir
 from confirmatory.spend import Spend
