@@ -19,6 +19,8 @@ seed is derived, what an append promises, and how a log is re-read.
 * ``iter_lines``, ``check_chain``, ``prefix_head`` and ``ChainReader`` (one
   pass that checks the links and yields the parsed lines, for ``verify``) are
   streaming readers: they read in binary chunks and never hold the whole file.
+  ``ChainReader`` lets orjson, if installed, propose each line's object; the
+  canonical test with the standard encoder decides (see ``_fast_loads``).
 * ``write_json_durable`` writes one whole JSON file atomically (records,
   manifests).
 """
@@ -59,6 +61,20 @@ if c_make_encoder is not None:
         return "".join(_encode_c(obj, 0))
 else:  # pragma: no cover - interpreters without the _json accelerator
     _canon_text = _CANON.encode
+
+
+# An optional faster parser for the readers (orjson, if installed; verify
+# never needs it). It only proposes: a line is accepted exactly when the
+# standard library's canonical re-encoding of the proposed object equals the
+# line, and then the standard parser would give an equal object (re-encoding
+# a parsed line and parsing it back is the identity for every JSON value:
+# repr round-trips floats, ints and strings are exact). Whatever it rejects
+# or gets wrong (ints beyond 64 bits become floats there, whose encoding then
+# differs) is parsed again by the standard parser, so nothing depends on it.
+try:  # pragma: no cover - depends on the environment
+    from orjson import loads as _fast_loads
+except ImportError:  # pragma: no cover
+    _fast_loads = None
 
 
 def _parse_line(text: str) -> Any:
@@ -302,15 +318,19 @@ class ChainReader:
 
     ``for seq, obj in ChainReader(path, seed, heads_at=...)`` yields every line
     that ``check_chain`` accepts, in order, as its position and parsed object
-    (each line is decoded, parsed, re-encoded and hashed exactly once: the
-    checks are ``check_chain``'s). Iteration ends at the first line that is not
-    a valid link, or at a torn tail. Afterwards ``result`` is the
+    (each line is parsed, re-encoded and hashed once: the checks are
+    ``check_chain``'s). The parse is the fast parser's where one is installed
+    and its object passes the canonical test (the standard parser would give
+    an equal object), else the standard parser's, so what is accepted and
+    yielded does not depend on it; ``fast_overruled`` counts the lines
+    accepted only by the standard parser. Iteration ends at the first line
+    that is not a valid link, or at a torn tail. Afterwards ``result`` is the
     ``ChainCheck`` that ``check_chain`` would have returned (None until the
     iteration has finished) and ``heads`` maps each count in ``heads_at`` that
     the good lines reach to the head after that many lines (0 -> the seed).
     """
 
-    __slots__ = ("path", "seed", "heads_at", "heads", "result")
+    __slots__ = ("path", "seed", "heads_at", "heads", "result", "fast_overruled")
 
     def __init__(self, path: Path, seed: str, heads_at: Any = ()) -> None:
         self.path = Path(path)
@@ -318,9 +338,13 @@ class ChainReader:
         self.heads_at = frozenset(heads_at)
         self.heads: dict[int, str] = {0: seed} if 0 in self.heads_at else {}
         self.result: ChainCheck | None = None
+        # lines accepted whose fast-parser object was not the one accepted:
+        # 0 means ``iter_objects(path, fast=True)`` gave exactly the standard
+        # parser's objects for every line accepted
+        self.fast_overruled = 0
 
     def __iter__(self) -> Iterator[tuple[int, dict]]:
-        parse, canon, sha256 = _parse_line, _canon_text, hashlib.sha256
+        parse, canon, sha256, fast = _parse_line, _canon_text, hashlib.sha256, _fast_loads
         wanted, heads = self.heads_at, self.heads
         head, n, end = self.seed, 0, 0
         try:
@@ -338,22 +362,38 @@ class ChainReader:
                     return
                 first = n
                 for line in parts:
-                    try:
-                        text = line.decode()
-                        obj = parse(text)
-                        good = (
-                            obj["prev"] == head
-                            and obj["seq"] == n
-                            and type(obj["seq"]) is int
-                            and canon(obj) == text
-                        )
-                    except Exception:  # noqa: BLE001 - any failure takes the slow path
-                        good = False
+                    good = proposed = False
+                    if fast is not None:
+                        try:  # proposed by the fast parser, accepted by the canonical test
+                            obj = fast(line)
+                            proposed = True
+                            good = (
+                                obj["prev"] == head
+                                and obj["seq"] == n
+                                and type(obj["seq"]) is int
+                                and canon(obj) == line.decode()
+                            )
+                        except Exception:  # noqa: BLE001 - decided by the standard parser below
+                            good = False
                     if not good:
-                        offset = base + sum(len(p) + 1 for p in parts[: n - first])
-                        problem = f"line {n} at byte {offset}: {_line_problem(line, n, head) or 'rejected'}"
-                        self.result = ChainCheck(False, n, head, problem, n, None, offset)
-                        return
+                        try:
+                            text = line.decode()
+                            obj = parse(text)
+                            good = (
+                                obj["prev"] == head
+                                and obj["seq"] == n
+                                and type(obj["seq"]) is int
+                                and canon(obj) == text
+                            )
+                        except Exception:  # noqa: BLE001 - any failure takes the slow path
+                            good = False
+                        if not good:
+                            offset = base + sum(len(p) + 1 for p in parts[: n - first])
+                            problem = f"line {n} at byte {offset}: {_line_problem(line, n, head) or 'rejected'}"
+                            self.result = ChainCheck(False, n, head, problem, n, None, offset)
+                            return
+                        if proposed:
+                            self.fast_overruled += 1
                     head = sha256(line).hexdigest()
                     n += 1
                     if n in wanted:
@@ -363,22 +403,36 @@ class ChainReader:
         self.result = ChainCheck(True, n, head, end=end)
 
 
-def iter_objects(path: Path) -> Iterator[dict]:
+def iter_objects(path: Path, *, fast: bool = False) -> Iterator[dict]:
     """The parsed objects of ``path``'s complete lines, in order, as
     ``ChainReader`` parses them, without checking links, hashing or
     re-encoding; stops quietly at the first line that is not a JSON object
     and never yields an unterminated tail. For a reader that checks the
-    chain on the side (another process) and only needs the values first."""
+    chain on the side (another process) and only needs the values first.
+
+    ``fast``: take the fast parser's object where it gives one (the standard
+    parser's elsewhere). Without the canonical test nothing vouches for it,
+    so a caller must check that the ``ChainReader`` pass over the same lines
+    accepted every one of them and has ``fast_overruled == 0``: then each
+    object is the standard parser's, value for value."""
     parse = _parse_line
+    quick = _fast_loads if fast else None
     with open(path, "rb", buffering=0) as f:
         for _, parts, is_tail in _batches(f):
             if is_tail:
                 return
             for line in parts:
-                try:
-                    obj = parse(line.decode())
-                except Exception:  # noqa: BLE001 - the chain check reports it
-                    return
+                obj = None
+                if quick is not None:
+                    try:
+                        obj = quick(line)
+                    except Exception:  # noqa: BLE001 - the standard parser decides
+                        obj = None
+                if obj is None:
+                    try:
+                        obj = parse(line.decode())
+                    except Exception:  # noqa: BLE001 - the chain check reports it
+                        return
                 if type(obj) is not dict:
                     return
                 yield obj

@@ -197,6 +197,29 @@ class HostSummary:
         self.gaps: list[tuple[float, int, str]] = []  # (q, line of p, reason)
 
     def add(self, obj: dict) -> None:
+        if obj.get("event") == "sample":
+            # the common line, a sample with float time (not before the last),
+            # clock step and pressure: the general path below, shortened
+            t, back, pressure = obj.get("t"), obj.get("clock_back_max_s"), obj.get("mem_pressure")
+            if type(t) is float and type(back) is float and type(pressure) is float and t >= self._last:
+                i = self.lines
+                self.lines = i + 1
+                self._last = t
+                if back > self.back_max:
+                    self._rise_k.append(len(self.sample_t))
+                    self._rise_b.append(back)
+                    self.back_max = back
+                self.sample_t.append(t)
+                if pressure > self.pressure_threshold:
+                    self.marks_t.append(t)
+                    self.marks.append((i, 0, f"pressure {pressure:g} > {self.pressure_threshold:g} at {_fmt_t(t)}"))
+                previous = self._prev_point
+                if previous is not None and t - previous > self.max_gap_s:
+                    self.gaps_end.append(t)
+                    self.gaps.append((previous, i, f"gap of {t - previous:.3f} s between samples at "
+                                                   f"{_fmt_t(previous)} and {_fmt_t(t)}"))
+                self._prev_point = t
+                return
         i = self.lines
         self.lines += 1
         t = obj.get("t")

@@ -214,3 +214,93 @@ def test_worker_processes_give_the_same_report_as_one_process(run, tmp_path):
     one, many = verify_run(bad, workers=1), verify_run(bad, workers=3)
     assert not one.ok and {1, 8} <= one.failed()
     assert _report_key(many) == _report_key(one)
+
+
+# Lines on which a faster parser could read otherwise than the standard one:
+# ints beyond 64 bits, exponents, -0.0, escapes, non-ASCII, nesting, duplicate
+# keys, whitespace, NaN, a lone surrogate, an upper-case escape.
+_TRICKY = [
+    {"n": 123456789012345678901234567890}, {"n": -9223372036854775809}, {"n": 18446744073709551615},
+    {"x": 1e16, "y": 1e-05, "z": 5e-324, "w": 1.7976931348623157e308, "v": -0.0, "u": 0.1},
+    {"s": "tab\there \"quoted\" back\\slash \u2028 \x7f \x01 é 🙂"},
+    {"nested": {"b": [1, 2.5, {"c": None}], "a": True}, "list": [False, "x"]},
+]
+_RAW_TRICKY = [b'{"dup":1,"dup":2,"prev":"%s","seq":%d}', b' {"prev":"%s","seq":%d}', b'{"n":NaN,"prev":"%s","seq":%d}',
+               b'{"prev":"%s","s":"\\ud800","seq":%d}', b'{"prev":"%s","s":"\\u001F","seq":%d}',
+               b'{"n":1.50,"prev":"%s","seq":%d}', b'{"n":1E+16,"prev":"%s","seq":%d}']
+
+
+def _chained(objs: list[dict], seed: str) -> bytes:
+    from confirmatory.chain import dumps, sha256_hex
+
+    out, head = [], seed
+    for seq, obj in enumerate(objs):
+        line = dumps({**obj, "seq": seq, "prev": head})
+        out.append(line)
+        head = sha256_hex(line)
+    return b"".join(line + b"\n" for line in out)
+
+
+def test_the_fast_parser_changes_nothing_the_readers_accept_or_yield(tmp_path, monkeypatch):
+    from confirmatory import chain
+
+    if chain._fast_loads is None:
+        pytest.skip("no fast parser installed")
+    seed = "ab" * 32
+    whole = _chained([{"event": "open"}, *_TRICKY, {"event": "close"}], seed)
+    lines = whole.split(b"\n")[:-1]
+    cases = {"whole": whole}
+    for k, raw in enumerate(_RAW_TRICKY):  # each as line 3, after a valid prefix
+        head = chain.sha256_hex(lines[2])
+        cases[f"raw{k}"] = b"\n".join(lines[:3] + [raw % (head.encode(), 3)] + lines[4:]) + b"\n"
+    for name, content in cases.items():
+        path = tmp_path / f"{name}.jsonl"
+        path.write_bytes(content)
+        fast = chain.ChainReader(path, seed, heads_at={0, 2, 5})
+        got_fast = [(s, o, repr(o)) for s, o in fast]
+        with monkeypatch.context() as m:
+            m.setattr(chain, "_fast_loads", None)
+            slow = chain.ChainReader(path, seed, heads_at={0, 2, 5})
+            got_slow = [(s, o, repr(o)) for s, o in slow]
+            objs_slow = [repr(o) for o in chain.iter_objects(path)]
+        assert got_fast == got_slow, name  # values and their types (repr tells 1 from 1.0)
+        assert fast.result == slow.result and fast.heads == slow.heads, name
+        assert slow.fast_overruled == 0
+        objs_fast = [repr(o) for o in chain.iter_objects(path, fast=True)]
+        accepted = fast.result.lines
+        if fast.fast_overruled == 0:  # then the fast values of the accepted lines are the standard ones
+            assert objs_fast[:accepted] == objs_slow[:accepted], name
+    # the long ints are read otherwise by the fast parser: overruled, and said so
+    overruled = chain.ChainReader(tmp_path / "whole.jsonl", seed)
+    list(overruled)
+    assert overruled.result.ok and overruled.fast_overruled >= 2
+
+
+def test_a_host_log_the_fast_parser_reads_otherwise_gives_the_same_report(run, tmp_path):
+    import shutil
+
+    from confirmatory import chain
+    from confirmatory.records import load_layout
+
+    # long ints in a sample, re-chained: every line stays a valid link, but
+    # the fast parser reads them as floats: the worker's chain pass says so
+    # and the parent takes its verdicts from the standard parser. A late
+    # time makes the log irregular (times go back after it): the whole-log
+    # index then, in the workers' mode as in one process.
+    edits = ({"mem_available": 10**30}, {"t": 10**30, "mem_pressure": 10**25}, {"t": 2e9})
+    for n, edit in enumerate(edits):
+        bad = tmp_path / f"bad{n}"
+        shutil.copytree(run, bad)
+        path = bad / "host.jsonl"
+        objs = [json.loads(line) for line in path.read_bytes().split(b"\n")[:-1]]
+        k = [i for i, o in enumerate(objs) if o.get("event") == "sample"][5]
+        objs[k].update(edit)
+        seed = {s.relpath: s.seed for s in load_layout(bad).logs()}["host.jsonl"]
+        path.write_bytes(_chained([{x: v for x, v in o.items() if x not in ("seq", "prev")} for o in objs], seed))
+        reader = chain.ChainReader(path, seed)
+        list(reader)
+        assert reader.result.ok and reader.result.lines == len(objs)
+        if chain._fast_loads is not None:
+            assert reader.fast_overruled == (n < 2)
+        one, many = verify_run(bad, workers=1), verify_run(bad, workers=3)
+        assert _report_key(many) == _report_key(one), n

@@ -67,7 +67,10 @@ def verify_run(run_dir: Path | str, witness: Path | str | None = None, *, worker
             # host.jsonl's chain is checked by a worker while this process
             # takes the values the verdicts need from the same lines.
             children.append(_fork(_host_chain, logs))
-            host = summarize_host(iter_objects_or_none(root / "host.jsonl"), rv)
+            host = summarize_host(iter_objects_or_none(root / "host.jsonl", fast=True), rv)
+            read = host.lines
+            if host.irregular:  # as in one process: an index over every line read
+                host = host_from(root / "host.jsonl", read, rv)
         rest = Findings()  # what is found after host.jsonl, merged after its findings
         logs.f = rest
         requests = {(o.get("model"), o.get("t")) for _, o in logs.lines("resume.jsonl")
@@ -83,9 +86,11 @@ def verify_run(run_dir: Path | str, witness: Path | str | None = None, *, worker
             # share the cores evenly instead of the last one running alone
             children.extend(_fork(_check_one, ctx, name) for name in names)
             host_part, *results = [_collect(c) for c in children]
-            if host_part[1].get("host.jsonl", 0) != host.lines:
-                # the chain ends before the values read (an edited log): take
-                # the verdicts from the chain-valid lines, as in one process
+            if host_part[1].get("host.jsonl", 0) != read or host_part[3]:
+                # the chain ends before the values read (an edited log), or
+                # the fast parser's values were not all the standard parser's
+                # (a line it reads otherwise): take the verdicts from the
+                # chain-valid lines by the standard parser, as in one process
                 ctx.host = host = host_from(root / "host.jsonl", host_part[1].get("host.jsonl", 0), rv)
                 results = [_check_one(ctx, name) for name in names]
     finally:
@@ -129,9 +134,9 @@ def summarize_host(objs, rv: RulesView) -> HostSummary:
     return summary
 
 
-def iter_objects_or_none(path: Path):
+def iter_objects_or_none(path: Path, fast: bool = False):
     try:
-        yield from iter_objects(path)
+        yield from iter_objects(path, fast=fast)
     except OSError:
         return
 
@@ -174,13 +179,14 @@ def _check_one(ctx: RunContext, name: str) -> tuple[Findings, dict, dict, ModelS
     return (*_log_part(own, ctx.logs, [model_log(name, n) for n in MODEL_LOG_NAMES]), slim)
 
 
-def _host_chain(logs: LogPass) -> tuple[Findings, dict, dict]:
-    """host.jsonl's chain (findings, valid lines, anchored heads), for a worker."""
+def _host_chain(logs: LogPass) -> tuple[Findings, dict, dict, int]:
+    """host.jsonl's chain (findings, valid lines, anchored heads, lines whose
+    fast-parser values were overruled), for a worker."""
     own = Findings()
     logs.f = own
     for _ in logs.lines("host.jsonl"):
         pass
-    return _log_part(own, logs, ["host.jsonl"])
+    return (*_log_part(own, logs, ["host.jsonl"]), logs.fast_overruled.get("host.jsonl", 0))
 
 
 def _fork(fn, *args):

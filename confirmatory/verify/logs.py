@@ -30,6 +30,7 @@ class LogPass:
         self.heads: dict[str, dict[int, str]] = {}  # log -> anchored count -> head seen
         self.anchors: list[tuple[int, dict]] = []
         self.wanted: dict[str, set[int]] = {}
+        self.fast_overruled: dict[str, int] = {}  # log -> `ChainReader.fast_overruled`
         self._read_anchors()
 
     # -- anchors.jsonl --------------------------------------------------------------
@@ -60,18 +61,20 @@ class LogPass:
             self.valid_lines[rel] = 0
             return
         reader = ChainReader(path, spec.seed, heads_at=self.wanted.get(rel, ()))
-        opened = False
-        for seq, obj in reader:
-            if seq == 0:
-                opened = obj.get("event") == "open"  # its prev is the seed: the reader checked it
-                self.f.expect(11, opened, rel, 0, f"line 0 is not an open line chained from {spec.manifest}'s seed")
+        lines = iter(reader)
+        for seq, obj in lines:  # line 0 only; the rest is handed on as it comes
+            opened = obj.get("event") == "open"  # its prev is the seed: the reader checked it
+            self.f.expect(11, opened, rel, 0, f"line 0 is not an open line chained from {spec.manifest}'s seed")
             yield seq, obj
+            break
+        yield from lines
         check = reader.result
         assert check is not None, "the log's lines were not all consumed"
         self.f.check(8)
         if not check.ok:
             self.f.fail(8, rel, check.problem_line, f"chain: {check.problem}")
         self.valid_lines[rel] = check.lines
+        self.fast_overruled[rel] = reader.fast_overruled
         self.heads.setdefault(rel, {}).update(reader.heads)
         if check.lines == 0:
             self._check_open(spec, path)
