@@ -117,3 +117,27 @@ def test_a_key_echoed_in_a_provider_error_never_reaches_the_records(tmp_path, mo
             assert secret.encode() not in data and b"tok-7777777" not in data, path
     rec = (run_dir / "models/m0/records/hh-000/alone/0.json").read_text()
     assert "[redacted:" in rec
+
+
+def test_a_witness_that_is_unreachable_at_the_end_is_reported_and_push_anchor_catches_up(tmp_path):
+    import sys
+
+    from confirmatory.anchors import push_anchor_command
+    from confirmatory.runmain import run_command
+    from confirmatory.testing.designs import write_design
+    from confirmatory.verify import verify_run
+
+    # The witness "comes back" once a flag file exists beside the design.
+    flag = tmp_path / "design" / "witness-up"
+    command = [sys.executable, "-c", f"import os, sys; sys.exit(0 if os.path.exists({str(flag)!r}) else 1)"]
+    design = write_design(tmp_path / "design", households=3, models=1, anchors={"command": command}, **FAST)
+    run_dir = tmp_path / "run"
+    assert run_command(design, run_dir, quiet=True) == 6  # completed, but the witness lacks the final anchor
+    report = verify_run(run_dir)
+    assert report.failed() == {8}
+    assert push_anchor_command(run_dir) == 6  # still unreachable: logged, not hidden
+    flag.write_text("")
+    assert push_anchor_command(run_dir) == 0
+    verified(run_dir)
+    pushes = of(events(run_dir, log="anchor-pushes.jsonl"), "push")
+    assert [p["rc"] for p in pushes][-3:] == [1, 1, 0]
