@@ -137,3 +137,13 @@ def test_the_main_job_with_no_arguments_runs_the_demo_and_verifies_it(tmp_path):
     assert "ALL INVARIANTS HOLD" in proc.stdout + proc.stderr
     runs = [p for p in (tmp_path / "runs").iterdir() if not p.name.startswith(".")]
     assert len(runs) == 1 and (runs[0] / "manifest.json").is_file()
+
+
+@pytest.mark.slow
+def test_the_minimal_design_runs_and_its_careful_model_answers_every_attempt(tmp_path):
+    run_dir = tmp_path / "runs" / "minimal"
+    result, _ = run_bundled(DEMO / "minimal.toml", run_dir)
+    assert result.status == "completed"
+    verified(run_dir)
+    careful = of(events(run_dir, "careful"), "attempt")
+    assert careful and {a["class"] for a in careful} == {"ok"}

@@ -95,13 +95,19 @@ def _engine(pool: Any, spend: Any, op: str, arguments: str, features: dict, kind
 
 
 def _parse(content: str | None) -> dict[str, float]:
+    """``{"net_income": number}`` from the reply: a fenced block, the whole text,
+    or the first JSON object in it (models write "Answer: {...}")."""
     text = content or ""
     fenced = _FENCE.search(text)
-    try:
-        obj = json.loads(fenced.group(1) if fenced else text)
-        value = obj["net_income"]
-        if type(value) not in (int, float):
-            raise TypeError(value)
-    except (ValueError, KeyError, TypeError) as exc:
-        raise UnparseableAnswer(f"final answer is not {{'net_income': number}}: {text[:200]!r}") from exc
-    return {"net_income": float(value)}
+    chunks = [fenced.group(1)] if fenced else [text]
+    decoder = json.JSONDecoder()
+    chunks += [text[m.start():] for m in re.finditer(r"\{", text)]
+    for chunk in chunks:
+        try:
+            obj, _ = decoder.raw_decode(chunk.strip())
+            value = obj["net_income"]
+        except (ValueError, KeyError, TypeError):
+            continue
+        if type(value) in (int, float) and value == value:
+            return {"net_income": float(value)}
+    raise UnparseableAnswer(f"final answer is not {{'net_income': number}}: {text[:200]!r}")
