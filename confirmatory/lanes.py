@@ -41,6 +41,15 @@ class Lane:
         self.index = index
         self.spec = model.spec
         self.rules = run.design.rules
+        # The household under way and its ended attempts (the same list the
+        # lane appends to), so that the main thread can settle a lane stuck
+        # in an abandoned conversation (``settle``).
+        self.household_now: tuple[str, list[Attempt]] | None = None
+        # Who writes a household's end lines and the lane-end line: the lane,
+        # or the main thread that settled it. Claimed under the model's cond.
+        self._household_claimed = False
+        self._lane_end_claimed = False
+        self.settled = False
 
     # -- the thread body -------------------------------------------------
     def run_lane(self) -> None:
@@ -60,13 +69,49 @@ class Lane:
             reason = "stopped"
             self.run.lane_failed(self.m, self.index, exc)
         finally:
-            with self.run.spend.ordered() as t:
-                pass
-            self.m.run_log.append({"event": "lane-end", "lane": self.index, "reason": reason, "t": t})
-            with self.m.cond:
-                self.m.lanes_done += 1
-                self.m.cond.notify_all()
-            self.run.wake()
+            self._write_lane_end(reason)
+
+    def _claim(self, what: str) -> bool:
+        with self.m.cond:
+            if getattr(self, what):
+                return False
+            setattr(self, what, True)
+            return True
+
+    def _write_lane_end(self, reason: str) -> None:
+        if not self._claim("_lane_end_claimed"):
+            return  # the main thread settled this lane and wrote it
+        with self.run.spend.ordered() as t:
+            pass
+        self.m.run_log.append({"event": "lane-end", "lane": self.index, "reason": reason, "t": t})
+        with self.m.cond:
+            self.m.lanes_done += 1
+            self.m.cond.notify_all()
+        self.run.wake()
+
+    def settle(self, running: Running) -> None:
+        """The main thread's end of a lane stuck in an abandoned conversation.
+
+        A conversation past its deadline ends at its next turn, but a call
+        that never returns (a provider trickling bytes defeats per-phase
+        timeouts) would keep its lane, and so the run, from ending. After a
+        grace period the main thread writes what the lane would have: the
+        household's attempt lines (the abandoned one from its deadline
+        record), its household line (unfinished) and the lane's end. If the
+        lane wakes later it writes nothing more.
+        """
+        assert running.deadline_record is not None
+        with self.m.cond:
+            now = self.household_now
+            self.settled = True
+        if now is not None:
+            household, attempts = now
+            record, rel, sha, end = running.deadline_record
+            if not any(a.record_rel == rel for a in attempts):
+                attempts = attempts + [Attempt(household, running.arm, running.pass_index, self.index,
+                                               running.start, end, record, rel, sha, running.pass_index)]
+            self.end_household(household, attempts, False)
+        self._write_lane_end("stopped")
 
     def _end_reason(self) -> str:
         if self.run.spend.crossed.is_set() and not self.m.stopped and not self.run.stopped:
@@ -122,6 +167,9 @@ class Lane:
         m = self.m
         order = m.arm_orders[household]
         attempts: list[Attempt] = []
+        with m.cond:
+            self.household_now = (household, attempts)
+            self._household_claimed = False
         reruns_used = {arm: 0 for arm in order}
         arms = list(order)
         pass_index = 0
@@ -177,11 +225,13 @@ class Lane:
 
     def end_household(self, household: str, attempts: list[Attempt], finished: bool) -> None:
         m = self.m
+        if not self._claim("_household_claimed"):
+            return  # settled by the main thread, which wrote these lines
         spend = sum(a.cost_nusd for a in attempts)
         unclassified = [a for a in attempts if a.cls is None]
         if unclassified:
-            # Cut short before its pass was classified (a runner error): the
-            # same evidence wait and rules as any pass, so verify agrees.
+            # Cut short before its pass was classified (a runner error, a
+            # settled lane): the same rules as any pass, so verify agrees.
             self.classify_pass(unclassified)
         with m.cond:
             with self.run.spend.ordered() as t:

@@ -73,6 +73,7 @@ class Running:
     # Set once the watcher has written the deadline record: between its
     # abandon() and this, the lane must wait, not read a half-made outcome.
     deadline_written: threading.Event = field(default_factory=threading.Event)
+    abandoned_mono: float | None = None  # time.monotonic() when the deadline took it
 
 
 @dataclass

@@ -40,6 +40,7 @@ class RunResult:
     spend_total_nusd: int
     run_dir: Path
     final_push_rc: int | None
+    abandoned_lanes: int = 0  # lanes still stuck in an abandoned conversation (settled by the Run)
 
 
 class Run:
@@ -77,6 +78,7 @@ class Run:
         self.files: RunFiles | None = None
         self.models: dict[str, ModelState] = {}
         self._threads: list[threading.Thread] = []
+        self._lanes: list[tuple[threading.Thread, Lane]] = []
         self._closed = False
         self._finished = False
         self._resume_seen = 0
@@ -129,6 +131,7 @@ class Run:
                 lane = Lane(self, m, i)
                 t = threading.Thread(target=lane.run_lane, name=f"lane-{m.name}-{i}", daemon=False)
                 self._threads.append(t)
+                self._lanes.append((t, lane))
         for t in self._threads:
             t.start()
 
@@ -171,7 +174,7 @@ class Run:
     def wait(self) -> RunResult:
         """Wait for the lanes, acting on signals, resumes, deadlines, pools, fatal errors."""
         try:
-            while any(t.is_alive() for t in self._threads):
+            while any(t.is_alive() and not lane.settled for t, lane in self._lanes):
                 self._wake.wait(POLL_S)
                 self._wake.clear()
                 self._tick()
@@ -179,8 +182,9 @@ class Run:
         except BaseException as exc:  # noqa: BLE001 - a runner error: settle, then stop
             self.fatal("runner-error", f"main loop: {exc!r}")
             self._tick()
-            for t in self._threads:
-                t.join()
+            for t, lane in self._lanes:
+                if not lane.settled:
+                    t.join()
         return self._finish()
 
     def _tick(self) -> None:
@@ -207,6 +211,9 @@ class Run:
             for r in running:
                 if now - r.start >= deadline and r.deadline_record is None:
                     self._abandon(m, r)
+                elif (r.abandoned_mono is not None
+                      and time.monotonic() - r.abandoned_mono > self.abandon_grace_s(m)):
+                    self._settle(m, r)
             if m.pool is not None and not m.stopped and not m.pool.alive():
                 self.stop_model(m, "pool", detail="engine pool died")
             if m.paused:
@@ -354,9 +361,24 @@ class Run:
         try:
             rel, sha = self.write_record(m, record)
             r.deadline_record = (record, rel, sha, end)
+            r.abandoned_mono = time.monotonic()
         finally:
             r.deadline_written.set()
         self.trigger(m, "deadline", r.household, r.arm, r.pass_index)
+
+    def abandon_grace_s(self, m: ModelState) -> float:
+        """How long an abandoned conversation may take to reach its next turn.
+
+        Two of its model's call timeouts: a call that outlives that is stuck
+        (a per-phase timeout can be defeated by a server trickling bytes).
+        """
+        return max(2 * float(m.spec.timeout_s), 1.0)
+
+    def _settle(self, m: ModelState, r: Running) -> None:
+        for t, lane in self._lanes:
+            if lane.m is m and lane.index == r.lane and t.is_alive() and not lane.settled:
+                lane.settle(r)
+                self._wake.set()
 
     def pool_failed(self, m: ModelState, exc: BaseException) -> bool:
         """True (and the model stopped, cause pool) when ``exc`` came from a dead engine pool."""
@@ -392,7 +414,8 @@ class Run:
         rc = self.anchorer.finish() if self.anchorer is not None else None
         self._finished = True
         self.close()
-        return RunResult(status, cause, total, self.run_dir, rc)
+        stuck = sum(1 for t, lane in self._lanes if lane.settled and t.is_alive())
+        return RunResult(status, cause, total, self.run_dir, rc, stuck)
 
     def close(self) -> None:
         """Idempotent: join what is left, close pools and writers, restore signal handlers."""
@@ -400,8 +423,9 @@ class Run:
             return
         self._closed = True
         self.stop_event.set()
-        for t in self._threads:
-            t.join()
+        for t, lane in self._lanes:
+            # A settled lane is stuck in a call that never returns: do not wait on it.
+            t.join(timeout=0 if lane.settled else None)
         if self.host is not None:
             self.host.stop()
             self.host.join()

@@ -8,6 +8,7 @@ keys litellm needs, an existing run directory.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -123,7 +124,17 @@ def _execute(loaded: Any, design: Path, run_dir: Path, *, quiet: bool) -> int:
         run.close()
         if sim is not None:
             sim.stop()
-    return report(result)
+    code = report(result)
+    if result.abandoned_lanes:
+        # Their threads are stuck in calls that never returned; they are not
+        # daemons (they wrote records), so the interpreter would wait for
+        # them forever. Everything is written and anchored: leave now.
+        print(f"  {result.abandoned_lanes} lane(s) stuck in an abandoned call; exiting without them",
+              file=sys.stderr)
+        sys.stderr.flush()
+        sys.stdout.flush()
+        os._exit(code)
+    return code
 
 
 def report(result: Any) -> int:

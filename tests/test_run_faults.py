@@ -6,7 +6,7 @@ import errno
 import os
 import time
 
-from runhelpers import events, execute, of, verified
+from runhelpers import events, execute, make_run, of, verified
 
 FAST = {"engine_factory": "confirmatory.testing.fakes:null_engine"}
 
@@ -141,3 +141,28 @@ def test_a_witness_that_is_unreachable_at_the_end_is_reported_and_push_anchor_ca
     verified(run_dir)
     pushes = of(events(run_dir, log="anchor-pushes.jsonl"), "push")
     assert [p["rc"] for p in pushes][-3:] == [1, 1, 0]
+
+
+def test_a_lane_stuck_in_a_call_that_never_returns_is_settled_and_the_run_still_ends(tmp_path):
+    from confirmatory.testing import fakes
+
+    fakes.STUCK_RELEASE.clear()
+    hh = [{"id": "hh-000", "plan": {"m0:alone/0": "stuck"}}, {"id": "hh-001"}, {"id": "hh-002"}]
+    run = make_run(tmp_path, households=hh, models=[{"name": "m0", "timeout_s": 0.2}, {"name": "m1"}],
+                   arms=("alone", "calculator"), rules={"attempt_deadline_s": 0.3}, **FAST)
+    try:
+        result = run.execute()
+        assert result.abandoned_lanes == 1
+        assert result.status == "stopped" and result.stop_cause == "deadline"
+        verified(run.run_dir)
+        ev = events(run.run_dir, "m0")
+        stuck = [h for h in of(ev, "household") if h["household"] == "hh-000"]
+        assert [h["finished"] for h in stuck] == [False]
+        assert of(ev, "attempt", household="hh-000", arm="alone")[0]["class"] == "harness"
+        written = (run.run_dir / "models/m0/run.jsonl").read_bytes()
+    finally:
+        fakes.STUCK_RELEASE.set()
+        for t in run._threads:
+            t.join(10)
+    # The lane that woke up afterwards wrote nothing more.
+    assert (run.run_dir / "models/m0/run.jsonl").read_bytes() == written

@@ -76,3 +76,22 @@ def test_a_hard_kill_loses_no_acknowledged_line_and_verify_does_not_pass(tmp_pat
     report = verify_run(run_dir)
     assert not report.ok
     assert 8 in report.failed(), report.to_table()  # no final anchor, no close
+
+
+@pytest.mark.slow
+def test_the_runner_process_exits_even_when_a_lane_is_stuck_in_a_call_forever(tmp_path):
+    hh = [{"id": "hh-000", "plan": {"m0:alone/0": "stuck"}, "stuck_s": 600}, {"id": "hh-001"}]
+    design = write_design(tmp_path / "design", households=hh,
+                          models=[{"name": "m0", "timeout_s": 0.2}], rules={"attempt_deadline_s": 0.3}, **FAST)
+    run_dir = tmp_path / "run"
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "confirmatory_run.py"), "run", str(design),
+         "--out", str(run_dir), "--quiet"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 4, proc.stderr
+    assert "stuck in an abandoned call" in proc.stderr
+    assert time.monotonic() - started < 60
+    report = verify_run(run_dir)
+    assert report.ok, report.to_table()

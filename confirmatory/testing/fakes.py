@@ -25,9 +25,12 @@ from typing import Any
 
 from confirmatory.errors import TruncationSurvived, UnparseableAnswer
 
+# Set by a test to let "stuck" conversations return.
+STUCK_RELEASE = threading.Event()
+
 FAULT_KINDS = (
     "ok", "provider", "unavailable", "timeout", "model", "truncated", "operator", "forbidden",
-    "harness", "inconclusive", "hang", "interrupt", "expensive", "pool-kill", "slow", "echo-key",
+    "harness", "inconclusive", "hang", "interrupt", "expensive", "pool-kill", "slow", "echo-key", "stuck",
 )
 
 # What a litellm call raises for each planted provider-side fault.
@@ -103,6 +106,12 @@ def harness(model: Any, household: Any, arm: Any, pool: Any, spend: Any, clock: 
         if kind == "expensive":
             spend.add_call("chat", start, time.time(), cost_usd=float(payload.get("expensive_usd", 10.0)),
                            finish_reason="stop")
+            continue
+        if kind == "stuck":
+            # A call that never returns and never reaches a next turn (a server
+            # trickling bytes defeats per-phase timeouts). Tests release it.
+            STUCK_RELEASE.wait(float(payload.get("stuck_s", 60.0)))
+            spend.add_call("chat", start, time.time(), cost_usd=0.0, finish_reason="stop")
             continue
         if kind == "hang":
             # A conversation that keeps going (and spending) until the runner ends it.
