@@ -32,7 +32,7 @@ from pathlib import Path
 
 from confirmatory.chain import ChainError, ChainWriter, check_chain, log_seed, sha256_hex
 from confirmatory.clock import Clock
-from confirmatory.secrets import redact
+from confirmatory.redaction import redact
 
 OUTPUT_TAIL_CHARS = 2000
 # Exit status of push-anchor when the command failed: the witness does not

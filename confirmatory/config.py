@@ -9,7 +9,7 @@ registry leaves open) and ``known_confounds`` (how a declared matched pair may
 differ besides the thing being compared).
 
 Nothing secret is ever written: parameters that can hold credentials are
-withheld by name, and every string passes through ``confirmatory.secrets``
+withheld by name, and every string passes through ``confirmatory.redaction``
 before it reaches the file.
 """
 
@@ -28,7 +28,7 @@ import confirmatory
 from confirmatory import llm
 from confirmatory.design import LoadedDesign, ModelSpec
 from confirmatory.design_load import entry_module
-from confirmatory.secrets import HEADER_KEYS, is_secret_name, redact, redact_obj
+from confirmatory.redaction import HEADER_KEYS, is_secret_name, redact, redact_obj
 
 CONFIG_FORMAT = "confirmatory-config/1"
 REGISTRY_FORMAT = "confirmatory-models/1"
@@ -144,7 +144,7 @@ def git_state(source_dir: Path) -> tuple[str | None, bool | None]:
 
 
 def _redact_options(argv: list[str]) -> list[str]:
-    from confirmatory.secrets import redact_argv
+    from confirmatory.redaction import redact_argv
 
     return redact_argv(list(argv))
 

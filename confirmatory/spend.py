@@ -30,9 +30,9 @@ def record_error(exc: BaseException, *, escalated_after_truncation: bool = False
     """The record's ``error`` object for ``exc``, with any secret in its message redacted.
 
     Provider errors can echo a key back ("Incorrect API key provided: sk-...");
-    records are published, so the message passes through ``secrets.redact``.
+    records are published, so the message passes through ``redaction.redact``.
     """
-    from confirmatory.secrets import redact
+    from confirmatory.redaction import redact
 
     error = describe_exception(exc, escalated_after_truncation=escalated_after_truncation)
     error["message"] = redact(error["message"])

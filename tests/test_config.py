@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from confirmatory.config import IDENTITY_FIELDS, build_config, identity, known_confounds, write_config
 from confirmatory.design import Design, load_design
-from confirmatory.secrets import is_secret_name, redact, redact_argv
+from confirmatory.redaction import is_secret_name, redact, redact_argv
 
 DEMO = Path(__file__).resolve().parent.parent / "confirmatory" / "demo"
 OPENAI_KEY = "sk-test-openai-0123456789abcdef"

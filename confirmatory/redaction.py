@@ -5,9 +5,6 @@ a value of any environment variable whose *name* looks secret (API keys,
 tokens, passwords...), plus token shapes that are secret wherever they come
 from (``sk-...`` keys, ``Bearer ...`` headers). Run records are published, so
 redaction errs on the side of removing too much.
-
-Not the standard library's ``secrets``: inside the package, modules import
-this one as ``confirmatory.secrets``.
 """
 
 from __future__ import annotations
