@@ -225,6 +225,30 @@ def _batches(f: Any) -> Iterator[tuple[int, list[bytes], bool]]:
         yield base, [rest], True
 
 
+def _links(obj: Any, text: str, head: str, n: int) -> bool:
+    """Whether a parsed line is line ``n`` after ``head``, canonically encoded.
+
+    Comparing the canonical re-encoding with the strictly decoded text is the
+    same as comparing bytes.
+    """
+    return obj["prev"] == head and obj["seq"] == n and type(obj["seq"]) is int and _canon_text(obj) == text
+
+
+def _torn_check(base: int, tail: bytes, n: int, head: str) -> ChainCheck:
+    """The check of a log whose bytes after its last newline are a torn line."""
+    problem = _line_problem(tail, n, head)
+    reason = "no trailing newline" + (f"; {problem}" if problem else " (the line is otherwise whole)")
+    torn = TornInfo(base, len(tail), sha256_hex(tail), reason)
+    return ChainCheck(False, n, head, f"torn tail: {reason}", n, torn, base)
+
+
+def _broken_check(base: int, parts: list[bytes], first: int, n: int, head: str) -> ChainCheck:
+    """The check of a log whose line ``n`` (in a batch starting at line ``first``) is bad."""
+    offset = base + sum(len(p) + 1 for p in parts[: n - first])
+    problem = f"line {n} at byte {offset}: {_line_problem(parts[n - first], n, head) or 'rejected'}"
+    return ChainCheck(False, n, head, problem, n, None, offset)
+
+
 def _walk(path: Path, seed: str, limit: int | None = None) -> ChainCheck:
     """Check ``path`` from ``seed``; stop after ``limit`` good lines if given.
 
@@ -232,7 +256,7 @@ def _walk(path: Path, seed: str, limit: int | None = None) -> ChainCheck:
     field checks, one re-encode, one sha256) with everything bound to locals;
     byte offsets are worked out per chunk, not per line.
     """
-    parse, canon, sha256 = _parse_line, _canon_text, hashlib.sha256
+    parse, links, sha256 = _parse_line, _links, hashlib.sha256
     head, n, end = seed, 0, 0
     try:
         f = open(path, "rb", buffering=0)
@@ -243,27 +267,16 @@ def _walk(path: Path, seed: str, limit: int | None = None) -> ChainCheck:
             if limit is not None and not is_tail and len(parts) >= limit - n:
                 del parts[limit - n :]  # lines past the limit are not looked at
             if is_tail:
-                problem = _line_problem(parts[0], n, head)
-                reason = "no trailing newline" + (f"; {problem}" if problem else " (the line is otherwise whole)")
-                torn = TornInfo(base, len(parts[0]), sha256_hex(parts[0]), reason)
-                return ChainCheck(False, n, head, f"torn tail: {reason}", n, torn, base)
+                return _torn_check(base, parts[0], n, head)
             first = n
             for line in parts:
                 try:
                     text = line.decode()
-                    obj = parse(text)
-                    good = (
-                        obj["prev"] == head
-                        and obj["seq"] == n
-                        and type(obj["seq"]) is int
-                        and canon(obj) == text  # strict UTF-8 decode: same as comparing bytes
-                    )
+                    good = links(parse(text), text, head, n)
                 except Exception:  # noqa: BLE001 - any failure takes the slow path
                     good = False
                 if not good:
-                    offset = base + sum(len(p) + 1 for p in parts[: n - first])
-                    problem = f"line {n} at byte {offset}: {_line_problem(line, n, head) or 'rejected'}"
-                    return ChainCheck(False, n, head, problem, n, None, offset)
+                    return _broken_check(base, parts, first, n, head)
                 head = sha256(line).hexdigest()
                 n += 1
             end = base + sum(map(len, parts)) + len(parts)
@@ -344,7 +357,7 @@ class ChainReader:
         self.fast_overruled = 0
 
     def __iter__(self) -> Iterator[tuple[int, dict]]:
-        parse, canon, sha256, fast = _parse_line, _canon_text, hashlib.sha256, _fast_loads
+        parse, links, sha256, fast = _parse_line, _links, hashlib.sha256, _fast_loads
         wanted, heads = self.heads_at, self.heads
         head, n, end = self.seed, 0, 0
         try:
@@ -355,10 +368,7 @@ class ChainReader:
         with f:
             for base, parts, is_tail in _batches(f):
                 if is_tail:
-                    problem = _line_problem(parts[0], n, head)
-                    reason = "no trailing newline" + (f"; {problem}" if problem else " (the line is otherwise whole)")
-                    torn = TornInfo(base, len(parts[0]), sha256_hex(parts[0]), reason)
-                    self.result = ChainCheck(False, n, head, f"torn tail: {reason}", n, torn, base)
+                    self.result = _torn_check(base, parts[0], n, head)
                     return
                 first = n
                 for line in parts:
@@ -367,30 +377,18 @@ class ChainReader:
                         try:  # proposed by the fast parser, accepted by the canonical test
                             obj = fast(line)
                             proposed = True
-                            good = (
-                                obj["prev"] == head
-                                and obj["seq"] == n
-                                and type(obj["seq"]) is int
-                                and canon(obj) == line.decode()
-                            )
+                            good = links(obj, line.decode(), head, n)
                         except Exception:  # noqa: BLE001 - decided by the standard parser below
                             good = False
                     if not good:
                         try:
                             text = line.decode()
                             obj = parse(text)
-                            good = (
-                                obj["prev"] == head
-                                and obj["seq"] == n
-                                and type(obj["seq"]) is int
-                                and canon(obj) == text
-                            )
+                            good = links(obj, text, head, n)
                         except Exception:  # noqa: BLE001 - any failure takes the slow path
                             good = False
                         if not good:
-                            offset = base + sum(len(p) + 1 for p in parts[: n - first])
-                            problem = f"line {n} at byte {offset}: {_line_problem(line, n, head) or 'rejected'}"
-                            self.result = ChainCheck(False, n, head, problem, n, None, offset)
+                            self.result = _broken_check(base, parts, first, n, head)
                             return
                         if proposed:
                             self.fast_overruled += 1
