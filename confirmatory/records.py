@@ -205,20 +205,8 @@ class HostSummary:
                 i = self.lines
                 self.lines = i + 1
                 self._last = t
-                if back > self.back_max:
-                    self._rise_k.append(len(self.sample_t))
-                    self._rise_b.append(back)
-                    self.back_max = back
-                self.sample_t.append(t)
-                if pressure > self.pressure_threshold:
-                    self.marks_t.append(t)
-                    self.marks.append((i, 0, f"pressure {pressure:g} > {self.pressure_threshold:g} at {_fmt_t(t)}"))
-                previous = self._prev_point
-                if previous is not None and t - previous > self.max_gap_s:
-                    self.gaps_end.append(t)
-                    self.gaps.append((previous, i, f"gap of {t - previous:.3f} s between samples at "
-                                                   f"{_fmt_t(previous)} and {_fmt_t(t)}"))
-                self._prev_point = t
+                self._sample(i, t, back, pressure)
+                self._point(i, t)
                 return
         i = self.lines
         self.lines += 1
@@ -248,17 +236,24 @@ class HostSummary:
             if not (back is None or isinstance(back, _NUM)) or not (pressure is None or isinstance(pressure, _NUM)):
                 self.irregular = True
                 return
-            b = max(self.back_max, float(back or 0.0))
-            if b > self.back_max:
-                self._rise_k.append(len(self.sample_t))
-                self._rise_b.append(b)
-            self.back_max = b
-            self.sample_t.append(t)
-            if pressure is not None and pressure > self.pressure_threshold:
-                self.marks_t.append(t)
-                self.marks.append((i, 0, f"pressure {pressure:g} > {self.pressure_threshold:g} at {_fmt_t(t)}"))
+            self._sample(i, t, float(back or 0.0), pressure)
         else:
             self._opens.append((i, t))
+        self._point(i, t)
+
+    def _sample(self, i: int, t: float, back: float, pressure: float | None) -> None:
+        """A sample at line ``i``: its time, a rise of the back-step max, a pressure mark."""
+        if back > self.back_max:
+            self._rise_k.append(len(self.sample_t))
+            self._rise_b.append(back)
+            self.back_max = back
+        self.sample_t.append(t)
+        if pressure is not None and pressure > self.pressure_threshold:
+            self.marks_t.append(t)
+            self.marks.append((i, 0, f"pressure {pressure:g} > {self.pressure_threshold:g} at {_fmt_t(t)}"))
+
+    def _point(self, i: int, t: float) -> None:
+        """A time point (open or sample) at line ``i``: a gap since the previous one."""
         previous = self._prev_point
         if previous is not None and t - previous > self.max_gap_s:
             self.gaps_end.append(t)
