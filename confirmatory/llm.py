@@ -218,6 +218,18 @@ def _stamp(exc: BaseException, start: float, end: float) -> None:
         pass
 
 
+def _timed(call: Any, **kwargs: Any) -> tuple[Any, float, float]:
+    """``call(**kwargs)`` with its raw start and end times; a raised exception
+    carries them too (``call_start``/``call_end``), and propagates unchanged."""
+    start = time.time()
+    try:
+        response = call(**kwargs)
+    except BaseException as exc:
+        _stamp(exc, start, time.time())
+        raise
+    return response, start, time.time()
+
+
 def chat(
     model: ModelLike,
     messages: list[dict[str, Any]],
@@ -243,13 +255,7 @@ def chat(
         kwargs["response_format"] = response_format
     if extra_headers:
         kwargs["extra_headers"] = dict(extra_headers)
-    start = time.time()
-    try:
-        response = lib.completion(messages=messages, **kwargs)
-    except BaseException as exc:
-        _stamp(exc, start, time.time())
-        raise
-    end = time.time()
+    response, start, end = _timed(lib.completion, messages=messages, **kwargs)
     choice = response.choices[0]
     message = choice.message
     calls = tuple(
@@ -300,13 +306,7 @@ def responses(
         kwargs["text"] = {"format": text_format}
     if extra_headers:
         kwargs["extra_headers"] = dict(extra_headers)
-    start = time.time()
-    try:
-        response = lib.responses(input=input, **kwargs)
-    except BaseException as exc:
-        _stamp(exc, start, time.time())
-        raise
-    end = time.time()
+    response, start, end = _timed(lib.responses, input=input, **kwargs)
     texts: list[str] = []
     calls: list[dict[str, str]] = []
     for item in getattr(response, "output", None) or []:
