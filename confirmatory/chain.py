@@ -19,8 +19,8 @@ seed is derived, what an append promises, and how a log is re-read.
 * ``iter_lines``, ``check_chain``, ``prefix_head`` and ``ChainReader`` (one
   pass that checks the links and yields the parsed lines, for ``verify``) are
   streaming readers: they read in binary chunks and never hold the whole file.
-  ``ChainReader`` lets orjson, if installed, propose each line's object; the
-  canonical test with the standard encoder decides (see ``_fast_loads``).
+  ``ChainReader`` takes orjson's object and encoding where they provably
+  agree with the standard library's (see ``_fast_canonical``).
 * ``write_json_durable`` writes one whole JSON file atomically (records,
   manifests).
 """
@@ -31,6 +31,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -63,18 +64,68 @@ else:  # pragma: no cover - interpreters without the _json accelerator
     _canon_text = _CANON.encode
 
 
-# An optional faster parser for the readers (orjson, if installed; verify
-# never needs it). It only proposes: a line is accepted exactly when the
-# standard library's canonical re-encoding of the proposed object equals the
-# line, and then the standard parser would give an equal object (re-encoding
-# a parsed line and parsing it back is the identity for every JSON value:
-# repr round-trips floats, ints and strings are exact). Whatever it rejects
-# or gets wrong (ints beyond 64 bits become floats there, whose encoding then
-# differs) is parsed again by the standard parser, so nothing depends on it.
+# A faster parser and encoder for the readers (orjson, a declared dependency;
+# every reader also works without it). They never decide alone what a line is
+# or what it holds: ``_fast_canonical`` accepts a line only when the standard
+# library's canonical test would accept it with an equal object, and
+# everything else goes to the standard parser and encoder.
 try:  # pragma: no cover - depends on the environment
+    from orjson import OPT_SORT_KEYS as _SORT_KEYS
+    from orjson import dumps as _fast_dumps
     from orjson import loads as _fast_loads
 except ImportError:  # pragma: no cover
-    _fast_loads = None
+    _fast_loads = _fast_dumps = None
+    _SORT_KEYS = 0
+
+
+def _fast_canonical(obj: Any, line: bytes) -> bool:
+    """Whether ``line`` is, byte for byte, RECORDS.md's encoding of ``obj``,
+    decided without the standard encoder; False means "ask the standard
+    encoder", not "no". ``obj`` is the fast parser's object of ``line``.
+
+    True only when all of these hold, and then ``dumps(obj) == line`` and the
+    standard parser gives an object equal to ``obj``, value and type:
+
+    * orjson's sorted compact encoding of ``obj`` is ``line`` itself. Then
+      every key is unique and sorted (by code point, as ``sort_keys``: UTF-8
+      byte order is code point order), there is no whitespace, every integer
+      is exact, and every float is written as its shortest round-trip digits,
+      so both parsers read the same double from it.
+    * No backslash: no string has an escape, so both encoders write each
+      string as its raw characters (neither escapes a character that needs
+      no escape).
+    * No float in exponent form and none written ``0.0000...``: orjson and
+      ``repr`` differ only there (orjson writes ``1e-7`` for ``1e-07`` and
+      ``0.00001`` for ``1e-05``; some versions ``1e16`` for ``1e+16``); for every other
+      finite double both write the same plain digits (tests/test_chain_fast.py
+      checks this over all magnitudes). In a compact encoding a number is
+      always followed by ``,``, ``}`` or ``]``, so ``_EXPONENT`` finds every
+      exponent (and perhaps text in a string that looks like one: then the
+      standard encoder decides).
+    """
+    return (_fast_dumps(obj, option=_SORT_KEYS) == line and b"\\" not in line and b"0.0000" not in line
+            and _EXPONENT(line) is None)
+
+
+_EXPONENT = re.compile(rb"e[-+]?[0-9]+[,}\]]").search
+
+
+def parse_document(data: bytes) -> Any:
+    """``json.loads(data)`` of a whole JSON file (a record), or ValueError.
+
+    The fast parser's object is taken when orjson re-encodes it to exactly
+    ``data`` (less one trailing newline): a text that is orjson's encoding of
+    a value has unique keys, exact integers and shortest round-trip floats,
+    so the standard parser reads the same value from it."""
+    if _fast_loads is not None:
+        body = data[:-1] if data[-1:] == b"\n" else data
+        try:
+            obj = _fast_loads(body)
+            if _fast_dumps(obj) == body:
+                return obj
+        except Exception:  # noqa: BLE001 - the standard parser decides
+            pass
+    return json.loads(data)
 
 
 def _parse_line(text: str) -> Any:
@@ -333,10 +384,11 @@ class ChainReader:
     that ``check_chain`` accepts, in order, as its position and parsed object
     (each line is parsed, re-encoded and hashed once: the checks are
     ``check_chain``'s). The parse is the fast parser's where one is installed
-    and its object passes the canonical test (the standard parser would give
-    an equal object), else the standard parser's, so what is accepted and
-    yielded does not depend on it; ``fast_overruled`` counts the lines
-    accepted only by the standard parser. Iteration ends at the first line
+    and its object passes a canonical test (orjson's guarded one,
+    ``_fast_canonical``, else the standard encoder's): then the standard
+    parser would give an equal object. Otherwise it is the standard parser's,
+    so what is accepted and yielded does not depend on orjson;
+    ``fast_overruled`` counts the lines accepted only by the standard parser. Iteration ends at the first line
     that is not a valid link, or at a torn tail. Afterwards ``result`` is the
     ``ChainCheck`` that ``check_chain`` would have returned (None until the
     iteration has finished) and ``heads`` maps each count in ``heads_at`` that
@@ -358,6 +410,7 @@ class ChainReader:
 
     def __iter__(self) -> Iterator[tuple[int, dict]]:
         parse, links, sha256, fast = _parse_line, _links, hashlib.sha256, _fast_loads
+        fast_canonical = _fast_canonical
         wanted, heads = self.heads_at, self.heads
         head, n, end = self.seed, 0, 0
         try:
@@ -374,10 +427,12 @@ class ChainReader:
                 for line in parts:
                     good = proposed = False
                     if fast is not None:
-                        try:  # proposed by the fast parser, accepted by the canonical test
+                        try:  # the fast parser's object, accepted by one of the canonical tests
                             obj = fast(line)
                             proposed = True
-                            good = links(obj, line.decode(), head, n)
+                            good = (obj.__class__ is dict and obj.get("prev") == head and obj.get("seq") == n
+                                    and type(obj["seq"]) is int
+                                    and (fast_canonical(obj, line) or links(obj, line.decode(), head, n)))
                         except Exception:  # noqa: BLE001 - decided by the standard parser below
                             good = False
                     if not good:
