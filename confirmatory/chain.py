@@ -101,13 +101,28 @@ def _fast_canonical(obj: Any, line: bytes) -> bool:
       checks this over all magnitudes). In a compact encoding a number is
       always followed by ``,``, ``}`` or ``]``, so ``_EXPONENT`` finds every
       exponent (and perhaps text in a string that looks like one: then the
-      standard encoder decides).
+      standard encoder decides). Where orjson writes a sign in every
+      exponent (``_SIGNED_EXPONENTS``), looking for ``e+`` and ``e-`` is
+      enough, and cheaper.
     """
     return (_fast_dumps(obj, option=_SORT_KEYS) == line and b"\\" not in line and b"0.0000" not in line
-            and _EXPONENT(line) is None)
+            and _no_exponent(line))
 
 
 _EXPONENT = re.compile(rb"e[-+]?[0-9]+[,}\]]").search
+# orjson 3.10 and later write 1e+16 (earlier: 1e16); both write 1e-7.
+# tests/test_chain_fast.py checks, for the orjson installed, that every
+# exponent it writes has its sign when this says so.
+_SIGNED_EXPONENTS = _fast_dumps is not None and _fast_dumps([1e16, 1e-7, 1.5e300]) == b"[1e+16,1e-7,1.5e+300]"
+
+
+def _no_exponent(line: bytes) -> bool:
+    """No float in exponent form in an orjson-encoded line (text that looks
+    like one inside a string also counts: a "no" only sends the line to the
+    standard test)."""
+    if _SIGNED_EXPONENTS:
+        return b"e+" not in line and b"e-" not in line
+    return _EXPONENT(line) is None
 
 
 def parse_document(data: bytes) -> Any:

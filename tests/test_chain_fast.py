@@ -115,7 +115,7 @@ def test_every_plain_float_is_written_alike():
     writes plain digits, with random and short-digit mantissas, and spot
     checks of every other magnitude."""
     rng = random.Random(7)
-    checked = 0
+    checked = signed = 0
     for e in range(-325, 309):
         for _ in range(2000 if -7 <= e <= 17 else 20):
             x = rng.uniform(1, 10) * 10.0 ** e
@@ -128,7 +128,12 @@ def test_every_plain_float_is_written_alike():
                 if "e" not in fast and not fast.lstrip("-").startswith("0.0000"):
                     assert fast == json.dumps(v), v
                     checked += 1
+                elif "e" in fast and chain._SIGNED_EXPONENTS:
+                    # what the cheaper exponent test rests on
+                    assert "e+" in fast or "e-" in fast, v
+                    signed += 1
     assert checked > 60000
+    assert signed > 1000 or not chain._SIGNED_EXPONENTS
 
 
 GUARDED = [{"x": 1e16}, {"x": -1.5e17}, {"x": 1e-7}, {"x": 1e-5}, {"x": [2.5e-6]}, {"x": {"y": 1e300}},
@@ -139,7 +144,7 @@ def test_the_guards_are_needed():
     """Lines that are orjson's own encoding but not the standard one (which
     floats they are depends on orjson's version; 1e-7 and 1e-5 differ in every
     version seen): the fast test must refuse each. A planted fault that drops
-    the exponent or the 0.0000 guard fails here."""
+    the exponent or the 0.0000 guard fails here (both exponent tests are tried)."""
     differ = 0
     for obj in GUARDED:
         line = orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
@@ -169,3 +174,15 @@ def test_the_runners_lines_take_the_fast_path():
         line = chain.dumps(obj)
         assert same(fast_accepts(line), standard_accepts(line))
         assert fast_accepts(line) is not None
+
+
+@pytest.mark.parametrize("signed, lines", [
+    (True, [b'{"x":1e+16}', b'{"x":-1e-7}', b'{"a":{"b":[2.5e+300]}}', b'{"x":1.5e-6,"y":1}']),
+    (False, [b'{"x":1e16}', b'{"x":-1e-7}', b'{"a":{"b":[2.5e300]}}', b'{"x":1.5e-6,"y":1}', b'{"x":1e+16}']),
+])
+def test_both_exponent_tests_find_every_exponent(monkeypatch, signed, lines):
+    """Each exponent test, on the exponents the orjson it serves writes."""
+    monkeypatch.setattr(chain, "_SIGNED_EXPONENTS", signed)
+    for line in lines:
+        assert not chain._no_exponent(line), line
+    assert chain._no_exponent(b'{"event":"sample","prev":"3e5e9","t":1764420000.5,"x":true,"y":false}')
