@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -274,15 +275,21 @@ def _line_problem(line: bytes, n: int, head: str) -> str | None:
     return None
 
 
-def _batches(f: Any) -> Iterator[tuple[int, list[bytes], bool]]:
-    """(offset of the first, lines without their newline, is_tail) per chunk.
+def _batches(f: Any, start: int = 0, stop: int | None = None) -> Iterator[tuple[int, list[bytes], bool]]:
+    """(offset of the first, lines without their newline, is_tail) per chunk
+    of the bytes from ``start`` to ``stop`` (the end when None).
 
-    The last batch, if the file does not end in a newline, is the
+    The last batch, if those bytes do not end in a newline, is the
     unterminated tail alone with ``is_tail`` set.
     """
-    base = 0
+    base = start
     rest = b""
-    while chunk := f.read(_CHUNK):
+    if start:
+        f.seek(start)
+    left = None if stop is None else stop - start
+    while chunk := f.read(_CHUNK if left is None else min(_CHUNK, left)):
+        if left is not None:
+            left -= len(chunk)
         parts = (rest + chunk if rest else chunk).split(b"\n")
         rest = parts.pop()
         yield base, parts, False
@@ -410,14 +417,23 @@ class ChainReader:
     the good lines reach to the head after that many lines (0 -> the seed).
     """
 
-    __slots__ = ("path", "seed", "heads_at", "heads", "result", "fast_overruled")
+    __slots__ = ("path", "seed", "heads_at", "heads", "result", "fast_overruled", "start", "stop", "first")
 
-    def __init__(self, path: Path, seed: str, heads_at: Any = ()) -> None:
+    def __init__(self, path: Path, seed: str, heads_at: Any = (), *, start: int = 0, stop: int | None = None) -> None:
         self.path = Path(path)
         self.seed = seed
         self.heads_at = frozenset(heads_at)
-        self.heads: dict[int, str] = {0: seed} if 0 in self.heads_at else {}
+        self.heads: dict[int, str] = {0: seed} if 0 in self.heads_at and not start else {}
         self.result: ChainCheck | None = None
+        # A span: the bytes from ``start`` (a line's first byte) to ``stop``
+        # (just after a newline; None: the end). A span after the first
+        # cannot know its first line's position or predecessor: it takes
+        # them from that line, says so in ``first`` ((seq, prev), None if
+        # the line has none), and checks every link after it. Whoever joins
+        # the spans checks that each ``first`` is where the span before
+        # ended (its ``result.lines`` and ``result.head``).
+        self.start, self.stop = start, stop
+        self.first: tuple[int, str] | None = None
         # lines accepted whose fast-parser object was not the one accepted:
         # 0 means ``iter_objects(path, fast=True)`` gave exactly the standard
         # parser's objects for every line accepted
@@ -427,14 +443,21 @@ class ChainReader:
         parse, links, sha256, fast = _parse_line, _links, hashlib.sha256, _fast_loads
         fast_canonical = _fast_canonical
         wanted, heads = self.heads_at, self.heads
-        head, n, end = self.seed, 0, 0
+        head, n, end = self.seed, 0, self.start
         try:
             f = open(self.path, "rb", buffering=0)
         except FileNotFoundError:
             self.result = ChainCheck(False, 0, head, problem=f"{self.path}: no such file", problem_line=0)
             return
         with f:
-            for base, parts, is_tail in _batches(f):
+            batches = _batches(f, self.start, self.stop)
+            if self.start:
+                batch = next(batches, None)
+                head, n = self._take_first(batch)
+                if head is None:
+                    return
+                batches = itertools.chain([batch], batches)  # its first line is checked as a link too
+            for base, parts, is_tail in batches:
                 if is_tail:
                     self.result = _torn_check(base, parts[0], n, head)
                     return
@@ -469,6 +492,22 @@ class ChainReader:
                     yield n - 1, obj
                 end = base + sum(map(len, parts)) + len(parts)
         self.result = ChainCheck(True, n, head, end=end)
+
+    def _take_first(self, batch: tuple | None) -> tuple[str | None, int]:
+        """A later span's first line: its (prev, seq) as the span's start, or
+        (None, 0) with ``result`` set when it has none (the joiner then reads
+        the log from its seed instead)."""
+        obj = None
+        if batch is not None and not batch[2] and batch[1]:
+            try:
+                obj = _parse_line(batch[1][0].decode())
+            except Exception:  # noqa: BLE001 - no position to take
+                obj = None
+        if type(obj) is dict and type(obj.get("seq")) is int and type(obj.get("prev")) is str:
+            self.first = (obj["seq"], obj["prev"])
+            return obj["prev"], obj["seq"]
+        self.result = ChainCheck(False, 0, "", problem="the span's first line has no seq and prev", end=self.start)
+        return None, 0
 
 
 def iter_objects(path: Path, *, fast: bool = False) -> Iterator[dict]:

@@ -467,3 +467,30 @@ class ChainMachine(RuleBasedStateMachine):
 
 ChainMachine.TestCase.settings = settings(max_examples=50, stateful_step_count=25, deadline=None)
 test_acknowledged_lines_survive_appends_reopens_power_cuts_and_torn_writes = ChainMachine.TestCase
+
+
+def test_a_log_read_in_spans_gives_what_one_pass_gives(tmp_path):
+    """ChainReader over byte spans: cut at every line, the spans' lines,
+    heads and ends join into the whole pass's; each later span says where it
+    starts (``first``: the seq and prev of its first line)."""
+    seed = "cd" * 32
+    path = tmp_path / "log.jsonl"
+    w = ChainWriter(path, seed)
+    for i in range(12):
+        w.append({"event": "open" if i == 0 else "sample", "t": 1.5 * i, "x": [i, {"y": "é"}]})
+    w.close()
+    data = path.read_bytes()
+    from confirmatory.chain import ChainReader
+
+    whole = ChainReader(path, seed, heads_at=range(13))
+    expected = list(whole)
+    starts = [0] + [i + 1 for i, b in enumerate(data) if b == 0x0A][:-1]
+    for k, cut in enumerate(starts[1:], start=1):
+        a = ChainReader(path, seed, heads_at=range(13), stop=cut)
+        b = ChainReader(path, seed, heads_at=range(13), start=cut)
+        got = list(a) + list(b)
+        assert got == expected
+        assert a.result.ok and b.result.ok and a.first is None
+        assert b.first == (a.result.lines, a.result.head) == (k, expected[k][1]["prev"])
+        assert b.result == whole.result
+        assert {**a.heads, **b.heads} == whole.heads

@@ -304,3 +304,61 @@ def test_a_host_log_the_fast_parser_reads_otherwise_gives_the_same_report(run, t
             assert reader.fast_overruled == (n < 2)
         one, many = verify_run(bad, workers=1), verify_run(bad, workers=3)
         assert _report_key(many) == _report_key(one), n
+
+
+def test_host_spans_joined_give_the_same_report_as_one_pass(run, tmp_path):
+    """host.jsonl's chain is checked in spans by worker processes and joined;
+    damage at and around the cut (or anywhere) must read exactly as one pass
+    reads it: the join falls back to that pass for any span or seam that is
+    not a clean link."""
+    import shutil
+
+    from confirmatory.chain import dumps, sha256_hex
+    from confirmatory.records import load_layout
+    from confirmatory.verify import host_spans
+
+    data = (run / "host.jsonl").read_bytes()
+    lines = data.split(b"\n")[:-1]
+    (cut, _), (start2, _) = host_spans(run / "host.jsonl", 2)
+    assert cut == 0 and 0 < start2 < len(data)
+    at = data[:start2].count(b"\n")  # the second span's first line
+    seed = {s.relpath: s.seed for s in load_layout(run).logs()}["host.jsonl"]
+
+    def rechained(ls):
+        out, head = [], seed
+        for seq, raw in enumerate(ls):
+            obj = json.loads(raw)
+            obj.update(seq=seq, prev=head)
+            out.append(dumps(obj))
+            head = sha256_hex(out[-1])
+        return out
+
+    def flip(ls, i):
+        return ls[:i] + [ls[i].replace(b'"t":', b'"t" :', 1)] + ls[i + 1:]
+
+    cases = {"intact": lines}
+    for i in (1, at - 1, at, at + 1, len(lines) - 1):
+        cases[f"flip{i}"] = flip(lines, i)
+        cases[f"delete{i}"] = lines[:i] + lines[i + 1:]
+        cases[f"duplicate{i}"] = lines[:i + 1] + lines[i:]
+        cases[f"truncate{i}"] = lines[:i]
+        if i + 1 < len(lines):
+            cases[f"swap{i}"] = lines[:i] + [lines[i + 1], lines[i]] + lines[i + 2:]
+    # chain-valid rewrites (the anchors, not the chain, catch these)
+    cases[f"rechained-without{at}"] = rechained(lines[:at] + lines[at + 1:])
+    cases["rechained-without-open"] = rechained(lines[1:])  # line 0 is then not an open line
+    cases[f"rechained-edit{at}"] = rechained(lines[:at] + [lines[at].replace(b'"load1":', b'"load1":1', 1)]
+                                             + lines[at + 1:])
+    assert cases[f"rechained-edit{at}"][at] != lines[at]
+    assert all(len(c) > at for k, c in cases.items() if not k.startswith("truncate"))
+    for name, content in cases.items():
+        bad = tmp_path / name
+        shutil.copytree(run, bad)
+        (bad / "host.jsonl").write_bytes(b"".join(line + b"\n" for line in content))
+        one, many = verify_run(bad, workers=1), verify_run(bad, workers=3)
+        assert _report_key(many) == _report_key(one), name
+        assert one.ok == (name == "intact"), name  # every damage is found, in both modes
+    torn = tmp_path / "torn"
+    shutil.copytree(run, torn)
+    (torn / "host.jsonl").write_bytes(data + b'{"event":"sam')
+    assert _report_key(verify_run(torn, workers=3)) == _report_key(verify_run(torn, workers=1))

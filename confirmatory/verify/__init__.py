@@ -23,7 +23,7 @@ import tomllib
 import traceback
 from pathlib import Path
 
-from confirmatory.chain import iter_objects
+from confirmatory.chain import ChainReader, iter_objects
 from confirmatory.records import MODEL_LOG_NAMES, HostIndex, HostSummary, load_layout, model_log
 from confirmatory.verify.context import RulesView, RunContext
 from confirmatory.verify.logs import LogPass
@@ -60,13 +60,16 @@ def verify_run(run_dir: Path | str, witness: Path | str | None = None, *, worker
     names = [n for n in layout.models if layout.models[n].problem is None]
     parallel = _worker_count(layout, names, workers) > 1
     children: list = []
+    span_children: list = []
     try:
         if not parallel:
             host, host_part = read_host(logs, rv)
         else:
-            # host.jsonl's chain is checked by a worker while this process
-            # takes the values the verdicts need from the same lines.
-            children.append(_fork(_host_chain, logs))
+            # host.jsonl's chain is checked by workers, one per span of the
+            # file, while this process takes the values the verdicts need
+            # from the same lines.
+            spans = host_spans(root / "host.jsonl", max(2, min(os.cpu_count() or 2, 4)))
+            span_children = [_fork(_host_span, logs, a, b) for a, b in spans]
             host = summarize_host(iter_objects_or_none(root / "host.jsonl", fast=True), rv)
             read = host.lines
             if host.irregular:  # as in one process: an index over every line read
@@ -85,7 +88,8 @@ def verify_run(run_dir: Path | str, witness: Path | str | None = None, *, worker
             # one process per model, even beyond the cores: equal models then
             # share the cores evenly instead of the last one running alone
             children.extend(_fork(_check_one, ctx, name) for name in names)
-            host_part, *results = [_collect(c) for c in children]
+            host_part = join_host_spans([_collect(c) for c in span_children], logs)
+            results = [_collect(c) for c in children]
             if host_part[1].get("host.jsonl", 0) != read or host_part[3]:
                 # the chain ends before the values read (an edited log), or
                 # the fast parser's values were not all the standard parser's
@@ -94,7 +98,7 @@ def verify_run(run_dir: Path | str, witness: Path | str | None = None, *, worker
                 ctx.host = host = host_from(root / "host.jsonl", host_part[1].get("host.jsonl", 0), rv)
                 results = [_check_one(ctx, name) for name in names]
     finally:
-        for proc, _ in children:
+        for proc, _ in children + span_children:
             if proc.is_alive():
                 proc.kill()
             proc.join()
@@ -187,6 +191,64 @@ def _host_chain(logs: LogPass) -> tuple[Findings, dict, dict, int]:
     for _ in logs.lines("host.jsonl"):
         pass
     return (*_log_part(own, logs, ["host.jsonl"]), logs.fast_overruled.get("host.jsonl", 0))
+
+
+def host_spans(path: Path, parts: int) -> list[tuple[int, int | None]]:
+    """host.jsonl cut into up to ``parts`` spans of about equal size, each
+    starting at a line's first byte: (start, stop) pairs, the last open-ended."""
+    cuts = [0]
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as fh:
+            for i in range(1, parts):
+                fh.seek(max(size * i // parts, cuts[-1]))
+                window = fh.read(1 << 16)
+                j = window.find(b"\n")
+                cut = fh.tell() - len(window) + j + 1
+                if j < 0 or cut >= size:
+                    break
+                cuts.append(cut)
+    except OSError:
+        pass  # one span: the pass over it reports the log missing or unreadable
+    return list(zip(cuts, [*cuts[1:], None]))
+
+
+def _host_span(logs: LogPass, start: int, stop: int | None):
+    """host.jsonl's chain over one span, for a worker. The first span goes
+    through `LogPass.lines` when it is the whole log, as in one process."""
+    if start == 0 and stop is None:
+        return _host_chain(logs)
+    spec = logs.specs["host.jsonl"]
+    reader = ChainReader(logs.layout.root / "host.jsonl", spec.seed, heads_at=logs.wanted.get("host.jsonl", ()),
+                         start=start, stop=stop)
+    first_event = None
+    for _, obj in reader:
+        if first_event is None:
+            first_event = obj.get("event")
+    return reader.result, reader.heads, reader.first, reader.fast_overruled, first_event
+
+
+def join_host_spans(parts: list, logs: LogPass) -> tuple[Findings, dict, dict, int]:
+    """The spans' checks joined into what one pass over host.jsonl gives, or,
+    when any span or seam is not a clean link (a damaged log), that one pass
+    itself, run here: its findings then say exactly what and where."""
+    if len(parts) == 1:
+        return parts[0]
+    heads: dict[int, str] = {}
+    overruled = 0
+    before = None
+    for k, (result, span_heads, first, over, first_event) in enumerate(parts):
+        clean = result is not None and result.ok and (
+            first_event == "open" if k == 0 else first == (before.lines, before.head))
+        if not clean:
+            return _host_chain(logs)
+        heads.update(span_heads)
+        overruled += over
+        before = result
+    own = Findings()
+    own.check(11)  # line 0 is an open line chained from the seed
+    own.check(8)   # the chain
+    return own, {"host.jsonl": before.lines}, {"host.jsonl": heads}, overruled
 
 
 def _fork(fn, *args):
