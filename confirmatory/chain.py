@@ -434,9 +434,7 @@ class ChainReader:
         # ended (its ``result.lines`` and ``result.head``).
         self.start, self.stop = start, stop
         self.first: tuple[int, str] | None = None
-        # lines accepted whose fast-parser object was not the one accepted:
-        # 0 means ``iter_objects(path, fast=True)`` gave exactly the standard
-        # parser's objects for every line accepted
+        # lines the fast parser read but only the standard one accepted
         self.fast_overruled = 0
 
     def __iter__(self) -> Iterator[tuple[int, dict]]:
@@ -510,36 +508,22 @@ class ChainReader:
         return None, 0
 
 
-def iter_objects(path: Path, *, fast: bool = False) -> Iterator[dict]:
-    """The parsed objects of ``path``'s complete lines, in order, as
-    ``ChainReader`` parses them, without checking links, hashing or
-    re-encoding; stops quietly at the first line that is not a JSON object
-    and never yields an unterminated tail. For a reader that checks the
-    chain on the side (another process) and only needs the values first.
-
-    ``fast``: take the fast parser's object where it gives one (the standard
-    parser's elsewhere). Without the canonical test nothing vouches for it,
-    so a caller must check that the ``ChainReader`` pass over the same lines
-    accepted every one of them and has ``fast_overruled == 0``: then each
-    object is the standard parser's, value for value."""
+def iter_objects(path: Path) -> Iterator[dict]:
+    """The parsed objects of ``path``'s complete lines, in order, by the
+    standard parser, without checking links, hashing or re-encoding; stops
+    quietly at the first line that is not a JSON object and never yields an
+    unterminated tail. For re-reading a prefix the chain pass has already
+    accepted."""
     parse = _parse_line
-    quick = _fast_loads if fast else None
     with open(path, "rb", buffering=0) as f:
         for _, parts, is_tail in _batches(f):
             if is_tail:
                 return
             for line in parts:
-                obj = None
-                if quick is not None:
-                    try:
-                        obj = quick(line)
-                    except Exception:  # noqa: BLE001 - the standard parser decides
-                        obj = None
-                if obj is None:
-                    try:
-                        obj = parse(line.decode())
-                    except Exception:  # noqa: BLE001 - the chain check reports it
-                        return
+                try:
+                    obj = parse(line.decode())
+                except Exception:  # noqa: BLE001 - the chain check reports it
+                    return
                 if type(obj) is not dict:
                     return
                 yield obj

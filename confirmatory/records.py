@@ -261,6 +261,67 @@ class HostSummary:
                                            f"{_fmt_t(previous)} and {_fmt_t(t)}"))
         self._prev_point = t
 
+    # -- joining ---------------------------------------------------------------------
+    def state(self) -> tuple:
+        """Everything a summary holds, for comparing two summaries."""
+        return (self.max_gap_s, self.pressure_threshold, self.monotone, self.irregular, self.back_max, self.lines,
+                self._last, self._prev_point, list(self.sample_t), self._other, self._other_q, self._opens,
+                self._rise_k, self._rise_b, self.marks_t, self.marks, self.gaps_end, self.gaps)
+
+    @classmethod
+    def join(cls, parts: "list[tuple[HostSummary, object]]") -> "HostSummary | None":
+        """The summary of a log from the summaries of its consecutive spans,
+        each built from a fresh summary: ``parts`` is [(summary, the ``t`` of
+        the span's first line)]. Exactly what feeding every line to one
+        summary gives (tests compare every field, cut at every line), or None
+        where a later span's first line has no numeric time (a fresh summary
+        would then start its clock at 0, not where the span before left it).
+        """
+        first, *rest = parts
+        whole = cls(max_gap_s=first[0].max_gap_s, pressure_threshold=first[0].pressure_threshold)
+        whole._extend(first[0])
+        for part, first_t in rest:
+            if not isinstance(first_t, _NUM):
+                return None
+            if first_t < whole._last:  # where the span starts, time went back: as the fold would see it
+                whole.monotone = False
+                whole.irregular = True
+            whole._extend(part)
+        return whole
+
+    def _extend(self, part: "HostSummary") -> None:
+        """Append a span's summary to this one (see ``join``)."""
+        lines, samples = self.lines, len(self.sample_t)
+        self.monotone = self.monotone and part.monotone
+        self.irregular = self.irregular or part.irregular
+        # the gap from this summary's last time point to the span's first
+        points = part._opens[:1] + ([(part._line_of(0), part.sample_t[0])] if len(part.sample_t) else [])
+        if points and self._prev_point is not None:
+            first_line, first_point = min(points)
+            previous = self._prev_point
+            if first_point - previous > self.max_gap_s:
+                self.gaps_end.append(first_point)
+                self.gaps.append((previous, lines + first_line,
+                                  f"gap of {first_point - previous:.3f} s between samples at "
+                                  f"{_fmt_t(previous)} and {_fmt_t(first_point)}"))
+        for k, b in zip(part._rise_k, part._rise_b):
+            if b > self.back_max:
+                self._rise_k.append(samples + k)
+                self._rise_b.append(b)
+                self.back_max = b
+        self.sample_t.extend(part.sample_t)
+        self._other.extend(i + lines for i in part._other)
+        self._other_q.extend(q + samples for q in part._other_q)
+        self._opens.extend((i + lines, t) for i, t in part._opens)
+        self.marks_t.extend(part.marks_t)
+        self.marks.extend((i + lines, z, r) for i, z, r in part.marks)
+        self.gaps_end.extend(part.gaps_end)
+        self.gaps.extend((q, i + lines, r) for q, i, r in part.gaps)
+        self._last = max(self._last, part._last)
+        if part._prev_point is not None:
+            self._prev_point = part._prev_point
+        self.lines += part.lines
+
     # -- queries -------------------------------------------------------------------
     def _line_of(self, k: int) -> int:
         """Line index of sample ``k``."""

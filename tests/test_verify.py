@@ -266,10 +266,7 @@ def test_the_fast_parser_changes_nothing_the_readers_accept_or_yield(tmp_path, m
         assert got_fast == got_slow, name  # values and their types (repr tells 1 from 1.0)
         assert fast.result == slow.result and fast.heads == slow.heads, name
         assert slow.fast_overruled == 0
-        objs_fast = [repr(o) for o in chain.iter_objects(path, fast=True)]
-        accepted = fast.result.lines
-        if fast.fast_overruled == 0:  # then the fast values of the accepted lines are the standard ones
-            assert objs_fast[:accepted] == objs_slow[:accepted], name
+        assert [o for _, _, o in got_fast] == objs_slow[:fast.result.lines], name
     # the long ints are read otherwise by the fast parser: overruled, and said so
     overruled = chain.ChainReader(tmp_path / "whole.jsonl", seed)
     list(overruled)
@@ -362,3 +359,33 @@ def test_host_spans_joined_give_the_same_report_as_one_pass(run, tmp_path):
     shutil.copytree(run, torn)
     (torn / "host.jsonl").write_bytes(data + b'{"event":"sam')
     assert _report_key(verify_run(torn, workers=3)) == _report_key(verify_run(torn, workers=1))
+
+
+def test_host_summaries_of_spans_join_into_the_summary_of_the_whole_log():
+    """HostSummary.join, cut at every line of random logs (pressure, clock
+    steps, gaps at and across the cut, evidence, failed samples, a time that
+    goes back): every field equals one summary fed every line."""
+    import random
+
+    from confirmatory.records import HostSummary
+
+    def fed(lines):
+        summary = HostSummary(max_gap_s=45, pressure_threshold=10)
+        for obj in lines:
+            summary.add(obj)
+        return summary
+
+    rng = random.Random(11)
+    for trial in range(30):
+        lines, _ = _random_host_log(rng, n=40)
+        if trial % 5 == 4:  # a time that goes back somewhere
+            k = rng.randrange(2, len(lines))
+            lines[k] = {**lines[k], "t": lines[k]["t"] - 100.0}
+        whole = fed(lines).state()
+        for cut in range(1, len(lines)):
+            for second in (cut + rng.randrange(1, 6),):
+                spans = [lines[:cut], lines[cut:second], lines[second:]]
+                parts = [(fed(span), span[0]["t"] if span else None) for span in spans if span]
+                assert HostSummary.join(parts).state() == whole, (trial, cut, second)
+    # a later span whose first line has no time: no join
+    assert HostSummary.join([(fed(lines[:3]), 0.0), (fed([{"event": "sample-failed"}]), None)]) is None

@@ -65,15 +65,11 @@ def verify_run(run_dir: Path | str, witness: Path | str | None = None, *, worker
         if not parallel:
             host, host_part = read_host(logs, rv)
         else:
-            # host.jsonl's chain is checked by workers, one per span of the
-            # file, while this process takes the values the verdicts need
-            # from the same lines.
+            # host.jsonl is checked and summarized by workers, one per span
+            # of the file, and joined here before the models' workers start
             spans = host_spans(root / "host.jsonl", max(2, min(os.cpu_count() or 2, 4)))
-            span_children = [_fork(_host_span, logs, a, b) for a, b in spans]
-            host = summarize_host(iter_objects_or_none(root / "host.jsonl", fast=True), rv)
-            read = host.lines
-            if host.irregular:  # as in one process: an index over every line read
-                host = host_from(root / "host.jsonl", read, rv)
+            span_children = [_fork(_host_span, logs, rv, a, b) for a, b in spans]
+            host, host_part = join_host_spans([_collect(c) for c in span_children], logs, rv)
         rest = Findings()  # what is found after host.jsonl, merged after its findings
         logs.f = rest
         requests = {(o.get("model"), o.get("t")) for _, o in logs.lines("resume.jsonl")
@@ -88,15 +84,7 @@ def verify_run(run_dir: Path | str, witness: Path | str | None = None, *, worker
             # one process per model, even beyond the cores: equal models then
             # share the cores evenly instead of the last one running alone
             children.extend(_fork(_check_one, ctx, name) for name in names)
-            host_part = join_host_spans([_collect(c) for c in span_children], logs)
             results = [_collect(c) for c in children]
-            if host_part[1].get("host.jsonl", 0) != read or host_part[3]:
-                # the chain ends before the values read (an edited log), or
-                # the fast parser's values were not all the standard parser's
-                # (a line it reads otherwise): take the verdicts from the
-                # chain-valid lines by the standard parser, as in one process
-                ctx.host = host = host_from(root / "host.jsonl", host_part[1].get("host.jsonl", 0), rv)
-                results = [_check_one(ctx, name) for name in names]
     finally:
         for proc, _ in children + span_children:
             if proc.is_alive():
@@ -138,9 +126,9 @@ def summarize_host(objs, rv: RulesView) -> HostSummary:
     return summary
 
 
-def iter_objects_or_none(path: Path, fast: bool = False):
+def iter_objects_or_none(path: Path):
     try:
-        yield from iter_objects(path, fast=fast)
+        yield from iter_objects(path)
     except OSError:
         return
 
@@ -183,16 +171,6 @@ def _check_one(ctx: RunContext, name: str) -> tuple[Findings, dict, dict, ModelS
     return (*_log_part(own, ctx.logs, [model_log(name, n) for n in MODEL_LOG_NAMES]), slim)
 
 
-def _host_chain(logs: LogPass) -> tuple[Findings, dict, dict, int]:
-    """host.jsonl's chain (findings, valid lines, anchored heads, lines whose
-    fast-parser values were overruled), for a worker."""
-    own = Findings()
-    logs.f = own
-    for _ in logs.lines("host.jsonl"):
-        pass
-    return (*_log_part(own, logs, ["host.jsonl"]), logs.fast_overruled.get("host.jsonl", 0))
-
-
 def host_spans(path: Path, parts: int) -> list[tuple[int, int | None]]:
     """host.jsonl cut into up to ``parts`` spans of about equal size, each
     starting at a line's first byte: (start, stop) pairs, the last open-ended."""
@@ -213,42 +191,47 @@ def host_spans(path: Path, parts: int) -> list[tuple[int, int | None]]:
     return list(zip(cuts, [*cuts[1:], None]))
 
 
-def _host_span(logs: LogPass, start: int, stop: int | None):
-    """host.jsonl's chain over one span, for a worker. The first span goes
-    through `LogPass.lines` when it is the whole log, as in one process."""
-    if start == 0 and stop is None:
-        return _host_chain(logs)
-    spec = logs.specs["host.jsonl"]
-    reader = ChainReader(logs.layout.root / "host.jsonl", spec.seed, heads_at=logs.wanted.get("host.jsonl", ()),
-                         start=start, stop=stop)
-    first_event = None
-    for _, obj in reader:
-        if first_event is None:
-            first_event = obj.get("event")
-    return reader.result, reader.heads, reader.first, reader.fast_overruled, first_event
+def _host_span(logs: LogPass, rv: RulesView, start: int, stop: int | None) -> tuple:
+    """One span of host.jsonl, for a worker: its chain check (result, heads
+    at anchored counts, where it says it starts), the event and time of its
+    first line, and the summary of its chain-valid lines."""
+    summary = HostSummary(max_gap_s=rv.max_gap_s, pressure_threshold=rv.pressure_threshold)
+    reader = ChainReader(logs.layout.root / "host.jsonl", logs.specs["host.jsonl"].seed,
+                         heads_at=logs.wanted.get("host.jsonl", ()), start=start, stop=stop)
+    first_event = first_t = None
+    lines, add = iter(reader), summary.add
+    for _, obj in lines:
+        first_event, first_t = obj.get("event"), obj.get("t")
+        add(obj)
+        break
+    for _, obj in lines:
+        add(obj)
+    return reader.result, reader.heads, reader.first, first_event, first_t, summary
 
 
-def join_host_spans(parts: list, logs: LogPass) -> tuple[Findings, dict, dict, int]:
-    """The spans' checks joined into what one pass over host.jsonl gives, or,
-    when any span or seam is not a clean link (a damaged log), that one pass
-    itself, run here: its findings then say exactly what and where."""
-    if len(parts) == 1:
-        return parts[0]
+def join_host_spans(parts: list, logs: LogPass, rv: RulesView):
+    """The spans joined into what one pass over host.jsonl gives: the
+    verdicts' view and the chain's findings. When any span or seam is not a
+    clean link (a damaged log), that one pass itself, run here: its findings
+    then say exactly what and where."""
     heads: dict[int, str] = {}
-    overruled = 0
     before = None
-    for k, (result, span_heads, first, over, first_event) in enumerate(parts):
+    for k, (result, span_heads, first, first_event, _, _) in enumerate(parts):
         clean = result is not None and result.ok and (
             first_event == "open" if k == 0 else first == (before.lines, before.head))
         if not clean:
-            return _host_chain(logs)
+            return read_host(logs, rv)
         heads.update(span_heads)
-        overruled += over
         before = result
+    host = HostSummary.join([(summary, first_t) for *_, first_t, summary in parts])
+    if host is None:
+        return read_host(logs, rv)
+    if host.irregular:  # as in one process: an index over every line
+        host = host_from(logs.layout.root / "host.jsonl", host.lines, rv)
     own = Findings()
     own.check(11)  # line 0 is an open line chained from the seed
     own.check(8)   # the chain
-    return own, {"host.jsonl": before.lines}, {"host.jsonl": heads}, overruled
+    return host, (own, {"host.jsonl": before.lines}, {"host.jsonl": heads})
 
 
 def _fork(fn, *args):

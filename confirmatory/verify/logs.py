@@ -30,7 +30,6 @@ class LogPass:
         self.heads: dict[str, dict[int, str]] = {}  # log -> anchored count -> head seen
         self.anchors: list[tuple[int, dict]] = []
         self.wanted: dict[str, set[int]] = {}
-        self.fast_overruled: dict[str, int] = {}  # log -> `ChainReader.fast_overruled`
         self._read_anchors()
 
     # -- anchors.jsonl --------------------------------------------------------------
@@ -74,7 +73,6 @@ class LogPass:
         if not check.ok:
             self.f.fail(8, rel, check.problem_line, f"chain: {check.problem}")
         self.valid_lines[rel] = check.lines
-        self.fast_overruled[rel] = reader.fast_overruled
         self.heads.setdefault(rel, {}).update(reader.heads)
         if check.lines == 0:
             self._check_open(spec, path)
