@@ -246,6 +246,9 @@ def model_sentences(spec: ModelSpec, entry: dict[str, Any] | None, supported: li
     seed_possible = not supported or "seed" in supported
     if seed_possible and "seed" not in spec.params:
         out.append(f"{n}: no seed was passed.")
+    if "seed" in spec.params:
+        out.append(f"{n}: the seed goes with chat-completions calls only; calls through the Responses API"
+                   " carry none (that API takes no seed).")
     if "seed" in spec.params and seed_possible:
         measured = None if entry is None else entry.get("seed_reproducible")
         if measured is False:

@@ -293,6 +293,10 @@ def responses(
     lib = _lib()
     kwargs = _route(model)
     params = dict(model.params or {})
+    # The Responses API takes no seed (it answers 400 "Unknown parameter");
+    # litellm 1.110.2 leaves it out too, but that is not its promise. The
+    # design's seed therefore reaches chat calls only (config.json says so).
+    params.pop("seed", None)
     # The Responses API names the output limit differently.
     for key in ("max_tokens", "max_completion_tokens"):
         if key in params:

@@ -150,7 +150,9 @@ def test_a_seedless_model_is_named_and_a_measured_non_reproducing_seed_too(tmp_p
     said = sentences_for(tmp_path, "params = { max_tokens = 5 }", FULL)
     assert said == ["truncates: no seed was passed."]
     said = sentences_for(tmp_path, "params = { seed = 1 }", FULL | {"seed_reproducible": False})
-    assert said == ["truncates: a seed is passed, but it was measured not to reproduce openai/sim-truncates's replies."]
+    assert said == ["truncates: the seed goes with chat-completions calls only; calls through the Responses API"
+                    " carry none (that API takes no seed).",
+                    "truncates: a seed is passed, but it was measured not to reproduce openai/sim-truncates's replies."]
     said = sentences_for(tmp_path, "params = { seed = 1 }", FULL | {"seed_reproducible": None})
     assert any("never measured" in s for s in said)
 

@@ -264,3 +264,23 @@ def test_sixteen_threads_of_calls_each_get_an_answer_and_spend_matches_the_token
                    for m, c in usage.items())
     assert sum(c["calls"] for c in usage.values()) == 160
     assert total == expected
+
+
+def test_the_responses_api_refuses_a_seed_and_llm_never_sends_one(sim):
+    """The real Responses API takes no seed (400 "Unknown parameter"); a
+    design's seed goes to chat calls only, and llm.responses leaves it out."""
+    import urllib.error
+    import urllib.request
+
+    body = {"model": "sim-careful", "input": [{"role": "user", "content": USER}], "seed": 7}
+    request = urllib.request.Request(f"{sim.url}/responses", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10)
+    assert refused.value.code == 400 and "Unknown parameter: 'seed'" in refused.value.read().decode()
+    seeded = model(sim)
+    assert seeded.params["seed"] == 7
+    reply = llm.responses(seeded, [{"role": "user", "content": USER}], text_format={"type": "json_object"})
+    assert json.loads(reply.content) == {"net_income": 0.75 * 32000}
+    chat = llm.chat(seeded, [{"role": "user", "content": USER}], response_format={"type": "json_object"})
+    assert json.loads(chat.content) == {"net_income": 0.75 * 32000}

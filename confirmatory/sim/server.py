@@ -37,6 +37,9 @@ from confirmatory.sim.faults import STATUS_OF, FaultKind, FaultPlan
 ATTEMPT_HEADER = "X-Confirmatory-Attempt"
 RETRY_AFTER_S = "1"
 MALFORMED_BODY = b'{"id": "chatcmpl-sim", "choices": [ this is not json'
+# Chat-completions parameters the Responses API does not take; the real one
+# answers a request carrying one with 400 "Unknown parameter".
+CHAT_ONLY_PARAMS = frozenset({"seed"})
 
 
 class _State:
@@ -261,6 +264,10 @@ class _Handler(BaseHTTPRequestHandler):
         model = str(body.get("model", ""))
         if model not in SIM_MODELS:
             self._error(404, f"The model `{model}` does not exist", "model_not_found")
+            return
+        unknown = sorted(set(body) & CHAT_ONLY_PARAMS) if path.endswith("/responses") else []
+        if unknown:  # as the real Responses API: it takes no seed, and says so
+            self._error(400, f"Unknown parameter: '{unknown[0]}'.", "invalid_request_error")
             return
         self._complete(path, model, body)
 
