@@ -44,10 +44,11 @@ def verify_run(run_dir: Path | str, witness: Path | str | None = None, *, worker
 
     ``workers``: None - worker processes when the run is large, the machine
     has several cores and no other thread runs; 1 - all in this process;
-    more - worker processes (one per model, one for host.jsonl's chain). Every model's logs
-    and records are independent of the others', and host.jsonl's chain is
-    independent of its values: each is checked with findings of its own,
-    merged in a fixed order, so the report does not depend on ``workers``.
+    more - worker processes: first one per span of host.jsonl (checked and
+    summarized, then joined), then one per model. Every model's logs and
+    records are independent of the others' once the host summary is known:
+    each is checked with findings of its own, merged in a fixed order, so
+    the report does not depend on ``workers``.
     """
     root = Path(run_dir)
     f = Findings()
