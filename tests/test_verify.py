@@ -355,10 +355,16 @@ def test_host_spans_joined_give_the_same_report_as_one_pass(run, tmp_path):
         one, many = verify_run(bad, workers=1), verify_run(bad, workers=3)
         assert _report_key(many) == _report_key(one), name
         assert one.ok == (name == "intact"), name  # every damage is found, in both modes
-    torn = tmp_path / "torn"
-    shutil.copytree(run, torn)
-    (torn / "host.jsonl").write_bytes(data + b'{"event":"sam')
-    assert _report_key(verify_run(torn, workers=3)) == _report_key(verify_run(torn, workers=1))
+    for name, content in (("torn", data + b'{"event":"sam'), ("empty", b""), ("missing", None),
+                          ("one-long-line", b"x" * 300_000 + b"\n" + data)):
+        bad = tmp_path / name
+        shutil.copytree(run, bad)
+        if content is None:
+            (bad / "host.jsonl").unlink()
+        else:
+            (bad / "host.jsonl").write_bytes(content)
+        one = verify_run(bad, workers=1)
+        assert not one.ok and _report_key(verify_run(bad, workers=3)) == _report_key(one), name
 
 
 def test_host_summaries_of_spans_join_into_the_summary_of_the_whole_log():
