@@ -14,9 +14,10 @@ log lines), the line-heavy one every 0.15 s (one file per ~15 lines). The
 printed mix says how many lines of each kind.
 
 * speed: in a fresh process, `verify_run` (default: worker processes) and,
-  in a second fresh process, `verify_run(workers=1)`; then `sha256sum` over
-  the very same files (find | xargs sha256sum: every byte hashed once, in C,
-  after a warm-up pass that puts both on a warm page cache).
+  in another fresh process, `verify_run(workers=1)`; then `sha256sum` over
+  the very same files (find | xargs sha256sum: every byte hashed once, in C),
+  all after a warm-up pass that puts the files in the page cache; each the
+  faster of two timings.
 * memory: peak RSS (resource.getrusage maxrss) of a fresh process running
   `verify_run`, for runs with the SAME households and 3 different numbers of
   lines (more host samples, more reruns; one anchor interval), then one run with 4x
@@ -121,10 +122,13 @@ def speed(parent: Path, spec: tuple, serial: bool) -> dict:
     gen = generate(root, households, interval, anchor_s, p)
     kinds, files, size = census(root)
     lines = sum(kinds.values())
-    sha256sum_seconds(root)  # warm the page cache for both measurements alike
-    auto = verify_child(root, "auto")
-    one = verify_child(root, "1") if serial else None
-    floor = sha256sum_seconds(root)
+    # Each timing is the faster of two (this VM's page cache is reclaimed
+    # quickly, so a first pass after other disk work can be much slower),
+    # after a warm-up pass that puts every file in the page cache.
+    sha256sum_seconds(root)
+    auto = min((verify_child(root, "auto") for _ in range(2)), key=lambda r: r["seconds"])
+    one = min((verify_child(root, "1") for _ in range(2)), key=lambda r: r["seconds"]) if serial else None
+    floor = min(sha256sum_seconds(root) for _ in range(2))
     return {"households": households * 3, "lines": lines, "files": files, "mb": size / 1e6, "gen_s": gen,
             "kinds": kinds, "auto": auto, "one": one, "floor": floor}
 
