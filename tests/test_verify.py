@@ -395,3 +395,30 @@ def test_host_summaries_of_spans_join_into_the_summary_of_the_whole_log():
                 assert HostSummary.join(parts).state() == whole, (trial, cut, second)
     # a later span whose first line has no time: no join
     assert HostSummary.join([(fed(lines[:3]), 0.0), (fed([{"event": "sample-failed"}]), None)]) is None
+
+
+def test_the_report_is_the_same_without_orjson(run, tmp_path, monkeypatch):
+    """orjson only speeds verify up: with the standard library alone the
+    report is identical, on an intact run and on damaged ones."""
+    import shutil
+
+    from confirmatory import chain
+
+    if chain._fast_loads is None:
+        pytest.skip("orjson is not installed")
+    bad = tmp_path / "bad"
+    shutil.copytree(run, bad)
+    host = (bad / "host.jsonl").read_bytes().split(b"\n")
+    host[9] = host[9].replace(b'"load1":0.7', b'"load1":0.8')
+    (bad / "host.jsonl").write_bytes(b"\n".join(host))
+    record = sorted((bad / "models/alpha/records").rglob("*.json"))[3]
+    record.write_bytes(record.read_bytes().replace(b'"cost_nusd":', b'"cost_nusd": ', 1))
+    log = bad / "models/gamma/run.jsonl"
+    log.write_bytes(log.read_bytes().replace(b'"event":"household"', b'"event": "household"', 1))
+    for root in (run, bad):
+        fast = {w: _report_key(verify_run(root, workers=w)) for w in (1, 3)}
+        with monkeypatch.context() as m:
+            m.setattr(chain, "_fast_loads", None)
+            slow = {w: _report_key(verify_run(root, workers=w)) for w in (1, 3)}
+        assert fast == slow and fast[1] == fast[3], root.name
+    assert not verify_run(bad, workers=1).ok
