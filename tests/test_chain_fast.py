@@ -187,3 +187,39 @@ def test_both_exponent_tests_find_every_exponent(signed, lines):
         assert not no_exponent(line), line
     assert no_exponent(b'{"event":"sample","prev":"3e5e9","t":1764420000.5,"x":true,"y":false}')
     assert no_exponent(b'{"event":"push","n":-5,"t":2.5}')
+
+
+def test_mutated_lines_are_never_accepted_by_the_fast_test_alone():
+    """Byte-level fuzz: runner-shaped lines with one to three bytes replaced,
+    inserted or deleted (digits, exponents, signs, quotes, escapes, spaces,
+    literals, UTF-8). Whatever the fast test accepts, the standard test
+    accepts with an equal object. (Run once with 300k mutations: none.)"""
+    rng = random.Random(3)
+    t = 1764420000.123456
+    base = [
+        {"event": "sample", "t": t, "wall": t, "mono": 12.5, "mem_pressure": 0.25, "mem_available": 10**10,
+         "swap_used": 0, "load1": 1.5, "clock_back_max_s": 0.0, "seq": 7, "prev": "0e5" * 21 + "a"},
+        {"event": "attempt", "household": "h00012", "arm": "explain", "pass": 1, "start": t, "end": t + 0.001,
+         "cost_nusd": 120, "signature": None, "ok": True, "calls": [1.5, -2, "é"], "seq": 3, "prev": "ab" * 32},
+        {"event": "anchor", "final": False, "logs": {"a.jsonl": {"lines": 10, "head": "cd" * 32}}, "t": 2.5e-3,
+         "seq": 1, "prev": "ef" * 32},
+    ]
+    lines = [chain.dumps(obj) for obj in base]
+    alphabet = b'0123456789.eE+-",:{}[] \\tfalsnu/x\xc3\xa9'
+    accepted = 0
+    for _ in range(20000):
+        line = bytearray(rng.choice(lines))
+        for _ in range(rng.randint(1, 3)):
+            i, c = rng.randrange(len(line)), alphabet[rng.randrange(len(alphabet))]
+            op = rng.random()
+            if op < 0.4:
+                line[i] = c
+            elif op < 0.7:
+                line.insert(i, c)
+            else:
+                del line[i]
+        fast = fast_accepts(bytes(line))
+        if fast is not None:
+            accepted += 1
+            assert same(fast, standard_accepts(bytes(line))), bytes(line)
+    assert accepted > 1000  # the fuzz reaches the fast path
