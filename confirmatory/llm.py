@@ -158,6 +158,17 @@ class ModelLike(Protocol):
     api_base: str | None
 
 
+@dataclass(frozen=True)
+class AdHocModel:
+    """A ``ModelLike`` for a model outside any design (probes, tests)."""
+
+    name: str
+    litellm_model: str
+    api_base: str | None = None
+    timeout_s: float = 120.0
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+
 @dataclass(frozen=True, slots=True)
 class Reply:
     """One model call that returned.

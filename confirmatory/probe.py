@@ -17,9 +17,11 @@ import json
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from confirmatory.llm import AdHocModel  # no litellm: confirmatory.llm imports it lazily
 
 PROBE_SEED = 20240611
 PROBE_TIMEOUT_S = 60.0
@@ -36,17 +38,12 @@ PROBE_MESSAGES = (
 )
 
 
-@dataclass(frozen=True)
-class _ProbeModel:
-    """The model-like object ``llm.chat`` takes, for a model not in any design."""
+PROBE_PARAMS = {"temperature": 0.0, "seed": PROBE_SEED, "max_tokens": 128}
 
-    name: str
-    litellm_model: str
-    api_base: str | None
-    timeout_s: float = PROBE_TIMEOUT_S
-    params: dict[str, Any] = field(
-        default_factory=lambda: {"temperature": 0.0, "seed": PROBE_SEED, "max_tokens": 128}
-    )
+
+def _probe_model(model: str, api_base: str | None) -> AdHocModel:
+    return AdHocModel(name=model, litellm_model=model, api_base=api_base, timeout_s=PROBE_TIMEOUT_S,
+                      params=dict(PROBE_PARAMS))
 
 
 @dataclass(frozen=True)
@@ -61,7 +58,7 @@ def probe(model: str, api_base: str | None) -> ProbeResult:
     """Two identical seeded temperature-0 calls; litellm's exceptions propagate."""
     from confirmatory import llm  # noqa: PLC0415 - litellm loads only when a probe runs
 
-    spec = _ProbeModel(name=model, litellm_model=model, api_base=api_base)
+    spec = _probe_model(model, api_base)
     replies = [llm.chat(spec, [dict(m) for m in PROBE_MESSAGES]) for _ in range(2)]
 
     def shape(reply: Any) -> tuple[Any, ...]:
@@ -127,7 +124,7 @@ def probe_seed_command(model: str, api_base: str | None = None, registry: Path =
 
             sim = SimProvider(None, 0).start()
             api_base = sim.url
-            llm.prepare([_ProbeModel(name=model, litellm_model=model, api_base=api_base)], SIM_PRICES)
+            llm.prepare([_probe_model(model, api_base)], SIM_PRICES)
         else:
             llm.prepare([])
         missing = llm.missing_keys(model, api_base)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import shutil
 import threading
 from pathlib import Path
 from typing import Any
@@ -10,6 +12,26 @@ from typing import Any
 from confirmatory.design import load_design
 from confirmatory.run import Run, RunResult
 from confirmatory.testing.designs import write_design
+
+DEMO = Path(__file__).resolve().parent.parent / "confirmatory" / "demo"
+
+
+def minimal_design(tmp_path: Path, module: str, harness_src: str, extra_model_lines: str = "") -> Path:
+    """The bundled minimal design, copied beside its households and a harness
+    module of its own (a unique name: imports are cached), pinned; optionally
+    with lines added to its last model."""
+    harness = tmp_path / f"{module}.py"
+    harness.write_text(harness_src)
+    shutil.copy(DEMO / "minimal-households.jsonl", tmp_path / "minimal-households.jsonl")
+    text = (DEMO / "minimal.toml").read_text()
+    old_pin = text.split('"minimal_harness.py" = "')[1].split('"')[0]
+    text = text.replace("confirmatory.demo.minimal_harness:run", f"{module}:run")
+    pin = hashlib.sha256(harness.read_bytes()).hexdigest()
+    text = text.replace(f'"minimal_harness.py" = "{old_pin}"', f'"{module}.py" = "{pin}"')
+    text = text.replace('name = "truncates"\n', 'name = "truncates"\n' + extra_model_lines)
+    design = tmp_path / "design.toml"
+    design.write_text(text)
+    return design
 
 
 def make_run(tmp_path: Path, *, install_signals: bool = False, clock: Any = None,

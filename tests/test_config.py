@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 import uuid
 from pathlib import Path
 
@@ -15,8 +14,8 @@ from hypothesis import strategies as st
 from confirmatory.config import IDENTITY_FIELDS, build_config, identity, known_confounds, write_config
 from confirmatory.design import Design, load_design
 from confirmatory.redaction import is_secret_name, redact, redact_argv
+from runhelpers import DEMO, minimal_design
 
-DEMO = Path(__file__).resolve().parent.parent / "confirmatory" / "demo"
 OPENAI_KEY = "sk-test-openai-0123456789abcdef"
 ANTHROPIC_KEY = "ant-test-key-9876543210zyx"
 SERVICE_TOKEN = "svc-tok-ABCDEFGH123"
@@ -28,20 +27,8 @@ FULL = {f: "x" for f in IDENTITY_FIELDS} | {"parameter_count": 1, "parameter_cou
 
 
 def design_copy(tmp_path: Path, extra_model_lines: str = "", harness_src: str | None = None) -> Path:
-    """The minimal design with its own uniquely named harness module (imports are cached)."""
-    module = f"cfg_harness_{uuid.uuid4().hex[:8]}"
-    harness = tmp_path / f"{module}.py"
-    harness.write_text(harness_src or "def run(*a):\n    return {'answer': None}\n")
-    shutil.copy(DEMO / "minimal-households.jsonl", tmp_path / "minimal-households.jsonl")
-    text = (DEMO / "minimal.toml").read_text()
-    old_pin = text.split('"minimal_harness.py" = "')[1].split('"')[0]
-    text = text.replace("confirmatory.demo.minimal_harness:run", f"{module}:run")
-    text = text.replace(f'"minimal_harness.py" = "{old_pin}"',
-                        f'"{module}.py" = "{hashlib.sha256(harness.read_bytes()).hexdigest()}"')
-    text = text.replace('name = "truncates"\n', 'name = "truncates"\n' + extra_model_lines)
-    design = tmp_path / "design.toml"
-    design.write_text(text)
-    return design
+    return minimal_design(tmp_path, f"cfg_harness_{uuid.uuid4().hex[:8]}",
+                          harness_src or "def run(*a):\n    return {'answer': None}\n", extra_model_lines)
 
 
 def registry(tmp_path: Path, models: dict) -> Path:

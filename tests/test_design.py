@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -21,24 +20,12 @@ from confirmatory.design import (
     load_design,
     resolve_entry,
 )
+from runhelpers import DEMO, minimal_design
 
-DEMO = Path(__file__).resolve().parent.parent / "confirmatory" / "demo"
 
 
 def copy_design(tmp_path: Path, module: str) -> Path:
-    """The minimal demo design beside its own harness module (a unique name: imports are cached)."""
-    harness = tmp_path / f"{module}.py"
-    harness.write_text("DESCRIBE = None\n\ndef run(*args):\n    return {'answer': 1}\n")
-    shutil.copy(DEMO / "minimal-households.jsonl", tmp_path / "minimal-households.jsonl")
-    text = (DEMO / "minimal.toml").read_text()
-    old_pin = text.split('"minimal_harness.py" = "')[1].split('"')[0]
-    text = text.replace("confirmatory.demo.minimal_harness:run", f"{module}:run")
-    text = text.replace(f'"minimal_harness.py" = "{old_pin}"',
-                        f'"{module}.py" = "{hashlib.sha256(harness.read_bytes()).hexdigest()}"')
-    design = tmp_path / "design.toml"
-    design.write_text(text)
-    return design
-
+    return minimal_design(tmp_path, module, "DESCRIBE = None\n\ndef run(*args):\n    return {'answer': 1}\n")
 
 def rehash_households(design: Path, households: Path) -> None:
     text = design.read_text()

@@ -12,8 +12,6 @@ import json
 import socket
 import urllib.error
 import urllib.request
-from dataclasses import dataclass, field
-from typing import Any
 
 import pytest
 
@@ -30,13 +28,9 @@ HANG_S = 1.5
 CLIENT_TIMEOUT_S = 0.4
 
 
-@dataclass(frozen=True)
-class Model:
-    name: str
-    litellm_model: str
-    api_base: str | None
-    timeout_s: float = CLIENT_TIMEOUT_S
-    params: dict[str, Any] = field(default_factory=lambda: {"temperature": 0.0})
+def model_spec(name: str, litellm_model: str, api_base: str | None) -> llm.AdHocModel:
+    return llm.AdHocModel(name=name, litellm_model=litellm_model, api_base=api_base, timeout_s=CLIENT_TIMEOUT_S,
+                          params={"temperature": 0.0})
 
 
 @pytest.fixture(scope="module")
@@ -50,17 +44,17 @@ def sim():
 
 @pytest.fixture(scope="module")
 def careful(sim):
-    spec = Model(name="careful", litellm_model="openai/sim-careful", api_base=sim.url)
+    spec = model_spec(name="careful", litellm_model="openai/sim-careful", api_base=sim.url)
     llm.prepare([spec], SIM_PRICES)
     return spec
 
 
-def call_chat(spec: Model, household: str) -> llm.Reply:
+def call_chat(spec: llm.AdHocModel, household: str) -> llm.Reply:
     return llm.chat(spec, [{"role": "user", "content": USER}],
                     extra_headers={"X-Confirmatory-Attempt": f"{household}/alone/0"})
 
 
-def call_responses(spec: Model, household: str) -> llm.Reply:
+def call_responses(spec: llm.AdHocModel, household: str) -> llm.Reply:
     return llm.responses(spec, [{"role": "user", "content": USER}],
                          extra_headers={"X-Confirmatory-Attempt": f"{household}/alone/0"})
 
@@ -144,7 +138,7 @@ def test_a_bad_answer_fault_returns_a_reply_whose_content_is_not_json(careful):
 
 
 def test_an_unknown_model_name_is_not_found_and_an_operator_failure(sim):
-    spec = Model(name="nobody", litellm_model="openai/sim-nobody", api_base=sim.url)
+    spec = model_spec(name="nobody", litellm_model="openai/sim-nobody", api_base=sim.url)
     with pytest.raises(litellm_error("NotFoundError")) as info:
         llm.chat(spec, [{"role": "user", "content": USER}])
     assert failure_class(info.value) == "operator"
@@ -154,7 +148,7 @@ def test_a_refused_connection_is_an_internal_server_error_whose_cause_chain_is_r
     with socket.socket() as probe:  # a port that was free a moment ago; nothing listens on it now
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    spec = Model(name="gone", litellm_model="openai/sim-careful", api_base=f"http://127.0.0.1:{port}/v1")
+    spec = model_spec(name="gone", litellm_model="openai/sim-careful", api_base=f"http://127.0.0.1:{port}/v1")
     with pytest.raises(litellm_error("InternalServerError")) as info:
         llm.chat(spec, [{"role": "user", "content": USER}])
     error = describe_exception(info.value)

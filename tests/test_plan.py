@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,24 +11,13 @@ import pytest
 from click.testing import CliRunner
 
 from confirmatory.cli import main
+from runhelpers import DEMO, minimal_design
 
-DEMO = Path(__file__).resolve().parent.parent / "confirmatory" / "demo"
 HARNESS_SRC = "def run(model, household, arm, pool, spend, clock):\n    return {'answer': None}\n"
 
 
 def make_design(tmp_path: Path, module: str = "plan_harness") -> Path:
-    """The minimal demo design, copied beside its own harness module and households."""
-    harness = tmp_path / f"{module}.py"
-    harness.write_text(HARNESS_SRC)
-    shutil.copy(DEMO / "minimal-households.jsonl", tmp_path / "minimal-households.jsonl")
-    text = (DEMO / "minimal.toml").read_text()
-    old_pin = text.split('"minimal_harness.py" = "')[1].split('"')[0]
-    text = text.replace("confirmatory.demo.minimal_harness:run", f"{module}:run")
-    pin = hashlib.sha256(harness.read_bytes()).hexdigest()
-    text = text.replace(f'"minimal_harness.py" = "{old_pin}"', f'"{module}.py" = "{pin}"')
-    design = tmp_path / "design.toml"
-    design.write_text(text)
-    return design
+    return minimal_design(tmp_path, module, HARNESS_SRC)
 
 
 def edit(design: Path, old: str, new: str, count: int = 1) -> None:

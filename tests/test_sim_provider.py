@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import urllib.request
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -31,13 +30,9 @@ CALCULATE = {
 RESPONSES_CALCULATE = {"type": "function", "name": "calculate", "parameters": CALCULATE["function"]["parameters"]}
 
 
-@dataclass(frozen=True)
-class Model:
-    name: str
-    litellm_model: str
-    api_base: str | None
-    timeout_s: float = 5.0
-    params: dict[str, Any] = field(default_factory=lambda: {"temperature": 0.0, "seed": 7})
+def model_spec(name: str, litellm_model: str, api_base: str | None) -> llm.AdHocModel:
+    return llm.AdHocModel(name=name, litellm_model=litellm_model, api_base=api_base, timeout_s=5.0,
+                          params={"temperature": 0.0, "seed": 7})
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +41,8 @@ def sim():
         yield provider
 
 
-def model(sim: SimProvider, served: str = "sim-careful") -> Model:
-    spec = Model(name=served, litellm_model=f"openai/{served}", api_base=sim.url)
+def model(sim: SimProvider, served: str = "sim-careful") -> llm.AdHocModel:
+    spec = model_spec(name=served, litellm_model=f"openai/{served}", api_base=sim.url)
     llm.prepare([spec], SIM_PRICES)
     return spec
 
@@ -219,7 +214,7 @@ def test_the_sim_provider_command_prints_its_url_serves_and_stops_on_ctrl_c():
 
 
 def test_prepare_prices_a_simulator_model_with_the_sims_own_prices_by_default():
-    spec = Model(name="truncates", litellm_model="openai/sim-truncates", api_base="simulator")
+    spec = model_spec(name="truncates", litellm_model="openai/sim-truncates", api_base="simulator")
     llm.prepare([spec])
     prompt_usd, completion_usd = llm._lib().cost_per_token(
         model="openai/sim-truncates", prompt_tokens=1000, completion_tokens=1000)
@@ -228,7 +223,7 @@ def test_prepare_prices_a_simulator_model_with_the_sims_own_prices_by_default():
 
 
 def test_a_call_refuses_the_unresolved_simulator_marker():
-    spec = Model(name="careful", litellm_model="openai/sim-careful", api_base="simulator")
+    spec = model_spec(name="careful", litellm_model="openai/sim-careful", api_base="simulator")
     with pytest.raises(ValueError, match="simulator"):
         llm.chat(spec, [{"role": "user", "content": USER}])
 

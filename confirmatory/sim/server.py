@@ -106,16 +106,7 @@ def _chat_conversation(body: Mapping[str, Any]) -> Conversation:
         if role == "tool":
             results.append(text)
         texts.append((role, text))
-    tools = body.get("tools") or []
-    names = tuple(str((t.get("function") or t).get("name", "")) for t in tools if isinstance(t, dict))
-    fmt = (body.get("response_format") or {}).get("type")
-    return Conversation(
-        texts=tuple(texts),
-        tool_names=names,
-        tool_results=tuple(results),
-        json_mode=fmt in ("json_object", "json_schema"),
-        tools_text=json.dumps(tools, sort_keys=True) if tools else "",
-    )
+    return _conversation(texts, results, body.get("tools") or [], (body.get("response_format") or {}).get("type"))
 
 
 def _responses_conversation(body: Mapping[str, Any]) -> Conversation:
@@ -136,9 +127,14 @@ def _responses_conversation(body: Mapping[str, Any]) -> Conversation:
             texts.append(("assistant", f"{item.get('name')}({item.get('arguments')})"))
         else:
             texts.append((str(item.get("role", "user")), text_of(item.get("content"))))
-    tools = body.get("tools") or []
+    return _conversation(texts, results, body.get("tools") or [],
+                         ((body.get("text") or {}).get("format") or {}).get("type"))
+
+
+def _conversation(texts: list[tuple[str, str]], results: list[str], tools: list, fmt: Any) -> Conversation:
+    """What either API's request says, once its messages are read: the tools
+    offered (a chat tool nests its name under ``function``) and JSON mode."""
     names = tuple(str((t.get("function") or t).get("name", "")) for t in tools if isinstance(t, dict))
-    fmt = ((body.get("text") or {}).get("format") or {}).get("type")
     return Conversation(
         texts=tuple(texts),
         tool_names=names,
