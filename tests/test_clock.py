@@ -92,6 +92,21 @@ def test_a_jittering_wall_clock_is_smoothed_in_one_thread(monkeypatch):
     assert clock.back_max_s == wall.expected_back_max()
 
 
+def racing(targets: list) -> None:
+    """Run each target in a thread of its own, switching threads as often as
+    the interpreter allows (races show up if they exist), until all end."""
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=target) for target in targets]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(old)
+
+
 def test_twelve_threads_see_no_step_back_alone_or_together(monkeypatch):
     wall = JitteryWall(seed=11, yield_after_read=True)
     monkeypatch.setattr(time, "time", wall)
@@ -105,16 +120,7 @@ def test_twelve_threads_see_no_step_back_alone_or_together(monkeypatch):
             value = clock.now()
             out.append((wall.local.index, value))  # where this read fell, globally
 
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)  # switch threads often: races show up if they exist
-    try:
-        threads = [threading.Thread(target=work, args=(out,)) for out in per_thread]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    finally:
-        sys.setswitchinterval(old)
+    racing([lambda out=out: work(out) for out in per_thread])
 
     for seq in per_thread:
         assert all(a[1] <= b[1] for a, b in zip(seq, seq[1:]))
@@ -160,15 +166,6 @@ def test_the_fake_clock_loses_no_advance_between_threads():
         for _ in range(2000):
             clock.advance(0.5)
 
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        threads = [threading.Thread(target=work) for _ in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    finally:
-        sys.setswitchinterval(old)
+    racing([work] * 8)
     assert clock.now() == 8 * 2000 * 0.5
 
