@@ -85,7 +85,6 @@ class Lane:
             pass
         self.m.run_log.append({"event": "lane-end", "lane": self.index, "reason": reason, "t": t})
         with self.m.cond:
-            self.m.lanes_done += 1
             self.m.cond.notify_all()
         self.run.wake()
 

@@ -113,4 +113,3 @@ class ModelState:
     households_done: int = 0
     attempts: int = 0
     reruns: int = 0
-    lanes_done: int = 0

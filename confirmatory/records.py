@@ -28,7 +28,6 @@ from confirmatory.chain import LogLine, iter_lines, log_seed
 from confirmatory.hostrules import BASE_SLACK_S, NO_SAMPLE_AFTER, HostTimeline, HostVerdict, _fmt_t
 
 RUN_MANIFEST = "manifest.json"
-DESIGN_COPY = "design.toml"
 RUN_LEVEL_LOGS = ("run.jsonl", "host.jsonl", "resume.jsonl")
 ANCHORS_LOG = "anchors.jsonl"
 PUSHES_LOG = "anchor-pushes.jsonl"
@@ -127,23 +126,6 @@ def load_layout(root: Path) -> RunLayout:
 def stream(path: Path) -> Iterator[LogLine]:
     """The lines of a log, one at a time (`chain.iter_lines`)."""
     return iter_lines(Path(path))
-
-
-def record_files(model_root: Path) -> Iterator[str]:
-    """Every file under a model's records/ folder, relative to the model folder."""
-    base = Path(model_root) / "records"
-    if not base.is_dir():
-        return
-    for hh in sorted(base.iterdir()):
-        if not hh.is_dir():
-            yield f"records/{hh.name}"
-            continue
-        for arm in sorted(hh.iterdir()):
-            if not arm.is_dir():
-                yield f"records/{hh.name}/{arm.name}"
-                continue
-            for f in sorted(arm.iterdir()):
-                yield f"records/{hh.name}/{arm.name}/{f.name}"
 
 
 # The lanes' index of host.jsonl serves verify too: one implementation of

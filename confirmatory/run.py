@@ -462,7 +462,3 @@ def _seed(manifest_sha: str, rel: str) -> str:
     from confirmatory.chain import log_seed
 
     return log_seed(manifest_sha, rel)
-
-
-def now_wall() -> float:
-    return time.time()

@@ -20,9 +20,6 @@ from confirmatory.chain import ChainWriter, log_seed, write_json_durable
 from confirmatory.money import usd_to_nusd
 from confirmatory.streams import arm_orders, draw_order
 
-RUN_LOGS = ("run.jsonl", "host.jsonl", "anchors.jsonl", "anchor-pushes.jsonl", "resume.jsonl")
-MODEL_LOGS = ("run.jsonl", "admission.jsonl")
-
 
 @dataclass
 class ModelFiles:

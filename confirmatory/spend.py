@@ -207,7 +207,3 @@ class AttemptSpend:
         with self._lock:
             return self._cost, list(self._calls)
 
-    @property
-    def late_nusd(self) -> int:
-        with self._lock:
-            return self._late

@@ -122,7 +122,6 @@ class _Gen:
         self.total = self.spend_before
         self.ceiling_nusd = int(plan.ceiling_usd * 1e9)
         self.crossed_t: float | None = None
-        self.run_stop_t: float | None = None
         self.rules = {"precedence": list(rules.DEFAULT_PRECEDENCE), "max_reruns_per_arm": 2,
                       "attempt_deadline_s": 3600, "inconclusive_household_limit": 5, "stop_follow_s": 5,
                       "class_lists": rules.CLASS_LISTS,

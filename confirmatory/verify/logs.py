@@ -142,7 +142,7 @@ class LogPass:
                 self.f.unanchored += tail
                 self.f.notes.setdefault(8, "")
                 self.f.notes[8] = (self.f.notes[8] + f" {rel}: {tail}").strip()
-        self._final_push(seq, final.get("t"))
+        self._final_push(seq)
         if witness is not None:
             from confirmatory.witness import check_witness  # git subprocesses: only when asked
 
@@ -161,7 +161,7 @@ class LogPass:
 
         return read_json(self.layout.root / rel).sha256
 
-    def _final_push(self, final_seq: int, final_t: object) -> None:
+    def _final_push(self, final_seq: int) -> None:
         """The last push line is the final anchor's, it returned 0, and every
         push names an anchor made before it."""
         anchor_t = {seq: a.get("t") for seq, a in self.anchors}

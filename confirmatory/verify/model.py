@@ -13,7 +13,6 @@ the admission replay (`timeline`).
 from __future__ import annotations
 
 import json
-import json.scanner
 import os
 from hashlib import sha256
 from collections import defaultdict
@@ -37,23 +36,6 @@ def _start_pass(item: tuple[int, dict]) -> tuple:
     return item[1]["start"], item[1]["pass"]
 
 
-def read_bytes(path: str) -> bytes:
-    """A file's bytes with the fewest system calls (open, read to EOF, close)."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        data = os.read(fd, 1 << 16)
-        if data:
-            parts = [data]
-            while chunk := os.read(fd, 1 << 20):
-                parts.append(chunk)
-            if len(parts) > 1:
-                data = b"".join(parts)
-        return data
-    finally:
-        os.close(fd)
-
-
-_scan = json.scanner.make_scanner(json.JSONDecoder())
 _open, _read, _close = os.open, os.read, os.close
 _RDONLY = os.O_RDONLY | os.O_CLOEXEC
 
@@ -302,7 +284,7 @@ class ModelCheck:
         rel = a["record"]
         if rel != f"records/{a['household']}/{a['arm']}/{a['pass']}.json":
             f.fail(1, log, seq, f"record path {rel} is not {record_relpath(a['household'], a['arm'], a['pass'])}")
-        # read_bytes, inlined, relative to the model folder's descriptor
+        # open, read to EOF, close: the fewest system calls, relative to the model folder
         try:
             if self.root_fd is None:
                 fd = _open(os.path.join(self.root_s, rel), _RDONLY)
