@@ -578,17 +578,26 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-def write_json_durable(path: Path, obj: dict) -> str:
+def _guard(guard: Any) -> Any:
+    if guard is None:
+        from confirmatory.redaction import Guard  # lazily: verify never writes
+
+        guard = Guard()
+    return guard
+
+
+def write_json_durable(path: Path, obj: dict, *, guard: Any = None) -> str:
     """Write ``obj`` as canonical JSON + newline, atomically and durably.
 
     tmp file in the same directory (so the rename cannot cross filesystems)
     -> fsync it (its bytes are on disk before its name is) -> rename over the
     target (readers see the old file or the new one, never half) -> fsync the
     directory (the rename itself survives a crash). Returns the sha256 of the
-    file's bytes.
+    file's bytes. No secret value is written (``redaction.Guard``; one from
+    the current environment unless ``guard`` is given).
     """
     path = Path(path)
-    data = dumps(obj) + b"\n"
+    data = _guard(guard).clean(obj, dumps(obj)) + b"\n"
     _make_dirs_durable(path.parent)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
@@ -612,9 +621,10 @@ def write_json_durable(path: Path, obj: dict) -> str:
 class ChainWriter:
     """The one appender of one log; thread-safe (a lock per writer)."""
 
-    def __init__(self, path: Path, seed: str) -> None:
+    def __init__(self, path: Path, seed: str, *, guard: Any = None) -> None:
         self.path = Path(path)
         self.seed = seed
+        self.guard = _guard(guard)  # no secret value is ever appended (redaction.Guard)
         self._lock = threading.Lock()
         self.failed = False
         self._failure: str | None = None
@@ -671,7 +681,8 @@ class ChainWriter:
                 )
             if self._closed:
                 raise ChainWriteFailed(f"{self.path}: writer is closed")
-            line = dumps({**obj, "seq": self.lines, "prev": self.head})  # caller's dict untouched
+            full = {**obj, "seq": self.lines, "prev": self.head}  # caller's dict untouched
+            line = self.guard.clean(full, dumps(full))
             digest = sha256_hex(line)
             try:
                 _write_all(self._fd, line + b"\n")

@@ -1,9 +1,12 @@
 """The run's never-backwards clock, and a fake one for threaded tests.
 
 Owns: the ``t`` written into every log line (RECORDS.md "Encoding"). ``now()``
-is ``time.time()`` clamped so that it never returns a value below one it has
-already returned, and it notes how far back the wall clock stepped each time
-it had to clamp (the host sampler records that as ``clock_back_max_s``).
+is ``time.time()`` clamped so that it is always above every value it has
+already returned (the next float up when the wall clock has not moved on or
+stepped back: two readings are never equal, so a decision and a household end
+taken under the same lock are strictly ordered, as RECORDS.md says), and it
+notes how far back the wall clock stepped each time it had to clamp (the host
+sampler records that as ``clock_back_max_s``).
 
 Race: the wall clock is read *inside* the lock. Read outside it, two threads
 can read t1 < t2 and then enter the lock in the order t2, t1; the clamp then
@@ -17,30 +20,36 @@ a test's monkeypatch reach it.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 
 
 class Clock:
-    """``time.time()``, never below a value already returned; thread-safe."""
+    """``time.time()``, always above every value already returned; thread-safe."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._last = float("-inf")
+        self._wall_top = float("-inf")  # the highest wall-clock reading so far
         self.back_max_s = 0.0  # largest backward step ever corrected
         self._back_since_take = 0.0
 
     def now(self) -> float:
         with self._lock:
             raw = time.time()  # inside the lock: see the module docstring
-            last = self._last
-            if raw < last:
-                step = last - raw
+            top = self._wall_top
+            if raw < top:
+                step = top - raw  # the wall clock's own step back, not the clock's nudges
                 if step > self.back_max_s:
                     self.back_max_s = step
                 if step > self._back_since_take:
                     self._back_since_take = step
-                return last
+            else:
+                self._wall_top = raw
+            last = self._last
+            if raw <= last:
+                raw = math.nextafter(last, math.inf)
             self._last = raw
             return raw
 

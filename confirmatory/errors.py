@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from confirmatory.redaction import redact
+
 
 class BudgetStop(Exception):
     """Raised inside a conversation at its next turn once the runner ends it.
@@ -85,7 +87,8 @@ def describe_exception(
         seen.add(id(cur))
         causes.append(qualified_name(type(cur)))
         cur = cur.__cause__ or cur.__context__
-    message = str(exc)
+    # Redacted before it is cut: a secret across the cut would no longer match.
+    message = redact(str(exc))
     if len(message) > 2000:
         message = message[:2000] + "…"
     return {

@@ -64,6 +64,32 @@ def redact(text: str, environ: Mapping[str, str] | None = None) -> str:
     return text
 
 
+class Guard:
+    """The last line of defence at the writers: no secret *value* reaches disk.
+
+    Built from the environment once (the secret values of ``secret_values``);
+    ``clean(obj, line)`` returns ``line`` (the canonical encoding of ``obj``)
+    when no secret value occurs in it, else the encoding of ``redact_obj(obj)``.
+    Every line and file the runner writes passes through one, whatever the
+    code that built it forgot to redact (an exception's text in a stop's
+    detail, a provider's echo in a record).
+    """
+
+    def __init__(self, environ: Mapping[str, str] | None = None) -> None:
+        from confirmatory.chain import dumps
+
+        self._environ = dict(os.environ if environ is None else environ)
+        self._dumps = dumps
+        # As each value appears inside a canonical JSON string.
+        self._needles = tuple(dumps({"": value})[5:-2] for value in secret_values(self._environ))
+
+    def clean(self, obj: Any, line: bytes) -> bytes:
+        for needle in self._needles:
+            if needle in line:
+                return self._dumps(redact_obj(obj, self._environ))
+        return line
+
+
 def redact_argv(argv: list[str], environ: Mapping[str, str] | None = None) -> list[str]:
     """A command line with secrets removed, including values of ``--api-key X`` / ``--token=X``."""
     out: list[str] = []

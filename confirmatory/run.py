@@ -23,6 +23,7 @@ from typing import Any
 
 from confirmatory import rules
 from confirmatory.chain import write_json_durable
+from confirmatory.redaction import Guard
 from confirmatory.clock import Clock
 from confirmatory.lanes import Lane
 from confirmatory.modelstate import ModelState, Running
@@ -60,6 +61,7 @@ class Run:
         self.loaded = loaded
         self.design = loaded.design
         self.clock = clock or Clock()
+        self.guard = Guard()  # the secret values no record may hold (redaction.Guard)
         self.run_dir = Path(run_dir)
         self.class_lists = rules.CLASS_LISTS
         self._install_signals = install_signals
@@ -240,7 +242,7 @@ class Run:
     # -- events the lanes and the main loop write --------------------------
     def write_record(self, m: ModelState, record: dict[str, Any]) -> tuple[str, str]:
         rel = f"records/{record['household']}/{record['arm']}/{record['pass']}.json"
-        sha = write_json_durable(m.model_dir / rel, record)
+        sha = write_json_durable(m.model_dir / rel, record, guard=self.guard)
         return rel, sha
 
     def late_cost(self, m: ModelState, household: str, arm: str, pass_index: int, nusd: int,

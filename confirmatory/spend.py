@@ -27,16 +27,12 @@ CALL_KINDS = ("chat", "responses", "tool", "explain")
 
 
 def record_error(exc: BaseException, *, escalated_after_truncation: bool = False) -> dict[str, Any]:
-    """The record's ``error`` object for ``exc``, with any secret in its message redacted.
+    """The record's ``error`` object for ``exc``; ``describe_exception`` redacts its message.
 
     Provider errors can echo a key back ("Incorrect API key provided: sk-...");
-    records are published, so the message passes through ``redaction.redact``.
+    records are published.
     """
-    from confirmatory.redaction import redact
-
-    error = describe_exception(exc, escalated_after_truncation=escalated_after_truncation)
-    error["message"] = redact(error["message"])
-    return error
+    return describe_exception(exc, escalated_after_truncation=escalated_after_truncation)
 
 
 class Spend:

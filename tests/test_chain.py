@@ -494,3 +494,22 @@ def test_a_log_read_in_spans_gives_what_one_pass_gives(tmp_path):
         assert b.first == (a.result.lines, a.result.head) == (k, expected[k][1]["prev"])
         assert b.result == whole.result
         assert {**a.heads, **b.heads} == whole.heads
+
+
+def test_no_secret_value_is_written_by_a_log_or_a_durable_file_whatever_the_caller_passes(tmp_path, monkeypatch):
+    """The writers' last line of defence (redaction.Guard): an exception's text in
+    a stop's detail, a provider's echo in a record, any field at any depth."""
+    secret = "a1b2c3d4e5f6a7b8c9d0"  # no recognisable shape: only its value can find it
+    monkeypatch.setenv("WITNESS_DEPLOY_TOKEN", secret)
+    with ChainWriter(tmp_path / "run.jsonl", SEED) as w:
+        w.append({"event": "stop", "cause": "runner-error", "detail": f"KeyError('{secret}')", "t": 1.0})
+        w.append({"event": "x", "nested": [{"deep": secret + "-suffix"}], "t": 2.0})
+        w.append({"event": "clean", "t": 3.0})
+    sha = write_json_durable(tmp_path / "rec.json", {"calls": [{"extra": {"echo": secret}}]})
+    logged, record = (tmp_path / "run.jsonl").read_bytes(), (tmp_path / "rec.json").read_bytes()
+    assert secret.encode() not in logged and secret.encode() not in record
+    assert b"[redacted:WITNESS_DEPLOY_TOKEN]" in logged and b"[redacted:WITNESS_DEPLOY_TOKEN]" in record
+    assert sha == hashlib.sha256(record).hexdigest()
+    assert check_chain(tmp_path / "run.jsonl", SEED).ok  # the chain links the lines as written
+    assert json.loads(logged.splitlines()[2]) == {"event": "clean", "t": 3.0, "seq": 2,
+                                                  "prev": hashlib.sha256(logged.splitlines()[1]).hexdigest()}

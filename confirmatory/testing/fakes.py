@@ -95,11 +95,19 @@ def harness(model: Any, household: Any, arm: Any, pool: Any, spend: Any, clock: 
             # A provider that echoes the caller's credentials in its error message.
             from confirmatory.llm import _lib
 
-            exc = _lib().exceptions.RateLimitError(
-                message=f"Rate limited for API key {os.environ.get('OPENAI_API_KEY')} "
-                        f"(token {os.environ.get('MY_SERVICE_TOKEN')})",
-                llm_provider="openai", model=model.litellm_model)
-            spend.add_call("chat", start, time.time(), error=exc)
+            # The token is placed across the 2000th character of the message,
+            # where records cut it: redaction must come before the cut.
+            token = os.environ.get("MY_SERVICE_TOKEN") or ""
+
+            def rate_limited(pad: int) -> BaseException:
+                return _lib().exceptions.RateLimitError(
+                    message=f"Rate limited for API key {os.environ.get('OPENAI_API_KEY')}; {'.' * pad}"
+                            f"token {token} and more", llm_provider="openai", model=model.litellm_model)
+
+            at = str(rate_limited(0)).find(f"token {token}") + len("token ")  # litellm prefixes the text
+            exc = rate_limited(max(0, 2000 - len(token) // 2 - at))
+            # ... and echoed again where nothing redacts it on purpose.
+            spend.add_call("chat", start, time.time(), error=exc, echoed_headers=f"x-token: {token}")
             raise exc
         if kind == "slow":
             time.sleep(float(payload.get("slow_s", 0.2)))
