@@ -226,6 +226,15 @@ class HostTimeline:
             return self._sample_at[k]
         return None
 
+    def back_until(self, end: float) -> float:
+        """The largest backward clock step reported through the first sample
+        after ``end`` (through the last line when there is none): the steps
+        an attempt ending at ``end`` can have lived through."""
+        if not self.lines:
+            return 0.0
+        done = self.completion(end)
+        return self._back[len(self.lines) - 1 if done is None else done]
+
     def verdict(self, start: float, end: float, *, max_gap_s: float, pressure_threshold: float,
                 limit: int | None = None) -> HostVerdict:
         """The verdict on the first ``limit`` lines (all when None), from a slice of them."""

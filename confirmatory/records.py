@@ -314,6 +314,18 @@ class HostSummary:
         j = bisect.bisect_right(self._rise_k, k) - 1
         return self._rise_b[j] if j >= 0 and k >= 0 else 0.0
 
+    def completion(self, end: float) -> int | None:
+        """Line index of the first sample after ``end`` (None: no such sample)."""
+        k = bisect.bisect_right(self.sample_t, end)
+        return self._line_of(k) if k < len(self.sample_t) else None
+
+    def back_until(self, end: float) -> float:
+        """As `HostTimeline.back_until`: the running backward-step maximum
+        through the first sample after ``end`` (through the last sample when
+        there is none)."""
+        n = len(self.sample_t)
+        return self._back_through(min(bisect.bisect_right(self.sample_t, end), n - 1)) if n else 0.0
+
     def _frame(self, start: float, end: float, limit: int | None):
         """(complete, last line looked at, lo, hi, samples in the prefix)."""
         n = self.lines if limit is None else len(range(self.lines)[:limit])  # as lines[:limit] counts

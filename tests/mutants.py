@@ -21,6 +21,7 @@ class Mutant:
 
 
 RULES = "tests/test_run_rules.py"
+VIOLATIONS = "tests/test_verify_violations.py"
 
 MUTANTS = (
     Mutant("skip a provider rerun", "confirmatory/lanes.py",
@@ -75,4 +76,34 @@ MUTANTS = (
            "m.finished_nusd += spend",
            "m.finished_nusd += 2 * spend",
            f"{RULES}::test_admission_refuses_past_the_cap_and_then_refuses_forever"),
+    # verify: gaps an audit found, each closed by a check that these undo
+    Mutant("skip a control line with a nested event", "confirmatory/verify/model.py",
+           "(_SKIP[0] in raw or _SKIP[1] in raw) and raw.count(b'\"event\":') == 1",
+           "(_SKIP[0] in raw or _SKIP[1] in raw)",
+           f"{VIOLATIONS}::test_a_stop_with_a_nested_event_field_is_still_a_stop_invariant_6"),
+    Mutant("accept a control line without a time", "confirmatory/verify/model.py",
+           "        self.control_times()\n", "",
+           f"{VIOLATIONS}::test_a_stop_whose_t_is_not_a_number_fails_invariant_9"),
+    Mutant("accept a line of no known event", "confirmatory/verify/model.py",
+           "elif seq not in control or ev not in CONTROL_EVENTS:", "elif False:",
+           f"{VIOLATIONS}::test_a_line_of_no_known_event_fails_invariant_1"),
+    Mutant("answer a trigger with an earlier stop", "confirmatory/verify/timeline.py",
+           'and t <= s["t"] <= t + follow', 'and s["t"] <= t + follow',
+           f"{VIOLATIONS}::test_a_trigger_is_not_answered_by_a_stop_before_it_invariant_9"),
+    Mutant("leave run-scope stops unchecked", "confirmatory/verify/__init__.py",
+           "    check_run_stops(ctx, states)\n", "",
+           f"{VIOLATIONS}::test_a_run_stop_missing_from_a_model_log_fails_invariant_9"),
+    Mutant("widen call slack by any later clock step", "confirmatory/verify/model.py",
+           'back = self.back_until(a["end"])', "back = self.ctx.host.back_max",
+           f"{VIOLATIONS}::test_a_backward_clock_step_reported_after_an_attempt_does_not_excuse_its_calls_invariant_5"),
+    Mutant("trust an attempt's host_lines", "confirmatory/verify/model.py",
+           "        self.short_prefixes()\n", "",
+           f"{VIOLATIONS}::test_a_clean_attempt_relabelled_host_on_a_short_host_prefix_fails_invariant_2"),
+    Mutant("ignore dot-named record files", "confirmatory/verify/model.py",
+           'not (n[:1] == "." and _TMP_NAME.fullmatch(n))', 'n[:1] != "."',
+           f"{VIOLATIONS}::test_records_in_a_dot_named_household_folder_are_not_ignored_invariant_1"),
+    Mutant("accept money written as a float", "confirmatory/verify/model.py",
+           'if type(hl.get("spend_nusd")) is not int or hl.get("spend_nusd") != spend:',
+           'if hl.get("spend_nusd") != spend:',
+           f"{VIOLATIONS}::test_money_written_as_a_float_fails_invariant_7"),
 )

@@ -260,3 +260,121 @@ def test_workers_that_differ_from_the_design_fail_invariant_11(run):
     man["design_sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
     (run / "manifest.json").write_bytes(dumps(man) + b"\n")
     fails(run, 11)
+
+
+# -- gaps a forger could use, each closed (found by an audit of verify) ------------
+
+def test_a_stop_with_a_nested_event_field_is_still_a_stop_invariant_6(run):
+    """The control scan skips attempt/household lines without parsing them; a
+    stop whose extra field holds {"event": "household"} must not be skipped."""
+    def hidden(objs):
+        later = sorted(attempts(objs), key=lambda a: a["start"])[3]
+        objs.insert(1, {"event": "stop", "cause": "pool", "scope": "model", "t": later["start"] - 0.001,
+                        "detail": {"event": "household"}})
+    edit_log(run, "models/alpha/run.jsonl", hidden)
+    fails(run, 6)
+
+
+def test_a_stop_whose_t_is_not_a_number_fails_invariant_9(run):
+    def text(objs):
+        stop = next(o for o in objs if o.get("event") == "stop")
+        stop["t"] = str(stop["t"])
+    edit_log(run, "models/gamma/run.jsonl", text)
+    assert "stop line without a numeric t" in fails(run, 9).to_table()
+
+
+def test_a_line_of_no_known_event_fails_invariant_1(run):
+    edit_log(run, "models/alpha/run.jsonl", lambda objs: objs.insert(2, {"note": {"event": "attempt"}, "t": 1.0}))
+    assert "line of no known event" in fails(run, 1).to_table()
+
+
+def test_a_trigger_is_not_answered_by_a_stop_before_it_invariant_9(run):
+    """A second trigger of the same cause, after the only stop: no stop follows it."""
+    def again(objs):
+        tr = next(o for o in objs if o.get("event") == "trigger")
+        objs.append({**tr, "t": tr["t"] + 30})
+    edit_log(run, "models/gamma/run.jsonl", again)
+    assert "not followed by its stop" in fails(run, 9).to_table()
+
+
+def test_a_run_stop_without_a_cause_fails_invariant_9(run):
+    end = max(a["end"] for a in attempts(read(run / "models/alpha/run.jsonl")))
+    def stop(objs):
+        objs.insert(len(objs) - 1, {"event": "stop", "scope": "run", "t": end + 1})
+    edit_log(run, "run.jsonl", stop)
+    table = fails(run, 9).to_table()
+    assert "is not a known run-scope pair" in table and "are not run.jsonl's" in table
+
+
+def test_a_run_stop_missing_from_a_model_log_fails_invariant_9(run):
+    end = max(a["end"] for m in ("alpha", "beta", "gamma") for a in attempts(read(run / f"models/{m}/run.jsonl")))
+    line = {"event": "stop", "cause": "interrupt", "scope": "run", "t": end + 1}
+    edit_log(run, "run.jsonl", lambda objs: objs.insert(len(objs) - 1, line))
+    for m in ("alpha", "beta"):  # gamma's copy is missing
+        edit_log(run, f"models/{m}/run.jsonl", lambda objs: objs.insert(len(objs) - 1, dict(line)))
+    assert "models/gamma/run.jsonl" in fails(run, 9).to_table()
+
+
+def _host_sample(t, back):
+    return {"event": "sample", "t": t, "wall": t, "mono": 1.0, "mem_pressure": 0.0, "mem_available": 8 << 30,
+            "swap_used": 0, "load1": 0.5, "clock_back_max_s": back}
+
+
+def test_a_backward_clock_step_reported_after_an_attempt_does_not_excuse_its_calls_invariant_5(run):
+    rel = "models/gamma/run.jsonl"
+    a = attempts(read(run / rel))[2]
+    def early_call(objs):
+        target = next(o for o in objs if o is not None and o.get("record") == a["record"])
+        rewrite_record(run, "gamma", target, lambda rec: rec["calls"][0].update(start=a["start"] - 50))
+    edit_log(run, rel, early_call)
+    last_t = read(run / "host.jsonl")[-1]["t"]
+    edit_log(run, "host.jsonl", lambda objs: objs.append(_host_sample(last_t + 1, 1e6)))
+    fails(run, 5)
+
+
+def test_a_backward_clock_step_reported_by_the_sample_completing_an_attempt_excuses_its_calls(run):
+    """The control of the test above: the same step, reported by the sample
+    right after the attempt (as a real step back would be), widens the slack."""
+    rel = "models/gamma/run.jsonl"
+    a = attempts(read(run / rel))[2]
+    def early_call(objs):
+        target = next(o for o in objs if o.get("record") == a["record"])
+        rewrite_record(run, "gamma", target, lambda rec: rec["calls"][0].update(start=a["start"] - 50))
+    edit_log(run, rel, early_call)
+    def report_step(objs):
+        nxt = next(o for o in objs if o.get("event") == "sample" and o["t"] > a["end"])
+        nxt["clock_back_max_s"] = 60.0
+    edit_log(run, "host.jsonl", report_step)
+    reseal(run)
+    assert 5 not in verify_run(run).failed()
+
+
+def test_a_clean_attempt_relabelled_host_on_a_short_host_prefix_fails_invariant_2(run):
+    """`host_lines` is the attempt's own claim of how much host.jsonl its lane
+    had seen; a prefix without the sample after the attempt is allowed only
+    at a halt, in the lane's last pass."""
+    rel = "models/alpha/run.jsonl"
+    def forge(objs):
+        a = sorted(attempts(objs, **{"class": "ok", "pass": 0}), key=lambda a: a["start"])[2]
+        a.update({"class": "host", "action": "rerun", "host_lines": 1})
+    edit_log(run, rel, forge)
+    assert "classified without a host sample after the attempt" in fails(run, 2).to_table()
+
+
+def test_records_in_a_dot_named_household_folder_are_not_ignored_invariant_1(run):
+    a = attempts(read(run / "models/alpha/run.jsonl"))[0]
+    beside = f"records/{a['household']}/{a['arm']}/.{a['pass'] + 1}.json"
+    for target in ("records/.hh-999/alone/0.json", beside):
+        path = run / "models/alpha" / target
+        path.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(run / "models/alpha" / a["record"], path)
+    table = fails(run, 1).to_table()
+    assert "records/.hh-999" in table and beside in table
+
+
+def test_money_written_as_a_float_fails_invariant_7(run):
+    def floats(objs):
+        h = next(o for o in objs if o.get("event") == "household")
+        h["spend_nusd"] = float(h["spend_nusd"])
+    edit_log(run, "models/alpha/run.jsonl", floats)
+    fails(run, 7)

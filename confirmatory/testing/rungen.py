@@ -388,9 +388,12 @@ class _Gen:
         log = self.logs[f"models/{m.name}/run.jsonl"]
         log.append({"event": "trigger", "cause": cause, "household": h, "arm": arm, "pass": pass_index,
                     "t": self.now(t)})
+        # As the runner does (Run.trigger): every trigger gets a stop of its
+        # cause; the first stop stands.
+        stop_t = self.now(t)
         if m.stop_t is None:
-            m.stop_t = self.now(t)
-            log.append({"event": "stop", "cause": cause, "scope": rules.STOP_SCOPE[cause], "t": m.stop_t})
+            m.stop_t = stop_t
+        log.append({"event": "stop", "cause": cause, "scope": rules.STOP_SCOPE[cause], "t": stop_t})
 
     def pause(self, m: "_Model", house: "_House", arm: str, pass_index: int, t: float) -> None:
         log = self.logs[f"models/{m.name}/run.jsonl"]

@@ -29,7 +29,7 @@ from confirmatory.verify.context import RulesView, RunContext
 from confirmatory.verify.logs import LogPass
 from confirmatory.verify.model import ModelCheck, ModelState
 from confirmatory.verify.report import INVARIANTS, Findings, Report, Status, Violation
-from confirmatory.verify.timeline import check_admission, check_resumes, check_stops
+from confirmatory.verify.timeline import check_admission, check_resumes, check_run_stops, check_stops
 
 __all__ = ["verify_run", "verify_command", "Report", "Status", "Violation", "INVARIANTS"]
 
@@ -108,6 +108,7 @@ def verify_run(run_dir: Path | str, witness: Path | str | None = None, *, worker
         _add_log_results(logs, valid, heads)
         states.append(st)
     check_totals(ctx, states, ceilings)
+    check_run_stops(ctx, states)
     check_design(ctx, man)
     logs.finish(Path(witness) if witness is not None else None)
     return f.report(str(root))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from hashlib import sha256
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -25,11 +26,20 @@ from confirmatory.streams import arm_orders, draw_order
 from confirmatory.verify.context import RunContext
 
 CALL_SLACK_S = 1.0
+# The events of a model's run.jsonl besides attempt and household lines, and
+# the invariant that reads each one's time.
+CONTROL_EVENTS = {"open": 8, "late-cost": 7, "trigger": 9, "stop": 9, "ceiling": 6, "pause": 6, "resume": 10,
+                  "lane-end": 3, "close": 7}
+_TMP_NAME = re.compile(r"\..+\.\d+\.\d+\.tmp")  # chain.write_json_durable's temporary file
 ATTEMPT_FIELDS = ("lane", "household", "arm", "pass", "start", "end", "cost_nusd", "record",
                   "record_sha256", "class", "action", "signature")
 DECIDED_KEPT = 4096
 _SKIP = (b'"event":"attempt"', b'"event":"household"')
 _ATTEMPT_FIELD_SET = frozenset(ATTEMPT_FIELDS)
+
+
+def _num(t) -> bool:
+    return type(t) is float or type(t) is int
 
 
 def _start_pass(item: tuple[int, dict]) -> tuple:
@@ -75,7 +85,9 @@ def control_events(path) -> list[tuple[int, dict]]:
     try:
         with open(path, "rb") as fh:
             for i, raw in enumerate(fh):
-                if _SKIP[0] in raw or _SKIP[1] in raw:
+                # Only a line whose one "event" key is attempt/household is
+                # skipped: a control line with a nested "event" is parsed.
+                if (_SKIP[0] in raw or _SKIP[1] in raw) and raw.count(b'"event":') == 1:
                     continue
                 try:
                     obj = json.loads(raw)
@@ -132,7 +144,10 @@ class ModelCheck:
         self.lane_end = defaultdict(lambda: float("-inf"))
         self.incon: list[tuple] = []
         self.decided: dict[tuple, rules.Decision] = {}
-        self.back_max = ctx.host.back_max
+        self.short: list[tuple] = []  # attempts judged on a prefix without their completing sample
+        self.lane_last: dict[int, tuple[str, int]] = {}  # lane -> (household, pass) of its last attempt
+        self.back_until = ctx.host.back_until
+        self.completion = ctx.host.completion
         self.host_is = ctx.host.is_host if isinstance(ctx.host, HostSummary) else ctx.host_is
         self.root_fd: int | None = None  # the model folder, while the stream is read
         self._times()
@@ -144,9 +159,8 @@ class ModelCheck:
         st.halt_t = min([*stops, *ceilings, *ctx.run_stop_ts, ctx.ceiling_t])
         st.trigger_t = min([o["t"] for _, o in st.events("trigger") if isinstance(o.get("t"), (int, float))],
                            default=float("inf"))
-        resumes = sorted(o["t"] for _, o in st.events("resume") if o.get("accepted") is True)
-        for _, p in sorted(st.events("pause"), key=lambda x: x[1].get("t", 0)):
-            t = p.get("t", 0)
+        resumes = sorted(o["t"] for _, o in st.events("resume") if o.get("accepted") is True and _num(o.get("t")))
+        for t in sorted(o["t"] for _, o in st.events("pause") if _num(o.get("t"))):
             st.pauses.append((t, next((r for r in resumes if r > t), float("inf"))))
 
     # -- the manifest's draw ------------------------------------------------------
@@ -178,17 +192,42 @@ class ModelCheck:
     def _run(self) -> ModelState:
         self.check_draw()
         pending: dict[str, list[tuple[int, dict]]] = defaultdict(list)
+        control = {seq for seq, _ in self.st.control}
         for seq, obj in self.ctx.logs.lines(self.log):
             ev = obj.get("event")
             if ev == "attempt":
                 pending[str(obj.get("household"))].append((seq, obj))
             elif ev == "household":
                 self.household(seq, obj, pending.pop(str(obj.get("household")), []))
+            elif seq not in control or ev not in CONTROL_EVENTS:
+                # the control scan skips only attempt and household lines
+                self.f.fail(1, self.log, seq, f"line of no known event ({ev!r})")
         for h, lines in pending.items():
             self.f.fail(1, self.log, lines[0][0], f"attempt lines of {h} without a household line")
         self.orphans()
         self.inconclusive()
+        self.short_prefixes()
+        self.control_times()
         return self.st
+
+    def control_times(self) -> None:
+        """Every control event carries a time; one without is left out of the
+        checks that read times, so it fails here, under its invariant."""
+        for seq, obj in self.st.control:
+            t = obj.get("t")
+            if not (type(t) is float or type(t) is int):
+                ev = obj.get("event")
+                self.f.fail(CONTROL_EVENTS.get(ev, 1), self.log, seq, f"{ev} line without a numeric t ({t!r})")
+
+    def short_prefixes(self) -> None:
+        """A lane classifies on a host.jsonl prefix without the sample after
+        its pass only when its model has halted (lanes.classify_pass), and
+        then runs nothing more: so such an attempt is in its lane's last pass."""
+        for seq, lane, h, pass_index in self.short:
+            last = self.lane_last.get(lane)
+            self.f.expect(2, self.st.halt_t < float("inf") and last == (h, pass_index), self.log, seq,
+                          "classified without a host sample after the attempt, yet the model had not "
+                          "stopped or its lane ran on")
 
     def household(self, seq: int, hl: dict, lines: list[tuple[int, dict]]) -> None:
         f, st, log = self.f, self.st, self.log
@@ -219,10 +258,17 @@ class ModelCheck:
         spend = 0
         attempt = self.attempt
         for aseq, a in attempts:
-            spend += int(a["cost_nusd"])
+            cost = a["cost_nusd"]
+            if type(cost) is not int:
+                f.fail(7, log, aseq, f"cost_nusd {cost!r} is not an integer")
+                cost = int(cost) if isinstance(cost, (int, float)) else 0
+            spend += cost
             attempt(aseq, a, lane)
+        if attempts:
+            last = attempts[-1][1]
+            self.lane_last[lane] = (h, last["pass"])
         checked[7] += 1
-        if hl.get("spend_nusd") != spend:
+        if type(hl.get("spend_nusd")) is not int or hl.get("spend_nusd") != spend:
             f.fail(7, log, seq, f"household spend {hl.get('spend_nusd')} is not its attempts' {spend}")
         st.attempt_cost += spend
         self.dir_matches(h, {a["record"] for _, a in attempts}, seq)
@@ -320,8 +366,10 @@ class ModelCheck:
         # Call times are raw time.time(); attempt times are the never-backwards
         # clock's. A wall clock that stepped back (the host log shows by how
         # much) can put raw times, even a call's end before its start, that
-        # much earlier: widen the slack by it (DESIGN.md "Host evidence").
-        back = self.back_max
+        # much earlier: widen the slack by the steps reported up to the sample
+        # that completes this attempt, as the host rules do (DESIGN.md "Host
+        # evidence"); a step reported later cannot excuse this attempt.
+        back = self.back_until(a["end"])
         slack = CALL_SLACK_S + back
         lo, hi = a["start"] - slack, a["end"] + slack
         checked[5] += len(calls)
@@ -331,9 +379,13 @@ class ModelCheck:
             if not (isinstance(cs, (int, float)) and isinstance(ce, (int, float))
                     and lo <= cs <= hi and lo <= ce <= hi and cs <= ce + back):
                 f.fail(5, f"models/{st.name}/{rel}", None, f"call {c.get('kind')} {cs}..{ce} outside the attempt {a['start']}..{a['end']}")
-            cost += int(c.get("cost_nusd") or 0)
+            cc = c.get("cost_nusd")
+            if type(cc) is not int:
+                f.fail(7, f"models/{st.name}/{rel}", None, f"call cost_nusd {cc!r} is not an integer")
+                cc = int(cc) if isinstance(cc, (int, float)) else 0
+            cost += cc
         checked[7] += 1
-        if cost != r.get("cost_nusd"):
+        if cost != r.get("cost_nusd") or type(r.get("cost_nusd")) is not int:
             f.fail(7, f"models/{st.name}/{rel}", None, f"record cost {r.get('cost_nusd')} is not its calls' {cost}")
         self.classify(seq, a, r)
         s = a["start"]
@@ -358,7 +410,16 @@ class ModelCheck:
             # Judged on the host.jsonl prefix the lane decided on (its line
             # says how many lines); a prefix can only add "no sample after".
             limit = a.get("host_lines")
-            host = self.host_is(a["start"], a["end"], limit if type(limit) is int else None)
+            if type(limit) is not int:
+                limit = None
+            host = self.host_is(a["start"], a["end"], limit)
+            if host and limit is not None:
+                # A prefix cut before the sample that completes the attempt:
+                # allowed only at a halt (see short_prefixes) when the whole
+                # log would have found the attempt clean.
+                done = self.completion(a["end"])
+                if done is not None and done >= limit and not self.host_is(a["start"], a["end"], None):
+                    self.short.append((seq, a["lane"], a["household"], a["pass"]))
             key = rule_key(r)
             if key is None:
                 d = rules.decide(r, ("host",) if host else (), reruns_used=a["_reruns"], max_reruns=rl.max_reruns,
@@ -408,8 +469,8 @@ class ModelCheck:
                               f"action {a['action']}, the inconclusive rule allows {sorted(allowed)}")
 
     def dir_matches(self, h: str, listed: set[str], seq: int) -> None:
-        """No file under records/<h>/ lacks an attempt line (temporary files,
-        whose names start with ".", inside an arm folder excepted)."""
+        """No file under records/<h>/ lacks an attempt line (a write's
+        temporary file inside an arm folder, left by a crash, excepted)."""
         base = os.path.join(self.root_s, "records", h)
         extra = []
         try:
@@ -421,7 +482,7 @@ class ModelCheck:
             if arm.is_dir():
                 folder = f"{prefix}{arm.name}/"
                 for n in os.listdir(arm.path):
-                    if n[:1] != "." and folder + n not in listed:
+                    if folder + n not in listed and not (n[:1] == "." and _TMP_NAME.fullmatch(n)):
                         extra.append(folder + n)
             elif prefix + arm.name not in listed:
                 extra.append(prefix + arm.name)
@@ -433,5 +494,5 @@ class ModelCheck:
         base = self.root / "records"
         if base.is_dir():
             for h in sorted(os.listdir(base)):
-                if h not in self.st.ends and not h.startswith("."):
+                if h not in self.st.ends:
                     self.f.fail(1, f"models/{self.st.name}/records/{h}", None, "records of a household without a household line")

@@ -95,19 +95,21 @@ def check_admission(ctx: RunContext, st: ModelState) -> None:
 
 def check_stops(ctx: RunContext, st: ModelState) -> None:
     f, log, follow = ctx.findings, model_log(st.name, "run.jsonl"), ctx.rules.stop_follow_s
-    stops = st.events("stop")
-    triggers = st.events("trigger")
-    for seq, s in stops:
+    # (a line without a numeric t fails in ModelCheck.control_times; here it
+    # can neither answer nor be answered)
+    stops = [(q, o) for q, o in st.events("stop") if _num(o.get("t"))]
+    triggers = [(q, o) for q, o in st.events("trigger") if _num(o.get("t"))]
+    for seq, s in st.events("stop"):
         cause = s.get("cause")
         f.expect(9, cause in rules.STOP_SCOPE and s.get("scope") == rules.STOP_SCOPE[cause], log, seq,
                  f"stop cause {cause!r} / scope {s.get('scope')!r} is not a known pair")
         if cause in rules.TRIGGER_CAUSES:
-            ok = any(tr.get("cause") == cause and tr.get("t", 0) <= s.get("t", 0) <= tr.get("t", 0) + follow
-                     for _, tr in triggers)
+            ok = _num(s.get("t")) and any(tr.get("cause") == cause and tr["t"] <= s["t"] <= tr["t"] + follow
+                                          for _, tr in triggers)
             f.expect(9, ok, log, seq, f"stop ({cause}) without its trigger within {follow} s before it")
-    for seq, tr in triggers:
-        cause, t = tr.get("cause"), tr.get("t", 0)
-        ok = any(s.get("cause") == cause and s.get("t", 0) <= t + follow for _, s in stops)
+    for seq, tr in st.events("trigger"):
+        cause, t = tr.get("cause"), tr.get("t")
+        ok = _num(t) and any(s.get("cause") == cause and t <= s["t"] <= t + follow for _, s in stops)
         f.expect(9, ok, log, seq, f"trigger ({cause}) not followed by its stop within {follow} s")
         key = (tr.get("household"), tr.get("arm"), tr.get("pass"))
         attempt = st.stop_attempts.pop(key, None)
@@ -116,15 +118,37 @@ def check_stops(ctx: RunContext, st: ModelState) -> None:
         f.fail(9, log, seq, f"attempt {key} has action stop but no trigger")
 
 
+def _num(t) -> bool:
+    return type(t) is float or type(t) is int
+
+
+def check_run_stops(ctx: RunContext, states: list[ModelState]) -> None:
+    """Run-scope stops: each names a known cause, and each is copied, the same,
+    into every model's run.jsonl (and no model has a run-scope stop the run lacks)."""
+    f = ctx.findings
+    stops = [(seq, o) for seq, o in ctx.run_events if o.get("event") == "stop"]
+    for seq, s in stops:
+        cause = s.get("cause")
+        f.expect(9, s.get("scope") == "run" and rules.STOP_SCOPE.get(cause) == "run", "run.jsonl", seq,
+                 f"stop cause {cause!r} / scope {s.get('scope')!r} is not a known run-scope pair")
+        f.expect(9, _num(s.get("t")), "run.jsonl", seq, f"stop without a numeric t ({s.get('t')!r})")
+    key = lambda o: (str(o.get("cause")), str(o.get("t")))  # noqa: E731
+    want = sorted(key(o) for _, o in stops)
+    for st in states:
+        mine = sorted(key(o) for _, o in st.events("stop") if o.get("scope") == "run")
+        f.expect(9, mine == want, model_log(st.name, "run.jsonl"), None,
+                 f"run-scope stops {mine} are not run.jsonl's {want}")
+
+
 def check_resumes(ctx: RunContext, st: ModelState) -> None:
     f, log = ctx.findings, model_log(st.name, "run.jsonl")
-    pauses = sorted(p.get("t", 0) for _, p in st.events("pause"))
+    pauses = sorted(p["t"] for _, p in st.events("pause") if _num(p.get("t")))
     for seq, r in st.events("resume"):
         if r.get("accepted") is not True:
             continue
-        t, req = r.get("t", 0), r.get("request_t")
-        began = max((p for p in pauses if p < t), default=None)
-        ok = began is not None and isinstance(req, (int, float)) and began < req <= t
+        t, req = r.get("t"), r.get("request_t")
+        began = max((p for p in pauses if p < t), default=None) if _num(t) else None
+        ok = began is not None and _num(req) and began < req <= t
         f.expect(10, ok, log, seq, f"accepted resume requested at {req}, the pause began at {began}")
         f.expect(10, (st.name, req) in ctx.resume_requests, log, seq,
                  f"accepted resume request {req} is not in resume.jsonl")
