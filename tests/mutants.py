@@ -91,7 +91,7 @@ MUTANTS = (
            'and t <= s["t"] <= t + follow', 'and s["t"] <= t + follow',
            f"{VIOLATIONS}::test_a_trigger_is_not_answered_by_a_stop_before_it_invariant_9"),
     Mutant("leave run-scope stops unchecked", "confirmatory/verify/__init__.py",
-           "    check_run_stops(ctx, states)\n", "",
+           '    guarded(f, 9, "run.jsonl", check_run_stops, ctx, states)\n', "",
            f"{VIOLATIONS}::test_a_run_stop_missing_from_a_model_log_fails_invariant_9"),
     Mutant("widen call slack by any later clock step", "confirmatory/verify/model.py",
            'back = self.back_until(a["end"])', "back = self.ctx.host.back_max",

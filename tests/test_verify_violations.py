@@ -378,3 +378,30 @@ def test_money_written_as_a_float_fails_invariant_7(run):
         h["spend_nusd"] = float(h["spend_nusd"])
     edit_log(run, "models/alpha/run.jsonl", floats)
     fails(run, 7)
+
+
+ODD_VALUES = ("text", None, [], {}, True, -1, 1e308, 0.5)
+
+
+@pytest.mark.parametrize("case", range(40))
+def test_verify_reports_and_never_raises_on_a_field_of_the_wrong_type(pristine, tmp_path, case):
+    """Valid JSON, re-chained, with one field of any line of any log holding a
+    value of another type: verify must still report (and the report must
+    fail or at least not crash); before this test a stop with a text `t`
+    raised TypeError."""
+    import random
+
+    rng = random.Random(case)
+    root = tmp_path / "run"
+    shutil.copytree(pristine, root)
+    rels = ["run.jsonl", "host.jsonl", "resume.jsonl"] + [
+        f"models/{m}/{log}" for m in ("alpha", "beta", "gamma") for log in ("run.jsonl", "admission.jsonl")]
+    rel = rng.choice(rels)
+    objs = read(root / rel)
+    obj = objs[rng.randrange(1, len(objs))] if len(objs) > 1 else objs[0]
+    key = rng.choice(sorted(k for k in obj if k not in ("seq", "prev")))
+    obj[key] = rng.choice([v for v in ODD_VALUES if type(v) is not type(obj[key])])
+    (root / rel).write_bytes(b"".join(dumps(o) + b"\n" for o in objs))
+    reseal(root)
+    report = verify_run(root)  # must not raise
+    assert report.to_table()

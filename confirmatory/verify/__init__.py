@@ -73,8 +73,9 @@ def verify_run(run_dir: Path | str, witness: Path | str | None = None, *, worker
             host, host_part = join_host_spans([_collect(c) for c in span_children], logs, rv)
         rest = Findings()  # what is found after host.jsonl, merged after its findings
         logs.f = rest
-        requests = {(o.get("model"), o.get("t")) for _, o in logs.lines("resume.jsonl")
-                    if o.get("event") == "resume-request"}
+        requests = {(o["model"], o["t"]) for _, o in logs.lines("resume.jsonl")
+                    if o.get("event") == "resume-request" and type(o.get("model")) is str
+                    and type(o.get("t")) in (int, float)}
         ctx = RunContext(layout, rest, logs, rv, host, list(man.get("arms") or []), run_events, requests)
         ctx.run_stop_ts = [o["t"] for _, o in run_events if o.get("event") == "stop" and isinstance(o.get("t"), (int, float))]
         ceilings = [o for _, o in run_events if o.get("event") == "ceiling"]
@@ -107,9 +108,9 @@ def verify_run(run_dir: Path | str, witness: Path | str | None = None, *, worker
         f.merge(found)
         _add_log_results(logs, valid, heads)
         states.append(st)
-    check_totals(ctx, states, ceilings)
-    check_run_stops(ctx, states)
-    check_design(ctx, man)
+    guarded(f, 7, "run.jsonl", check_totals, ctx, states, ceilings)
+    guarded(f, 9, "run.jsonl", check_run_stops, ctx, states)
+    guarded(f, 11, "design.toml", check_design, ctx, man)
     logs.finish(Path(witness) if witness is not None else None)
     return f.report(str(root))
 
@@ -161,14 +162,32 @@ def _log_part(own: Findings, logs: LogPass, rels: list[str]) -> tuple[Findings, 
             {r: logs.heads[r] for r in rels if r in logs.heads})
 
 
+# What a check raises on a field of the wrong type that it did not foresee.
+CHECK_ERRORS = (TypeError, ValueError, KeyError, AttributeError, IndexError, OverflowError, RecursionError)
+
+
+def guarded(f: Findings, invariant: int, where: str, check, *args):
+    """``check(*args)``; if it raises on what it read, a violation of
+    ``invariant`` instead: a run verify cannot check never passes."""
+    try:
+        return check(*args)
+    except CHECK_ERRORS as exc:
+        f.fail(invariant, where, None, f"cannot be checked: {type(exc).__name__}: {exc} (a field of the wrong type?)")
+        return None
+
+
 def _check_one(ctx: RunContext, name: str) -> tuple[Findings, dict, dict, ModelState]:
     """One model's checks with findings of its own; what the run-level checks need back."""
     own = Findings()
     ctx.findings = ctx.logs.f = own
-    st = ModelCheck(name, ctx).run()
-    check_admission(ctx, st)
-    check_stops(ctx, st)
-    check_resumes(ctx, st)
+    log = model_log(name, "run.jsonl")
+    st = guarded(own, 1, log, lambda: ModelCheck(name, ctx).run())
+    if st is None:
+        st = ModelState(name, {}, [])
+    else:
+        guarded(own, 4, model_log(name, "admission.jsonl"), check_admission, ctx, st)
+        guarded(own, 9, log, check_stops, ctx, st)
+        guarded(own, 10, log, check_resumes, ctx, st)
     slim = ModelState(st.name, {}, st.control, attempt_cost=st.attempt_cost)
     return (*_log_part(own, ctx.logs, [model_log(name, n) for n in MODEL_LOG_NAMES]), slim)
 

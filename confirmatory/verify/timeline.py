@@ -101,7 +101,8 @@ def check_stops(ctx: RunContext, st: ModelState) -> None:
     triggers = [(q, o) for q, o in st.events("trigger") if _num(o.get("t"))]
     for seq, s in st.events("stop"):
         cause = s.get("cause")
-        f.expect(9, cause in rules.STOP_SCOPE and s.get("scope") == rules.STOP_SCOPE[cause], log, seq,
+        f.expect(9, type(cause) is str and cause in rules.STOP_SCOPE and s.get("scope") == rules.STOP_SCOPE[cause],
+                 log, seq,
                  f"stop cause {cause!r} / scope {s.get('scope')!r} is not a known pair")
         if cause in rules.TRIGGER_CAUSES:
             ok = _num(s.get("t")) and any(tr.get("cause") == cause and tr["t"] <= s["t"] <= tr["t"] + follow
@@ -129,7 +130,8 @@ def check_run_stops(ctx: RunContext, states: list[ModelState]) -> None:
     stops = [(seq, o) for seq, o in ctx.run_events if o.get("event") == "stop"]
     for seq, s in stops:
         cause = s.get("cause")
-        f.expect(9, s.get("scope") == "run" and rules.STOP_SCOPE.get(cause) == "run", "run.jsonl", seq,
+        f.expect(9, s.get("scope") == "run" and type(cause) is str and rules.STOP_SCOPE.get(cause) == "run",
+                 "run.jsonl", seq,
                  f"stop cause {cause!r} / scope {s.get('scope')!r} is not a known run-scope pair")
         f.expect(9, _num(s.get("t")), "run.jsonl", seq, f"stop without a numeric t ({s.get('t')!r})")
     key = lambda o: (str(o.get("cause")), str(o.get("t")))  # noqa: E731
@@ -150,5 +152,5 @@ def check_resumes(ctx: RunContext, st: ModelState) -> None:
         began = max((p for p in pauses if p < t), default=None) if _num(t) else None
         ok = began is not None and _num(req) and began < req <= t
         f.expect(10, ok, log, seq, f"accepted resume requested at {req}, the pause began at {began}")
-        f.expect(10, (st.name, req) in ctx.resume_requests, log, seq,
+        f.expect(10, _num(req) and (st.name, req) in ctx.resume_requests, log, seq,
                  f"accepted resume request {req} is not in resume.jsonl")
