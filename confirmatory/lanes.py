@@ -289,7 +289,8 @@ class Lane:
                     # Re-checked under the ceiling's lock: a stop, pause or
                     # crossing taken under it is strictly before or after `start`.
                     if not (m.paused or self._halted()):
-                        running = Running(aspend, household, arm, pass_index, self.index, start)
+                        running = Running(aspend, household, arm, pass_index, self.index, start,
+                                          last_in_pass=last_in_pass)
                         m.running[key] = running
                         m.attempts += 1
                         break
@@ -322,8 +323,12 @@ class Lane:
                 # The engine pool died: the model is stopped (cause pool) and
                 # the conversation ended because of it; the error is kept.
                 status = "budget_stop"
-        with self.run.spend.ordered() as end:
-            pass
+        with m.cond:
+            # The pass's classes are pending from the instant it ends, taken
+            # in the same lock order as a start (m.cond, then the ceiling's):
+            # no admission decision slips in before the record is written.
+            with self.run.spend.ordered() as end:
+                self._count_pending(running)
         if not aspend.finish():
             # The deadline watcher abandoned this attempt and wrote its record.
             running.deadline_written.wait()
@@ -362,11 +367,17 @@ class Lane:
         self._done_running(key, last_in_pass)
         return Attempt(household, arm, pass_index, self.index, start, end, record, rel, sha, reruns_used)
 
+    def _count_pending(self, running: Running) -> None:
+        """(m.cond held) The pass's classes are now pending, once per pass."""
+        if running.last_in_pass and not running.pending_counted:
+            running.pending_counted = True
+            self.m.pending += 1
+
     def _done_running(self, key: str, last_in_pass: bool) -> None:
         with self.m.cond:
-            self.m.running.pop(key, None)
-            if last_in_pass:
-                self.m.pending += 1
+            running = self.m.running.pop(key, None)
+            if running is not None:
+                self._count_pending(running)
 
     # -- classification ------------------------------------------------------
     def decide_attempt(self, a: Attempt, host_reasons: tuple[str, ...]) -> rules.Decision:

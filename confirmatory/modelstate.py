@@ -9,6 +9,7 @@ pause state, attempts under way, progress counters), guarded by its
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,6 +75,12 @@ class Running:
     # abandon() and this, the lane must wait, not read a half-made outcome.
     deadline_written: threading.Event = field(default_factory=threading.Event)
     abandoned_mono: float | None = None  # time.monotonic() when the deadline took it
+    # The deadline is measured on the monotonic clock: a wall clock stepped
+    # forward must not abandon an attempt early, nor one stepped back (which
+    # holds the run's clock still) keep one running past its deadline.
+    start_mono: float = field(default_factory=time.monotonic)
+    last_in_pass: bool = False
+    pending_counted: bool = False  # its pass's classes counted as pending (under m.cond)
 
 
 @dataclass

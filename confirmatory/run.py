@@ -205,13 +205,13 @@ class Run:
             # A memory reading that never returns stops the sampler from
             # checking itself: the main thread checks its health too.
             self.host.check_health()
-        now = self.clock.now()
+        now = time.monotonic()  # deadlines run on the monotonic clock (modelstate.Running)
         deadline = self.design.rules.attempt_deadline_s
         for m in self.models.values():
             with m.cond:
                 running = list(m.running.values())
             for r in running:
-                if now - r.start >= deadline and r.deadline_record is None:
+                if now - r.start_mono >= deadline and r.deadline_record is None:
                     self._abandon(m, r)
                 elif (r.abandoned_mono is not None
                       and time.monotonic() - r.abandoned_mono > self.abandon_grace_s(m)):
@@ -352,8 +352,12 @@ class Run:
         if taken is None:
             return  # it ended normally just now
         cost, calls = taken
-        with self.spend.ordered() as end:
-            pass
+        with m.cond:
+            with self.spend.ordered() as end:
+                # its pass's classes are pending from the deadline on
+                if r.last_in_pass and not r.pending_counted:
+                    r.pending_counted = True
+                    m.pending += 1
         exc = AttemptDeadline(f"attempt still running {self.design.rules.attempt_deadline_s} s after its start")
         record = {
             "model": m.name, "household": r.household, "arm": r.arm, "pass": r.pass_index, "lane": r.lane,

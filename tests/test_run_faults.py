@@ -166,3 +166,70 @@ def test_a_lane_stuck_in_a_call_that_never_returns_is_settled_and_the_run_still_
             t.join(10)
     # The lane that woke up afterwards wrote nothing more.
     assert (run.run_dir / "models/m0/run.jsonl").read_bytes() == written
+
+
+def _wall_clock_jump(monkeypatch, after_s: float, by_s: float):
+    """time.time jumps by ``by_s`` once ``after_s`` of real time has passed."""
+    real_time = time.time
+    start = real_time()
+    monkeypatch.setattr(time, "time", lambda: real_time() + (by_s if real_time() - start > after_s else 0.0))
+    return real_time
+
+
+def test_a_wall_clock_jumping_forward_does_not_abandon_attempts_before_their_deadline(tmp_path, monkeypatch):
+    """Deadlines run on the monotonic clock: a 120 s jump of the wall clock
+    (NTP catching up, a suspended VM) is not 120 s of an attempt's time."""
+    real_time = _wall_clock_jump(monkeypatch, 0.3, 120.0)
+    hh = [{"id": f"hh-{i:03d}", "latency_s": 0.1} for i in range(8)]
+    result, run_dir = execute(tmp_path, households=hh, models=1, arms=("alone",),
+                              rules={"attempt_deadline_s": 30.0}, **FAST)
+    monkeypatch.setattr(time, "time", real_time)
+    verified(run_dir)
+    ev = events(run_dir, "m0")
+    assert not of(ev, "trigger") and result.status == "completed"
+    assert any(a["end"] - a["start"] > 100 for a in of(ev, "attempt"))  # the jump did land inside an attempt
+
+
+def test_a_wall_clock_stepping_back_does_not_hold_an_attempt_past_its_deadline(tmp_path, monkeypatch):
+    """The run's clock stands still while the wall clock is behind it; the
+    deadline must not: a hung attempt is abandoned about on time."""
+    real_time = _wall_clock_jump(monkeypatch, 0.2, -60.0)
+    hh = [{"id": "hh-000", "plan": {"alone/0": "hang"}}, {"id": "hh-001"}]
+    began = real_time()
+    result, run_dir = execute(tmp_path, households=hh, models=1, arms=("alone",),
+                              rules={"attempt_deadline_s": 0.5}, **FAST)
+    took = real_time() - began
+    monkeypatch.setattr(time, "time", real_time)
+    verified(run_dir)
+    ev = events(run_dir, "m0")
+    assert of(ev, "trigger", cause="deadline") and result.stop_cause == "deadline"
+    assert took < 30, f"the run took {took:.1f} s: the deadline waited for the wall clock"
+    host = of(events(run_dir, log="host.jsonl"), "sample")
+    assert len(host) < 2000, "the sampler must not spin while the wall clock is behind the run's clock"
+
+
+def test_no_admission_decision_while_a_pass_waits_for_its_record_on_a_slow_disk(tmp_path, monkeypatch):
+    """DESIGN.md: a decision waits while any household of the model has a pass
+    whose classes are not yet decided -- from the instant the pass ends, not
+    from when its record is on disk."""
+    real_fsync = os.fsync
+
+    def slow_fsync(fd):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            target = ""
+        if "/records/hh-000/" in target and target.endswith(".tmp"):
+            time.sleep(0.6)
+        return real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", slow_fsync)
+    hh = [{"id": f"hh-{i:03d}", "latency_s": 0.02} for i in range(16)]
+    result, run_dir = execute(tmp_path, households=hh, models=1, arms=("alone",), **FAST)
+    monkeypatch.setattr(os, "fsync", real_fsync)
+    verified(run_dir)
+    (slow,) = of(events(run_dir, "m0"), "attempt", household="hh-000")
+    decisions = [d["t"] for d in of(events(run_dir, "m0", "admission.jsonl"), "decision")]
+    inside = [t for t in decisions if slow["end"] < t < slow["end"] + 0.5]
+    assert not inside, f"{len(inside)} decisions while hh-000's pass was unclassified"
+    assert any(t > slow["end"] for t in decisions)  # the other lane did go on afterwards
