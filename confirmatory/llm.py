@@ -76,6 +76,34 @@ def missing_keys(litellm_model: str, api_base: str | None = None) -> list[str]:
     return sorted(result.get("missing_keys") or [])
 
 
+def price_problem(litellm_model: str) -> str | None:
+    """Why litellm cannot price a call to ``litellm_model``, or None when it can.
+
+    Asks ``litellm.cost_per_token`` with the model string exactly as a call
+    requests it: that is the lookup behind a reply's ``response_cost``
+    (measured: for every model string tried, it raises ``ModelNotMappedError``
+    exactly when ``response_cost`` comes back None, and gives the same
+    prices otherwise; ``get_model_info`` differs, e.g. it refuses OpenAI
+    ``ft:`` fine-tunes that ``response_cost`` prices from their base model).
+    A price of $0 for input and output alike is a problem too: every call
+    would be counted as free.
+    """
+    lib = _lib()
+    try:
+        prompt_usd, completion_usd = lib.cost_per_token(
+            model=litellm_model, prompt_tokens=1_000_000, completion_tokens=1_000_000
+        )
+    except lib.exceptions.ModelNotMappedError:
+        return f"litellm has no price for {litellm_model}; the spend ceiling cannot be enforced"
+    except Exception as exc:  # e.g. BadRequestError: no provider in the model string
+        return (f"litellm cannot price {litellm_model} ({type(exc).__name__}: {str(exc)[:200]}); "
+                "the spend ceiling cannot be enforced")
+    if not (prompt_usd > 0 or completion_usd > 0):
+        return (f"litellm prices {litellm_model} at $0 per token; every call would count as free "
+                "and the spend ceiling cannot be enforced")
+    return None
+
+
 _LITELLM_LOGGERS = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy")
 
 
@@ -149,7 +177,12 @@ SIM_API_KEY = "sim-no-key"
 
 
 class ModelLike(Protocol):
-    """What a call needs of a design's ``ModelSpec`` (duck-typed)."""
+    """What a call needs of a design's ``ModelSpec`` (duck-typed).
+
+    An optional ``require_price`` attribute (``AdHocModel``'s) may turn the
+    price check off; without it, a reply litellm cannot price raises
+    ``UnpricedCall``.
+    """
 
     name: str
     litellm_model: str
@@ -160,13 +193,21 @@ class ModelLike(Protocol):
 
 @dataclass(frozen=True)
 class AdHocModel:
-    """A ``ModelLike`` for a model outside any design (probes, tests)."""
+    """A ``ModelLike`` for a model outside any design (probes, tests).
+
+    ``require_price``: whether a reply litellm cannot price raises
+    ``UnpricedCall``. A design's models always require one (a ``ModelLike``
+    without this attribute does); an ad-hoc model is counted against no cap
+    or ceiling, so by default its unpriced reply comes back with
+    ``cost_usd=None`` (``probe-seed`` on a model litellm has no price for).
+    """
 
     name: str
     litellm_model: str
     api_base: str | None = None
     timeout_s: float = 120.0
     params: Mapping[str, Any] = field(default_factory=dict)
+    require_price: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,8 +216,10 @@ class Reply:
 
     ``finish_reason`` is ``"length"`` for a truncated turn in either API
     (a Responses ``incomplete`` with reason ``max_output_tokens``).
-    ``cost_usd`` is litellm's float (None when the model is unpriced):
-    convert it once, with ``money.to_nusd``, where it is counted.
+    ``cost_usd`` is litellm's float: convert it once, with
+    ``money.to_nusd``, where it is counted. It is never None for a design's
+    model: ``chat``/``responses`` raise ``UnpricedCall`` instead (None only
+    for an ``AdHocModel`` that does not ``require_price``).
     ``usage`` holds ``input_tokens``, ``output_tokens``, ``total_tokens``
     in both APIs. ``start``/``end`` are raw ``time.time()``.
     """
@@ -191,8 +234,13 @@ class Reply:
     end: float = 0.0
 
 
-def _is_loopback(api_base: str | None) -> bool:
+def is_loopback(api_base: str | None) -> bool:
+    """Whether ``api_base`` is a server on this machine (the simulated provider
+    started by hand, a local stand-in or a local model)."""
     return bool(api_base) and str(api_base).startswith(_LOOPBACK)
+
+
+_is_loopback = is_loopback
 
 
 def _route(model: ModelLike) -> dict[str, Any]:
@@ -218,6 +266,73 @@ def _cost(response: Any) -> float | None:
     hidden = getattr(response, "_hidden_params", None) or {}
     cost = hidden.get("response_cost")
     return float(cost) if cost is not None else None
+
+
+_unpriced_lock = threading.Lock()
+_unpriced_cls: type[Exception] | None = None
+
+
+def _unpriced_class() -> type[Exception]:
+    """``UnpricedCall``, made on first use: it subclasses litellm's
+    ``ModelNotMappedError`` (litellm's own word for "no price for this
+    model"), so it can exist only once litellm is imported."""
+    global _unpriced_cls
+    with _unpriced_lock:
+        if _unpriced_cls is None:
+            base = _lib().exceptions.ModelNotMappedError
+
+            class UnpricedCall(base):  # type: ignore[misc, valid-type]
+                """A call returned, but litellm put no cost on it (the model is
+                unpriced). Its spend cannot be counted, so no cap or ceiling
+                can hold: the runner classifies it ``operator`` (the model
+                pauses until a person prices it). ``reply`` is the call's
+                ``Reply`` (usage, times, content); ``call_start``/``call_end``
+                are its times, like any failed call's."""
+
+                # Defaults, so that the class rebuilds from its args alone (pickle, copy).
+                def __init__(self, message: str = "", *, reply: Reply | None = None,
+                             litellm_model: str | None = None) -> None:
+                    super().__init__(message)
+                    self.reply = reply
+                    self.usage = dict(reply.usage) if reply is not None else {}
+                    self.litellm_model = litellm_model
+
+            # Recorded as ``confirmatory.llm.UnpricedCall`` (its MRO then names
+            # ``litellm.exceptions.ModelNotMappedError``: class ``operator``).
+            UnpricedCall.__module__ = __name__
+            UnpricedCall.__qualname__ = "UnpricedCall"
+            _unpriced_cls = UnpricedCall
+        return _unpriced_cls
+
+
+def __getattr__(name: str) -> Any:
+    # ``confirmatory.llm.UnpricedCall`` (imports litellm: it subclasses its error).
+    if name == "UnpricedCall":
+        return _unpriced_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _priced(model: ModelLike, reply: Reply) -> Reply:
+    """``reply``, unless litellm could not price it and the model must be priced.
+
+    litellm's ``response_cost`` is None exactly when it has no price for the
+    requested model (a priced model's reply without usage costs 0.0, not
+    None), so a None is never "free": counting it as $0 would let the
+    model's cap and the spend ceiling pass unnoticed (docs/LITELLM.md).
+    """
+    if reply.cost_usd is not None or not getattr(model, "require_price", True):
+        return reply
+    usage = reply.usage
+    exc = _unpriced_class()(
+        f"litellm has no price for {model.litellm_model}: its {reply.kind} call returned "
+        f"({usage.get('input_tokens', 0)} input and {usage.get('output_tokens', 0)} output tokens) "
+        "without a cost, so its spend cannot be counted and the spend ceiling cannot be enforced; "
+        "a person must act before the model runs again",
+        reply=reply,
+        litellm_model=model.litellm_model,
+    )
+    _stamp(exc, reply.start, reply.end)
+    raise exc
 
 
 def _stamp(exc: BaseException, start: float, end: float) -> None:
@@ -251,7 +366,8 @@ def chat(
     extra_headers: dict[str, str] | None = None,
 ) -> Reply:
     """One chat-completions call; litellm's exceptions propagate unchanged
-    (each carries ``call_start``/``call_end``)."""
+    (each carries ``call_start``/``call_end``). A reply litellm cannot price
+    raises ``UnpricedCall`` (see ``_priced``)."""
     lib = _lib()
     kwargs = _route(model)
     kwargs.update(dict(model.params or {}))
@@ -274,7 +390,7 @@ def chat(
         for tc in (getattr(message, "tool_calls", None) or [])
     )
     usage = getattr(response, "usage", None)
-    return Reply(
+    return _priced(model, Reply(
         kind="chat",
         content=message.content,
         tool_calls=calls,
@@ -287,7 +403,7 @@ def chat(
         },
         start=start,
         end=end,
-    )
+    ))
 
 
 def responses(
@@ -300,7 +416,8 @@ def responses(
     text_format: dict[str, Any] | None = None,
 ) -> Reply:
     """One Responses-API call (``text_format`` e.g. ``{"type": "json_object"}``);
-    litellm's exceptions propagate unchanged (each carries ``call_start``/``call_end``)."""
+    litellm's exceptions propagate unchanged (each carries ``call_start``/``call_end``);
+    a reply litellm cannot price raises ``UnpricedCall`` (see ``_priced``)."""
     lib = _lib()
     kwargs = _route(model)
     params = dict(model.params or {})
@@ -342,7 +459,7 @@ def responses(
     else:
         finish = "stop" if status == "completed" else status
     usage = getattr(response, "usage", None)
-    return Reply(
+    return _priced(model, Reply(
         kind="responses",
         content="".join(texts) if texts else None,
         tool_calls=tuple(calls),
@@ -355,4 +472,4 @@ def responses(
         },
         start=start,
         end=end,
-    )
+    ))

@@ -8,7 +8,9 @@ Two callers, one set of answers: the lanes call these functions and write
 down what they returned; ``verify`` calls them again on what was written and
 must get the same answers. Nothing here reads a clock, a file or the
 environment, and nothing imports litellm: an error is known only by the
-qualified names its record stores (``type``, ``mro``) and its ``status_code``.
+qualified names its record stores (``type``, ``mro``), its ``status_code``
+and, for the few failures a provider states only in words (an exhausted
+quota or credit balance), its recorded ``message``.
 """
 
 from __future__ import annotations
@@ -63,6 +65,9 @@ CLASS_LISTS: dict = {
         "litellm.exceptions.LiteLLMUnknownProvider",
         "litellm.exceptions.PaymentRequiredError",
         "litellm.exceptions.BudgetExceededError",
+        # a reply litellm could not price (confirmatory.llm raises it; it
+        # subclasses ModelNotMappedError, so older class lists agree)
+        "confirmatory.llm.UnpricedCall",
         "litellm.exceptions.ModelNotMappedError",
         "litellm.exceptions.UnsupportedParamsError",
         "litellm.exceptions.UnsupportedEndpointError",
@@ -133,6 +138,31 @@ CLASS_LISTS: dict = {
             "429": "provider",
         },
     },
+    # Money, said only in words: a provider reports an exhausted quota or
+    # credit balance under the class and status of an ordinary failure (a 429
+    # rate limit, a 400 bad request).  A rule applies when one of its ``names``
+    # is in the recorded MRO, the recorded ``status_code`` is one of its
+    # ``status_codes``, and the recorded message contains one of its
+    # ``markers`` (case-insensitive); it is checked before the lists.  Each
+    # marker is the provider's documented text, as measured through litellm
+    # (docs/RULES.md "Class lists"); a per-minute rate limit matches none.
+    "message_overrides": [
+        {
+            "class": "operator",
+            "why": "OpenAI: the account's quota or credit is used up (error code insufficient_quota)",
+            "names": ["litellm.exceptions.RateLimitError", "openai.RateLimitError", "litellm.exceptions.APIError"],
+            "status_codes": [429],
+            # chat carries only the message; the Responses API the whole body with its code
+            "markers": ["insufficient_quota", "you exceeded your current quota"],
+        },
+        {
+            "class": "operator",
+            "why": "Anthropic: the organisation's prepaid credit balance is too low",
+            "names": ["litellm.exceptions.BadRequestError", "openai.BadRequestError"],
+            "status_codes": [400],
+            "markers": ["your credit balance is too low"],
+        },
+    ],
 }
 
 # Exception classes litellm exports that are deliberately in no list, and why.
@@ -193,6 +223,30 @@ def _lookup(class_lists: Mapping) -> dict[str, Cls]:
     return table
 
 
+def _message_class(error: Mapping, names: Sequence[str], overrides: Sequence[Mapping]) -> Cls | None:
+    """The class of the first message rule the recorded error matches, or None.
+
+    Reads only what the record holds (MRO names, ``status_code``, the
+    redacted and cut ``message``), so verify gets the same answer from the
+    run directory alone: the rules themselves are in the manifest's
+    ``class_lists``.
+    """
+    if not overrides:
+        return None
+    message = str(error.get("message") or "").lower()
+    if not message:
+        return None
+    status = error.get("status_code")
+    for rule in overrides:
+        if status not in rule["status_codes"]:
+            continue
+        if not any(name in rule["names"] for name in names):
+            continue
+        if any(str(marker).lower() in message for marker in rule["markers"]):
+            return Cls(rule["class"])
+    return None
+
+
 def _error_class(error: Mapping | None, class_lists: Mapping) -> Cls:
     if not error:
         # status "error" with no error object: the harness broke the contract
@@ -203,6 +257,9 @@ def _error_class(error: Mapping | None, class_lists: Mapping) -> Cls:
     names = list(error.get("mro") or ()) or [etype]
     if names[0] != etype:
         names.insert(0, etype)
+    by_message = _message_class(error, names, class_lists.get("message_overrides") or ())
+    if by_message is not None:
+        return by_message
     lookup = _lookup(class_lists)
     for name in names:
         cls = lookup.get(name)

@@ -3,7 +3,7 @@
 Everything that can refuse a run does so *before* the run directory exists,
 so a refusal leaves nothing half-written and spends nothing: the design and
 its pins, the ``--workers`` check, the harness and engine imports, the API
-keys litellm needs, an existing run directory.
+keys litellm needs, a model litellm cannot price, an existing run directory.
 """
 
 from __future__ import annotations
@@ -60,6 +60,15 @@ def preflight(design: Path, run_dir: Path, *, workers: int | None) -> Any:
                     f"models.{m.name}: {m.litellm_model} needs {', '.join(missing)} in the environment, "
                     "and it is not set"
                 )
+            # Every dollar must be counted: a model litellm cannot price would
+            # be counted as $0 a call, past its cap and the ceiling. (Simulator
+            # models are priced by llm.prepare. A model on this machine's
+            # loopback is not refused here; an unpriced reply from it still
+            # pauses its model at the first call: llm.UnpricedCall.)
+            if not llm.is_loopback(m.api_base):
+                problem = llm.price_problem(m.litellm_model)
+                if problem:
+                    problems.append(f"models.{m.name}: {problem}")
     if problems:
         raise Refused(problems)
     return loaded

@@ -228,3 +228,91 @@ def test_admission_admits_while_every_reserve_fits_under_the_cap_and_never_after
     assert rules.admit(refused_before=False, under_way=4, **kw)       # 50 + 50 <= 100
     assert not rules.admit(refused_before=False, under_way=5, **kw)   # 50 + 60 > 100
     assert not rules.admit(refused_before=True, under_way=0, **kw)
+
+
+# ---- money said in words: quota and credit exhaustion are operator failures ---------------------
+# Messages as litellm 1.110.2 records them, measured against a loopback server
+# answering with each provider's documented error body (docs/LITELLM.md).
+
+QUOTA_TEXT = ("You exceeded your current quota, please check your plan and billing details. For more "
+              "information on this error, read the docs: https://platform.openai.com/docs/guides/error-codes/api-errors.")
+OPENAI_QUOTA_CHAT = "litellm.RateLimitError: RateLimitError: OpenAIException - " + QUOTA_TEXT
+OPENAI_QUOTA_RESPONSES = ('litellm.RateLimitError: RateLimitError: OpenAIException - {"error": {"message": "'
+                          + QUOTA_TEXT + '", "type": "insufficient_quota", "param": null, "code": "insufficient_quota"}}')
+CREDIT_TEXT = ("Your credit balance is too low to access the Anthropic API. "
+               "Please go to Plans & Billing to upgrade or purchase credits.")
+ANTHROPIC_CREDIT = ('litellm.BadRequestError: AnthropicException - {"type": "error", "error": {"type": '
+                    '"invalid_request_error", "message": "' + CREDIT_TEXT + '"}}')
+ANTHROPIC_CREDIT_VIA_OPENAI_COMPAT = "litellm.BadRequestError: OpenAIException - " + CREDIT_TEXT
+OPENAI_TPM = ("litellm.RateLimitError: RateLimitError: OpenAIException - Rate limit reached for gpt-4o in "
+              "organization org-abc on tokens per min (TPM): Limit 30000, Used 29000, Requested 2000. "
+              "Please try again in 2s.")
+ANTHROPIC_RPM = ('litellm.RateLimitError: AnthropicException - {"type": "error", "error": {"type": '
+                 '"rate_limit_error", "message": "Number of request tokens has exceeded your per-minute rate limit"}}')
+VERTEX_QUOTA = ("litellm.RateLimitError: vertex_aiException - 429 Quota exceeded for "
+                "aiplatform.googleapis.com/generate_content_requests_per_minute_per_project_per_base_model")
+
+
+def litellm_err(exported, name, message, status):
+    q = f"litellm.exceptions.{name}"
+    return err(q, exported[q], message=message, status=status)
+
+
+@pytest.mark.parametrize("name,message,status", [
+    ("RateLimitError", OPENAI_QUOTA_CHAT, 429),
+    ("RateLimitError", OPENAI_QUOTA_RESPONSES, 429),
+    ("RateLimitError", OPENAI_QUOTA_CHAT.upper(), 429),
+    ("APIError", OPENAI_QUOTA_CHAT.replace("RateLimitError", "APIError"), 429),
+    ("BadRequestError", ANTHROPIC_CREDIT, 400),
+    ("BadRequestError", ANTHROPIC_CREDIT_VIA_OPENAI_COMPAT, 400),
+])
+def test_an_exhausted_quota_or_credit_balance_is_an_operator_failure_that_pauses(exported, name, message, status):
+    r = rec(error=litellm_err(exported, name, message, status))
+    assert rules.record_class(r) == Cls.OPERATOR
+    d = rules.decide(r, [], reruns_used=0, max_reruns=2)
+    assert (d.cls, d.action) == (Cls.OPERATOR, Action.PAUSE)
+    assert rules.classify(r, ["pressure 30.0 > 10.0"]) == Cls.OPERATOR  # operator beats host evidence
+
+
+@pytest.mark.parametrize("name,message,status,expected", [
+    ("RateLimitError", OPENAI_TPM, 429, Cls.PROVIDER),
+    ("RateLimitError", ANTHROPIC_RPM, 429, Cls.PROVIDER),
+    ("RateLimitError", VERTEX_QUOTA, 429, Cls.PROVIDER),
+    ("RateLimitError", "litellm.RateLimitError: simulated rate_limit", 429, Cls.PROVIDER),
+    ("BadRequestError", "litellm.BadRequestError: OpenAIException - Invalid 'messages[1].content'", 400, Cls.MODEL),
+    # a marker under another status or class is not the provider's documented signal
+    ("RateLimitError", OPENAI_QUOTA_CHAT, None, Cls.PROVIDER),
+    ("InternalServerError", OPENAI_QUOTA_CHAT, 500, Cls.PROVIDER),
+    ("RateLimitError", CREDIT_TEXT, 429, Cls.PROVIDER),
+    ("BadRequestError", QUOTA_TEXT, 400, Cls.MODEL),
+])
+def test_ordinary_rate_limits_and_bad_requests_keep_their_class(exported, name, message, status, expected):
+    assert rules.record_class(rec(error=litellm_err(exported, name, message, status))) == expected
+
+
+def test_a_quota_marker_in_an_error_the_harness_raised_is_still_a_harness_failure():
+    assert rules.record_class(rec(error=err("builtins.ValueError", message=QUOTA_TEXT, status=429))) == Cls.HARNESS
+
+
+def test_the_message_rules_are_data_in_the_class_lists_the_manifest_pins_and_verify_reads(exported, tmp_path):
+    import json
+
+    from confirmatory.design import load_design
+    from confirmatory.runfiles import run_manifest
+    from confirmatory.verify.context import RulesView
+    from confirmatory.verify.report import Findings
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    loaded = load_design(os.path.join(root, "confirmatory", "demo", "minimal.toml"))
+    manifest = run_manifest(loaded, run_id="r", created_t=1.0, anchors_cwd=str(tmp_path), run_dir=tmp_path / "run")
+    pinned = json.loads(json.dumps(manifest))  # as written to and read back from manifest.json
+    assert pinned["rules"]["class_lists"]["message_overrides"] == rules.CLASS_LISTS["message_overrides"]
+    view = RulesView.from_manifest(pinned, Findings())
+    quota = rec(error=litellm_err(exported, "RateLimitError", OPENAI_QUOTA_CHAT, 429))
+    d = rules.decide(quota, (), reruns_used=0, max_reruns=view.max_reruns, precedence=view.precedence,
+                     class_lists=view.class_lists)
+    assert (d.cls, d.action) == (Cls.OPERATOR, Action.PAUSE)
+    # The rule is read from the class lists it is given, not from the code: a
+    # manifest written before it existed is verified by what that run decided.
+    older = {k: v for k, v in pinned["rules"]["class_lists"].items() if k != "message_overrides"}
+    assert rules.record_class(quota, class_lists=older) == Cls.PROVIDER

@@ -1,0 +1,184 @@
+"""Every dollar is counted: a model litellm cannot price is refused before a
+run starts, and a reply litellm could not price is never counted as free.
+
+Real parts throughout: the design loader and the runner's preflight on real
+design files, litellm's own price table, litellm over real HTTP to the
+simulated provider on 127.0.0.1, the reference harness with a real ``Spend``.
+An OpenAI-compatible local server (``hosted_vllm/...``) is how a model
+litellm has no price for is reached without leaving the machine.
+
+Planted faults, each run while these tests were written (docs/LITELLM.md):
+- preflight without the price check -> the refusal tests fail;
+- ``price_problem`` through ``get_model_info`` instead of ``cost_per_token``
+  -> the fine-tune test fails (it would refuse what response_cost prices);
+- no $0 check -> the zero-price test fails;
+- ``_priced`` returning the reply unchanged (None counted as $0) -> every
+  UnpricedCall test fails, and the harness test sees a free call;
+- ``require_price`` defaulting to False for design models -> the ModelSpec
+  tests fail.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from confirmatory import llm, rules
+from confirmatory.clock import Clock
+from confirmatory.demo import harness
+from confirmatory.demo.main import REFERENCE_DESIGN
+from confirmatory.design import Arm, Household, ModelSpec
+from confirmatory.errors import describe_exception
+from confirmatory.runmain import Refused, preflight, run_command
+from confirmatory.sim import SIM_PRICES, FaultPlan, SimProvider
+from confirmatory.spend import AttemptSpend, Spend
+from confirmatory.testing.designs import write_design
+
+DEMO = REFERENCE_DESIGN.parent
+USER = 'Household:\n{"adults": [{"employment_income": 24000}]}\nWhat is its annual net income?'
+# The simulator serves "sim-careful"; litellm prices "openai/sim-careful" once
+# registered, but has no price for the same served model behind another route.
+UNPRICED = "hosted_vllm/sim-careful"
+PRICED = "openai/sim-careful"
+NO_WITNESS = {"command": ["true"]}
+
+
+def design_with(tmp_path: Path, litellm_model: str, api_base: str = "https://api.example.test/v1") -> Path:
+    return write_design(tmp_path / "design", households=2, models=[
+        {"name": "m0", "litellm_model": litellm_model, "api_base": api_base}], anchors=NO_WITNESS)
+
+
+@pytest.fixture()
+def keys(monkeypatch):
+    # Only the price may be missing: the keys litellm asks for are "set".
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key-000000")
+
+
+@pytest.fixture(scope="module")
+def sim():
+    with SimProvider(FaultPlan.from_table({"seed": 5})) as provider:
+        llm.prepare([llm.AdHocModel(name="careful", litellm_model=PRICED, api_base=provider.url)], SIM_PRICES)
+        yield provider
+
+
+def spec(litellm_model: str, url: str, *, timeout_s: float = 5.0) -> ModelSpec:
+    """A design's model, as the runner hands it to the harness."""
+    return ModelSpec(name="m0", litellm_model=litellm_model, cap_usd=1.0, reserve_usd=0.01,
+                     params={"temperature": 0.0, "max_tokens": 400}, timeout_s=timeout_s, api_base=url)
+
+
+# ---- preflight ----------------------------------------------------------------------------------
+
+def test_preflight_refuses_a_model_litellm_has_no_price_for_naming_the_field_and_the_model(tmp_path, keys):
+    design = design_with(tmp_path, "openai/my-finetune")
+    with pytest.raises(Refused) as info:
+        preflight(design, tmp_path / "run", workers=None)
+    assert ("models.m0: litellm has no price for openai/my-finetune; the spend ceiling cannot be enforced"
+            in info.value.problems)
+
+
+def test_run_refuses_an_unpriced_model_before_anything_is_written(tmp_path, keys, capsys):
+    design = design_with(tmp_path, "openai/my-finetune")
+    run_dir = tmp_path / "runs" / "r"
+    assert run_command(design, run_dir, quiet=True) == 3
+    assert not run_dir.exists() and not (tmp_path / "runs").exists()
+    assert "models.m0: litellm has no price for openai/my-finetune" in capsys.readouterr().err
+
+
+def test_preflight_refuses_a_model_litellm_prices_at_zero(tmp_path, keys):
+    design = design_with(tmp_path, "ollama/llama3", api_base="https://ollama.example.test")
+    with pytest.raises(Refused) as info:
+        preflight(design, tmp_path / "run", workers=None)
+    assert any(p.startswith("models.m0: litellm prices ollama/llama3 at $0 per token") for p in info.value.problems)
+
+
+@pytest.mark.parametrize("litellm_model", ["openai/gpt-4o", "anthropic/claude-sonnet-4-5",
+                                           # priced by litellm from its base model, as response_cost does
+                                           "openai/ft:gpt-4o-mini-2024-07-18:my-org::abc123"])
+def test_preflight_accepts_models_litellm_prices(tmp_path, keys, monkeypatch, litellm_model):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-not-a-real-key-0000")
+    loaded = preflight(design_with(tmp_path, litellm_model), tmp_path / "run", workers=None)
+    assert loaded.design.models[0].litellm_model == litellm_model
+
+
+def test_preflight_accepts_the_bundled_simulator_design_whose_prices_prepare_registers(tmp_path):
+    loaded = preflight(DEMO / "minimal.toml", tmp_path / "run", workers=None)
+    assert all(m.api_base == "simulator" for m in loaded.design.models)
+
+
+def test_the_preflight_lookup_agrees_with_the_cost_litellm_puts_on_a_real_reply(sim):
+    # Same served model, same server: one route priced, one not; the preflight
+    # lookup says so exactly when the reply's response_cost does.
+    for litellm_model in (PRICED, UNPRICED):
+        ad_hoc = llm.AdHocModel(name="x", litellm_model=litellm_model, api_base=sim.url, timeout_s=5.0)
+        reply = llm.chat(ad_hoc, [{"role": "user", "content": USER}])
+        assert reply.usage["total_tokens"] > 0
+        assert (llm.price_problem(litellm_model) is None) == (reply.cost_usd is not None), litellm_model
+    assert llm.price_problem(UNPRICED) == f"litellm has no price for {UNPRICED}; the spend ceiling cannot be enforced"
+
+
+# ---- the runtime belt -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_an_unpriced_reply_of_a_design_model_raises_an_operator_error_carrying_its_tokens_and_times(sim, api):
+    call = llm.chat if api == "chat" else llm.responses
+    with pytest.raises(llm.UnpricedCall) as info:
+        call(spec(UNPRICED, sim.url), [{"role": "user", "content": USER}])
+    exc = info.value
+    assert isinstance(exc, llm._lib().exceptions.ModelNotMappedError)
+    assert exc.usage["input_tokens"] > 0 and exc.usage["output_tokens"] > 0
+    assert exc.reply.cost_usd is None and exc.reply.kind == api
+    assert 0 < exc.call_start <= exc.call_end
+    error = describe_exception(exc)
+    assert error["type"] == "confirmatory.llm.UnpricedCall"
+    assert "litellm.exceptions.ModelNotMappedError" in error["mro"]
+    assert f"{exc.usage['input_tokens']} input and {exc.usage['output_tokens']} output tokens" in error["message"]
+    record = {"status": "error", "error": error}
+    assert rules.record_class(record) == rules.Cls.OPERATOR
+    assert rules.decide(record, [], reruns_used=0, max_reruns=2).action == rules.Action.PAUSE
+    # ... even by class lists that predate UnpricedCall: its MRO names litellm's error.
+    older = {k: [n for n in v if n != "confirmatory.llm.UnpricedCall"] if k == "operator" else v
+             for k, v in rules.CLASS_LISTS.items()}
+    assert rules.record_class(record, class_lists=older) == rules.Cls.OPERATOR
+
+
+def test_a_priced_reply_of_a_design_model_comes_back_with_its_cost(sim):
+    reply = llm.chat(spec(PRICED, sim.url), [{"role": "user", "content": USER}])
+    in_price, out_price = SIM_PRICES["sim-careful"]
+    expected = reply.usage["input_tokens"] * in_price + reply.usage["output_tokens"] * out_price
+    assert reply.cost_usd == pytest.approx(expected) and reply.cost_usd > 0
+
+
+def test_an_ad_hoc_model_outside_any_design_gets_its_unpriced_reply_unless_it_requires_a_price(sim):
+    loose = llm.AdHocModel(name="probe", litellm_model=UNPRICED, api_base=sim.url, timeout_s=5.0)
+    assert llm.chat(loose, [{"role": "user", "content": USER}]).cost_usd is None
+    strict = llm.AdHocModel(name="probe", litellm_model=UNPRICED, api_base=sim.url, timeout_s=5.0,
+                            require_price=True)
+    with pytest.raises(llm.UnpricedCall):
+        llm.chat(strict, [{"role": "user", "content": USER}])
+
+
+def test_the_reference_harness_records_the_unpriced_call_and_pauses_instead_of_going_on(sim):
+    spend = Spend(ceiling_nusd=10**12, before_nusd=0, clock=Clock())
+    attempt = AttemptSpend(spend, model="m0", household="hh-x", arm="alone", pass_index=0,
+                           stop_reason=lambda: None, on_late_cost=lambda nusd: None)
+    household = Household(id="hh-x", payload={"id": "hh-x", "adults": [{"employment_income": 24000}]})
+    arm = Arm(name="alone", features={"tools": []})
+    with pytest.raises(llm.UnpricedCall) as info:
+        harness.run(spec(UNPRICED, sim.url), household, arm, None, attempt, Clock())
+    cost, calls = attempt.snapshot()
+    (call,) = calls
+    # The call is on the record, with its own times and its tokens in the error's message ...
+    assert (call["kind"], call["cost_nusd"]) == ("chat", 0)
+    assert (call["start"], call["end"]) == (info.value.call_start, info.value.call_end)
+    assert call["error"]["type"] == "confirmatory.llm.UnpricedCall"
+    assert f"{info.value.usage['input_tokens']} input" in call["error"]["message"]
+    # ... the attempt ends as an operator failure, so its model pauses for a person ...
+    record = {"status": "error", "error": describe_exception(info.value), "calls": calls}
+    assert rules.decide(record, [], reruns_used=0, max_reruns=2).action == rules.Action.PAUSE
+    # ... and the attempt did not go on to a second, uncounted call.
+    assert sim.calls_of("sim-careful", "hh-x/alone/0") == 1
+    assert cost == 0 and spend.total_nusd == 0
+    json.dumps(record)  # what the lane writes
