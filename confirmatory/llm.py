@@ -76,6 +76,24 @@ def missing_keys(litellm_model: str, api_base: str | None = None) -> list[str]:
     return sorted(result.get("missing_keys") or [])
 
 
+def route_problem(litellm_model: str, api_base: str | None) -> str | None:
+    """Why litellm cannot tell which provider serves ``litellm_model``, or None.
+
+    A model string without a provider litellm knows (``my-model`` for a local
+    server instead of ``openai/my-model``, ``opnai/gpt-4o``) fails every
+    call with a BadRequestError, which would be recorded as the model's own
+    failure (class ``model``): refused before the run instead.
+    """
+    lib = _lib()
+    try:
+        lib.get_llm_provider(model=litellm_model, api_base=api_base)
+    except Exception as exc:  # noqa: BLE001 - litellm raises BadRequestError, and others on odd input
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return (f"litellm cannot route {litellm_model!r} to a provider ({first[:160]}); "
+                "write it as provider/model, e.g. openai/<name> for an OpenAI-compatible server")
+    return None
+
+
 def price_problem(litellm_model: str) -> str | None:
     """Why litellm cannot price a call to ``litellm_model``, or None when it can.
 

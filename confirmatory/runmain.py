@@ -54,6 +54,10 @@ def preflight(design: Path, run_dir: Path, *, workers: int | None) -> Any:
         from confirmatory import llm
 
         for m in real:
+            route = llm.route_problem(m.litellm_model, m.api_base)
+            if route:
+                problems.append(f"models.{m.name}: {route}")
+                continue
             missing = llm.missing_keys(m.litellm_model, m.api_base)
             if missing:
                 problems.append(

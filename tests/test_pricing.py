@@ -87,6 +87,20 @@ def test_run_refuses_an_unpriced_model_before_anything_is_written(tmp_path, keys
     assert "models.m0: litellm has no price for openai/my-finetune" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("litellm_model, api_base", [
+    ("my-local-model", "http://127.0.0.1:9/v1"),   # an OpenAI-compatible server, the prefix forgotten
+    ("opnai/gpt-4o", "https://api.example.test/v1"),  # a provider misspelt
+])
+def test_preflight_refuses_a_model_string_litellm_cannot_route(tmp_path, keys, litellm_model, api_base):
+    """Every call would fail with a BadRequestError recorded as the model's own
+    failure (class model, kept): the data would be silently wrong."""
+    design = design_with(tmp_path, litellm_model, api_base=api_base)
+    with pytest.raises(Refused) as info:
+        preflight(design, tmp_path / "run", workers=None)
+    assert any(p.startswith(f"models.m0: litellm cannot route {litellm_model!r} to a provider")
+               and "openai/<name>" in p for p in info.value.problems), info.value.problems
+
+
 def test_preflight_refuses_a_model_litellm_prices_at_zero(tmp_path, keys):
     design = design_with(tmp_path, "ollama/llama3", api_base="https://ollama.example.test")
     with pytest.raises(Refused) as info:
