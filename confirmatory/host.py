@@ -33,6 +33,7 @@ from confirmatory.hostsources import (  # noqa: F401 - re-exported: the sources'
 
 PSI_MEMORY = "/proc/pressure/memory"
 WAIT_POLL_S = 0.05  # how often wait_complete looks at the caller's stop event
+HALT_WAIT_S = 0.25  # once the caller is stopping, how long it still waits for its sample
 
 
 
@@ -247,21 +248,29 @@ class HostMonitor:
     def wait_complete(self, t_end: float, stop: threading.Event) -> bool:
         """Wait until a sample lies after `t_end` (+ slack); at most ~3 intervals.
 
-        Returns early (False) when `stop` is set, the monitor stops or its
-        thread has ended; `stop` is polled because an outside Event cannot
-        notify this Condition.
+        Once `stop` is set it waits at most `HALT_WAIT_S` more (the step it
+        asks for normally lands within milliseconds); it returns False at once
+        when the monitor stops or its thread has ended. `stop` is polled
+        because an outside Event cannot notify this Condition.
         """
         interval = float(self._spec.sample_interval_s)
         limit = max(3 * interval, float(self._spec.max_gap_s) + interval)
         deadline = time.monotonic() + limit
+        halted = False
         with self._cond:
             self._waiters += 1
             try:
                 while True:
                     if self._timeline.completion(t_end) is not None:
                         return True
+                    if stop.is_set() and not halted:
+                        # Stopping: the step asked for below takes milliseconds,
+                        # and without its sample a clean attempt would be judged
+                        # `host`; wait for it briefly, never long.
+                        halted = True
+                        deadline = min(deadline, time.monotonic() + HALT_WAIT_S)
                     remaining = deadline - time.monotonic()
-                    if remaining <= 0 or stop.is_set() or self._stopping or self._ended:
+                    if remaining <= 0 or self._stopping or self._ended:
                         return False
                     # Ask for a step now: its sample is taken after t_end.
                     self._demand.set()

@@ -429,8 +429,9 @@ class Lane:
     def classify_pass(self, ended: list[Attempt]) -> None:
         last_end = max(a.end for a in ended)
         monitor = self.run.host
-        # When the run is stopping the wait ends at once: the lane stops fast,
-        # and classifies on the evidence written so far. Each attempt line
+        # When the model is stopping the wait is short (host.HALT_WAIT_S): the
+        # lane stops fast, and classifies on the evidence written by then,
+        # normally the sample it asked for. Each attempt line
         # says how many host.jsonl lines that was (`host_lines`), so verify
         # judges it on the same prefix; a prefix without a sample after the
         # attempt makes it `host` (its window is not known to be clean).

@@ -233,3 +233,23 @@ def test_no_admission_decision_while_a_pass_waits_for_its_record_on_a_slow_disk(
     inside = [t for t in decisions if slow["end"] < t < slow["end"] + 0.5]
     assert not inside, f"{len(inside)} decisions while hh-000's pass was unclassified"
     assert any(t > slow["end"] for t in decisions)  # the other lane did go on afterwards
+
+
+def test_clean_attempts_that_end_as_the_ceiling_is_crossed_keep_their_class(tmp_path):
+    """At a stop a lane still waits, briefly, for the sample it asked for:
+    without it a clean attempt would be judged `host` (no sample after it)."""
+    from confirmatory.testing.hostfakes import ScriptedReaders
+
+    hh = [{"id": "hh-000", "plan": {"alone/0": ["slow"]}, "slow_s": 1.0},
+          {"id": "hh-001", "plan": {"alone/0": ["slow", "expensive"]}, "slow_s": 0.3, "expensive_usd": 5.0}]
+    result, run_dir = execute(tmp_path, host_readers=ScriptedReaders([0.0]), models=1, arms=("alone",),
+                              households=hh, overall_cap_usd=1.0, margin_usd=0.5,
+                              host={"sample_interval_s": 5.0, "max_gap_s": 10.0}, **FAST)
+    verified(run_dir)
+    assert result.status == "ceiling"
+    ev = events(run_dir, "m0")
+    (crossing,) = of(ev, "ceiling")
+    attempts = of(ev, "attempt")
+    assert {a["household"] for a in attempts} == {"hh-000", "hh-001"}
+    assert any(a["end"] > crossing["t"] for a in attempts)  # one ended after the stop
+    assert all(a["class"] == "ok" for a in attempts), [(a["household"], a["class"]) for a in attempts]
