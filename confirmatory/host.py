@@ -181,6 +181,7 @@ class HostMonitor:
         self._ended = False
         self._thread: threading.Thread | None = None
         self._waiters = 0
+        self._read_began: dict[str, float] = {}  # source -> clock time its last good read began
         self._fatal_sent: set[str] = set()
         self._last_good_mono = 0.0
         self._last_error: str | None = None
@@ -367,15 +368,22 @@ class HostMonitor:
     def _read_sources(self) -> None:
         lo, hi = self._window  # type: ignore[misc]
         for source in self.readers.sources:
+            # A line this read returns appeared after the previous read began
+            # (a line written during that read may have been missed by it):
+            # its `since` is that time, its `t` the time it was read. The rule
+            # counts it for every attempt whose window that span touches.
+            began = self._clock.now()
+            since = self._read_began.get(source.name, lo)
             result = self._read_with_tries(source)
             if result is None:
                 continue
+            self._read_began[source.name] = began
             for note in result.notes:
                 self._write({"event": "evidence-note", "t": self._clock.now(), "source": source.name, "note": note})
             for text in result.lines:
                 t = self._clock.now()
                 if lo <= t and (hi is None or t <= hi):
-                    self._write({"event": "evidence", "t": t, "source": source.name, "line": text})
+                    self._write({"event": "evidence", "t": t, "since": since, "source": source.name, "line": text})
 
     def _read_with_tries(self, source: EvidenceSource) -> SourceRead | None:
         tries = int(self._spec.read_tries)

@@ -133,7 +133,12 @@ def attempt_host_verdict(
             continue
         t = line["t"]
         if event == "evidence":
-            if lo <= t <= hi:
+            # The line appeared after the source's previous read (`since`)
+            # and by this read (`t`): host evidence if that span touches the
+            # window. (No `since`: the read time alone.)
+            since = line.get("since", t)
+            since = min(since, t) if isinstance(since, (int, float)) else t
+            if lo <= t and since <= hi:
                 reasons.append(f"evidence {line.get('source')}: {line.get('line')} at {_fmt_t(t)}")
             continue
         if event == "sample":

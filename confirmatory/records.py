@@ -174,6 +174,8 @@ class HostSummary:
         self._rise_k: list[int] = []            # sample index where the running back-step max rises
         self._rise_b: list[float] = []          # ... to this value
         self.marks_t: list[float] = []          # evidence lines and pressure samples: t
+        self.marks_since: list[float] = []      # ... and since when (an evidence line's `since`, else t)
+        self.mark_span = 0.0                    # the longest t - since
         self.marks: list[tuple[int, int, str]] = []   # (line, 0, reason)
         self.gaps_end: list[float] = []         # gap (q, p): p
         self.gaps: list[tuple[float, int, str]] = []  # (q, line of p, reason)
@@ -210,7 +212,14 @@ class HostSummary:
             self.irregular = True
             return
         if event == "evidence":
+            since = obj.get("since", t)
+            if not isinstance(since, _NUM):
+                self.irregular = True
+                return
+            since = min(since, t)
             self.marks_t.append(t)
+            self.marks_since.append(since)
+            self.mark_span = max(self.mark_span, t - since)
             self.marks.append((i, 0, f"evidence {obj.get('source')}: {obj.get('line')} at {_fmt_t(t)}"))
             return
         if event == "sample":
@@ -232,6 +241,7 @@ class HostSummary:
         self.sample_t.append(t)
         if pressure is not None and pressure > self.pressure_threshold:
             self.marks_t.append(t)
+            self.marks_since.append(t)
             self.marks.append((i, 0, f"pressure {pressure:g} > {self.pressure_threshold:g} at {_fmt_t(t)}"))
 
     def _point(self, i: int, t: float) -> None:
@@ -248,7 +258,8 @@ class HostSummary:
         """Everything a summary holds, for comparing two summaries."""
         return (self.max_gap_s, self.pressure_threshold, self.monotone, self.irregular, self.back_max, self.lines,
                 self._last, self._prev_point, list(self.sample_t), self._other, self._other_q, self._opens,
-                self._rise_k, self._rise_b, self.marks_t, self.marks, self.gaps_end, self.gaps)
+                self._rise_k, self._rise_b, self.marks_t, self.marks_since, self.mark_span, self.marks,
+                self.gaps_end, self.gaps)
 
     @classmethod
     def join(cls, parts: "list[tuple[HostSummary, object]]") -> "HostSummary | None":
@@ -296,6 +307,8 @@ class HostSummary:
         self._other_q.extend(q + samples for q in part._other_q)
         self._opens.extend((i + lines, t) for i, t in part._opens)
         self.marks_t.extend(part.marks_t)
+        self.marks_since.extend(part.marks_since)
+        self.mark_span = max(self.mark_span, part.mark_span)
         self.marks.extend((i + lines, z, r) for i, z, r in part.marks)
         self.gaps_end.extend(part.gaps_end)
         self.gaps.extend((q, i + lines, r) for q, i, r in part.gaps)
@@ -351,9 +364,13 @@ class HostSummary:
     def is_host(self, start: float, end: float, limit: int | None = None) -> bool:
         """Whether the verdict has reasons (the hot path: no strings built)."""
         complete, cut, lo, hi, ns = self._frame(start, end, limit)
-        k = bisect.bisect_left(self.marks_t, lo)
-        if k < len(self.marks_t) and self.marks_t[k] <= hi and self.marks[k][0] <= cut:
-            return True
+        # a mark touches the window when t >= lo and since <= hi
+        marks_t, since, n, last = self.marks_t, self.marks_since, len(self.marks_t), hi + self.mark_span
+        k = bisect.bisect_left(marks_t, lo)
+        while k < n and marks_t[k] <= last and self.marks[k][0] <= cut:
+            if since[k] <= hi:
+                return True
+            k += 1
         k = bisect.bisect_left(self.gaps_end, lo)
         if k < len(self.gaps) and self.gaps[k][0] <= hi and self.gaps[k][1] <= cut:
             return True
@@ -369,8 +386,9 @@ class HostSummary:
         complete, cut, lo, hi, ns = self._frame(start, end, limit)
         hits = []
         k = bisect.bisect_left(self.marks_t, lo)
-        while k < len(self.marks_t) and self.marks_t[k] <= hi and self.marks[k][0] <= cut:
-            hits.append(self.marks[k])
+        while k < len(self.marks_t) and self.marks_t[k] <= hi + self.mark_span and self.marks[k][0] <= cut:
+            if self.marks_since[k] <= hi:
+                hits.append(self.marks[k])
             k += 1
         k = bisect.bisect_left(self.gaps_end, lo)
         while k < len(self.gaps) and self.gaps[k][0] <= hi and self.gaps[k][1] <= cut:

@@ -469,3 +469,21 @@ def test_the_real_sampler_writes_full_samples_and_file_evidence(make_monitor, tm
     assert [line["line"] for line in monitor.lines if line["event"] == "evidence"] == ["oom-kill: pid 4242"]
     assert any(r.startswith("evidence guard: oom-kill: pid 4242") for r in monitor.verdict(start, end).reasons)
     assert fatals.calls == []
+
+
+def test_an_evidence_line_says_since_when_it_may_have_been_there(make_monitor):
+    """`since` is when the source's previous read began: a line pushed between
+    two reads is stamped with the span it may have appeared in."""
+    source = FakeEvidenceSource("guard")
+    monitor, _, fatals = make_monitor(ScriptedReaders([0.0], sources=[source]))
+    wait_for(lambda: len(samples(monitor)) >= 2)  # some reads found nothing
+    pushed_after = samples(monitor)[-1]["t"]
+    source.push("oom-kill: python")
+    wait_for(lambda: any(line["event"] == "evidence" for line in monitor.lines))
+    (line,) = [x for x in monitor.lines if x["event"] == "evidence"]
+    previous = [s["t"] for s in samples(monitor) if s["t"] < line["t"]]
+    # the previous read began before the sample it preceded, after the one before that
+    assert line["since"] < line["t"] and line["since"] <= previous[-1]
+    assert len(previous) < 2 or line["since"] > previous[-2]
+    assert pushed_after < line["t"]
+    assert fatals.calls == []

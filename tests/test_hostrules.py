@@ -159,7 +159,12 @@ def _logs(draw):
         if event == "sample":
             lines.append(sample(t, pressure, back))
         elif event == "evidence":
-            lines.append({"event": "evidence", "t": t, "source": "guard", "line": "x"})
+            # `since`: when the source's previous read began (absent in older logs)
+            back_to = draw(st.sampled_from([None, 0.0, 0.5, 4.0, 30.0]))
+            line = {"event": "evidence", "t": t, "source": "guard", "line": "x"}
+            if back_to is not None:
+                line["since"] = max(0.0, t - back_to)
+            lines.append(line)
         else:
             lines.append({"event": event, "t": t, "error": "x"})
     return lines
@@ -210,3 +215,20 @@ def test_the_timeline_gives_the_verdict_of_the_whole_prefix_from_a_slice(lines, 
         prefix = lines if n is None else lines[:n]
         expected = attempt_host_verdict(prefix, start, end, max_gap_s=45.0, pressure_threshold=10.0)
         assert timeline.verdict(start, end, max_gap_s=45.0, pressure_threshold=10.0, limit=n) == expected
+
+
+def test_an_evidence_line_read_after_the_attempt_counts_for_it_if_it_may_have_appeared_during_it():
+    """A guard line is stamped when it is read (`t`); it appeared after the
+    source's previous read began (`since`). An OOM line read at the step after
+    the pass, or by a slow source after the attempt's end, still counts for the
+    attempt that ran while it may have been written."""
+    lines = [{"event": "open", "t": 0.0}, sample(10.0), sample(20.0),
+             {"event": "evidence", "t": 31.0, "since": 19.9, "source": "guard", "line": "oom-kill: python"},
+             sample(31.5)]
+    assert verdict(lines, 21.0, 25.0).reasons == ("evidence guard: oom-kill: python at 31.000",)
+    # ... and for no attempt that ended before the source's previous read began
+    assert verdict(lines, 12.0, 19.0).reasons == ()
+    # without `since` (an older log), the read time alone
+    old = [dict(line) for line in lines]
+    del old[3]["since"]
+    assert verdict(old, 21.0, 25.0).reasons == ()

@@ -70,7 +70,7 @@ def test_host_index_gives_the_verdict_of_the_whole_log():
         lines.append({"event": "sample", "t": t, "mem_pressure": 50.0 if k % 13 == 0 else 1.0,
                       "clock_back_max_s": 2.5 if k == 40 else 0.0})
         if k % 17 == 0:
-            lines.append({"event": "evidence", "t": t + 1, "source": "guard", "line": "x"})
+            lines.append({"event": "evidence", "t": t + 1, "since": t - (k % 5) * 8, "source": "guard", "line": "x"})
     index = HostIndex(lines)
     for s in range(0, int(t) + 50, 7):
         for d in (0.5, 12.0, 80.0):
@@ -126,7 +126,11 @@ def _random_host_log(rng, n=300):
         t += rng.choice([0.0, 5.0, 10.0, 30.0, 50.0, 90.0])
         kind = rng.random()
         if kind < 0.08:
-            lines.append({"event": "evidence", "t": t, "source": "guard", "line": f"oom {k}"})
+            line = {"event": "evidence", "t": t, "source": "guard", "line": f"oom {k}"}
+            back_to = rng.choice([None, 0.0, 2.0, 25.0, 120.0])
+            if back_to is not None:
+                line["since"] = max(0.0, t - back_to)
+            lines.append(line)
         elif kind < 0.12:
             lines.append({"event": "sample-failed", "t": t, "error": "x"})
         else:
