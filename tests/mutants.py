@@ -83,6 +83,9 @@ MUTANTS = (
            "            with self.run.spend.ordered() as end:\n                self._count_pending(running)",
            "            with self.run.spend.ordered() as end:\n                pass",
            "tests/test_run_faults.py::test_no_admission_decision_while_a_pass_waits_for_its_record_on_a_slow_disk"),
+    Mutant("count a guard line at its read time only", "confirmatory/hostrules.py",
+           "if lo <= t and since <= hi:", "if lo <= t <= hi:",
+           "tests/test_hostrules.py::test_an_evidence_line_read_after_the_attempt_counts_for_it_if_it_may_have_appeared_during_it"),
     # verify: gaps an audit found, each closed by a check that these undo
     Mutant("skip a control line with a nested event", "confirmatory/verify/model.py",
            "(_SKIP[0] in raw or _SKIP[1] in raw) and raw.count(b'\"event\":') == 1",

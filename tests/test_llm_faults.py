@@ -23,7 +23,7 @@ rules = pytest.importorskip("confirmatory.rules")
 
 USER = 'Household:\n{"adults": [{"employment_income": 24000}]}\nWhat is its annual net income?'
 KINDS = ("rate_limit", "server_error", "bad_gateway", "unavailable", "hang", "truncate",
-         "malformed", "bad_answer", "auth")
+         "malformed", "bad_answer", "auth", "quota", "credit")
 HANG_S = 1.5
 CLIENT_TIMEOUT_S = 0.4
 
@@ -95,6 +95,28 @@ def test_an_auth_fault_raises_authentication_error_and_is_an_operator_failure(ca
         call_chat(careful, "auth")
     assert describe_exception(info.value)["status_code"] == 401
     assert failure_class(info.value) == "operator"
+
+
+@pytest.mark.parametrize("call", ["chat", "responses"])
+def test_an_exhausted_quota_is_an_operator_failure_though_it_comes_as_a_rate_limit(careful, call):
+    """OpenAI says insufficient_quota with a 429: a person must pay, reruns cannot help."""
+    with pytest.raises(litellm_error("RateLimitError")) as info:
+        (call_chat if call == "chat" else call_responses)(careful, "quota")
+    assert describe_exception(info.value)["status_code"] == 429
+    assert failure_class(info.value) == "operator"
+
+
+def test_a_credit_balance_too_low_is_an_operator_failure_though_it_comes_as_a_bad_request(careful):
+    with pytest.raises(litellm_error("BadRequestError")) as info:
+        call_chat(careful, "credit")
+    assert describe_exception(info.value)["status_code"] == 400
+    assert failure_class(info.value) == "operator"
+
+
+def test_a_plain_rate_limit_stays_a_provider_failure(careful):
+    with pytest.raises(litellm_error("RateLimitError")) as info:
+        call_chat(careful, "rate_limit")
+    assert failure_class(info.value) == "provider"
 
 
 def test_a_malformed_body_on_the_responses_api_raises_api_error_and_is_a_provider_failure(careful):

@@ -32,6 +32,8 @@ class FaultKind(StrEnum):
     MALFORMED = "malformed"  # 200 with a body that is not JSON
     BAD_ANSWER = "bad_answer"  # a final answer that does not parse
     AUTH = "auth"  # 401
+    QUOTA = "quota"  # 429, OpenAI's insufficient_quota: the account's money is used up
+    CREDIT = "credit"  # 400, Anthropic's "credit balance is too low"
 
 
 # HTTP status for the kinds that answer with an error status and no completion.
@@ -41,6 +43,18 @@ STATUS_OF: dict[FaultKind, int] = {
     FaultKind.BAD_GATEWAY: 502,
     FaultKind.UNAVAILABLE: 503,
     FaultKind.AUTH: 401,
+    FaultKind.QUOTA: 429,
+    FaultKind.CREDIT: 400,
+}
+
+# What a provider says for the kinds whose text matters (the rules read it:
+# an exhausted quota or credit balance is an operator failure); the others
+# answer "simulated <kind>". (message, error type and code)
+ERROR_TEXT: dict[FaultKind, tuple[str, str]] = {
+    FaultKind.QUOTA: ("You exceeded your current quota, please check your plan and billing details.",
+                      "insufficient_quota"),
+    FaultKind.CREDIT: ("Your credit balance is too low to access the Anthropic API. "
+                       "Please go to Plans & Billing to upgrade or purchase credits.", "invalid_request_error"),
 }
 
 _SELECTORS = ("model", "household", "arm", "pass", "call")

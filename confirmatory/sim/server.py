@@ -32,7 +32,7 @@ from confirmatory.sim.behaviour import (
     truncated,
     unparseable,
 )
-from confirmatory.sim.faults import STATUS_OF, FaultKind, FaultPlan
+from confirmatory.sim.faults import ERROR_TEXT, STATUS_OF, FaultKind, FaultPlan
 
 ATTEMPT_HEADER = "X-Confirmatory-Attempt"
 RETRY_AFTER_S = "1"
@@ -283,7 +283,8 @@ class _Handler(BaseHTTPRequestHandler):
             if fault.kind in STATUS_OF:
                 status = STATUS_OF[fault.kind]
                 headers = {"Retry-After": RETRY_AFTER_S} if fault.kind is FaultKind.RATE_LIMIT else None
-                self._error(status, f"simulated {fault.kind.value}", fault.kind.value, headers)
+                message, code = ERROR_TEXT.get(fault.kind, (f"simulated {fault.kind.value}", fault.kind.value))
+                self._error(status, message, code, headers)
                 return
             if fault.kind is FaultKind.HANG:
                 time.sleep(state.plan.hang_seconds(fault))
