@@ -30,7 +30,7 @@ def main() -> None:
 
 
 @main.command()
-@click.argument("design", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("design", type=click.Path(path_type=Path))
 @click.option("--workers", type=int, default=None, help="Must equal the design's engine workers_per_model.")
 def check(design: Path, workers: int | None) -> None:
     """Validate DESIGN and print its plan without starting anything."""
@@ -40,7 +40,7 @@ def check(design: Path, workers: int | None) -> None:
 
 
 @main.command()
-@click.argument("design", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("design", type=click.Path(path_type=Path))
 @click.option("--out", "run_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="The run directory to create (must not exist).")
 @click.option("--workers", type=int, default=None, help="Must equal the design's engine workers_per_model.")

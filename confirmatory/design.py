@@ -16,11 +16,20 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime, time
 from pathlib import Path
 from typing import Any, Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StrictInt,
+    StrictStr,
+    field_validator,
+    model_validator,
+)
 
 # A slug becomes a path component under the run directory (RECORDS.md Layout);
 # "." and ".." match the character class but would walk the tree, so refuse them.
@@ -70,7 +79,9 @@ def _finite(value: float) -> float:
     return value
 
 
-Num = Annotated[float, Field(strict=True)]  # strict float still accepts a TOML integer
+# Strict float still accepts a TOML integer; inf and nan (TOML has both) are
+# refused before any bound is compared, so the message says "finite".
+Num = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 
 
 class _Frozen(BaseModel):
@@ -208,8 +219,15 @@ class Evidence(_Frozen):
     name: StrictStr
     path: StrictStr | None = Field(default=None, min_length=1)
     command: tuple[StrictStr, ...] | None = Field(default=None, min_length=1)
+    # The design's directory, set by the loader: a relative ``path`` and a
+    # relative command are taken from there (confirmatory.hostsources).
+    _base_dir: Path | None = PrivateAttr(default=None)
 
     _s = field_validator("name")(_slug)
+
+    @property
+    def base_dir(self) -> Path | None:
+        return self._base_dir
 
     @model_validator(mode="after")
     def _one_source(self) -> "Evidence":
@@ -276,8 +294,7 @@ class Anchors(_Frozen):
 
 
 class Fault(_Frozen):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-
+    # Only the TOML spelling "pass" is read; the attribute is pass_ ("pass" is a keyword).
     kind: Literal[FAULT_KINDS]  # type: ignore[valid-type]
     model: StrictStr | None = None
     household: StrictStr | None = None
@@ -322,7 +339,9 @@ class Design(_Frozen):
 
 
 def cross_problems(data: Any) -> list[str]:
-    """Checks that span entries: unique slugs, matched pairs, fault targets.
+    """Checks that span entries or free-form values: unique slugs (also ignoring
+    case), matched pairs, fault targets, simulator model names, values that
+    cannot be recorded as JSON, and the spend before the stage against the ceiling.
 
     Works on the raw TOML mapping too (tolerating wrong shapes, which the field
     checks report), so these problems are listed alongside field problems.
@@ -336,15 +355,22 @@ def cross_problems(data: Any) -> list[str]:
 
     def names(table: str, items: list[Any]) -> list[str]:
         seen: set[str] = set()
+        folded: dict[str, tuple[int, str]] = {}
         for i, item in enumerate(items):
             name = item.get("name") if isinstance(item, dict) else None
             if isinstance(name, str):
                 if name in seen:
                     problems.append(f'{table}[{i}].name: duplicate slug "{name}"')
+                elif name.casefold() in folded:
+                    j, other = folded[name.casefold()]
+                    problems.append(f'{table}[{i}].name: "{name}" differs from {table}[{j}].name "{other}" only in'
+                                    " case; as paths they collide on a case-insensitive filesystem")
                 seen.add(name)
+                folded.setdefault(name.casefold(), (i, name))
         return sorted(seen)
 
-    arm_names = names("arms", entries(data.get("arms")))
+    arms = entries(data.get("arms"))
+    arm_names = names("arms", arms)
     models = entries(data.get("models"))
     model_names = names("models", models)
     host = data.get("host") if isinstance(data.get("host"), dict) else {}
@@ -358,6 +384,25 @@ def cross_problems(data: Any) -> list[str]:
             elif other not in model_names:
                 problems.append(f'models[{i}].matched_with: no model is named "{other}"')
 
+    # Free-form tables travel into the run records as JSON: refuse what JSON cannot hold.
+    for i, item in enumerate(models):
+        if isinstance(item, dict) and isinstance(item.get("params"), dict):
+            problems.extend(json_problems(item["params"], f"models[{i}].params"))
+    for i, item in enumerate(arms):
+        if isinstance(item, dict) and isinstance(item.get("features"), dict):
+            problems.extend(json_problems(item["features"], f"arms[{i}].features"))
+
+    # The simulator answers only the models it serves; any other name is a 404 at every call.
+    for i, item in enumerate(models):
+        if isinstance(item, dict) and item.get("api_base") == SIMULATOR and isinstance(item.get("litellm_model"), str) \
+                and item["litellm_model"]:
+            from confirmatory.sim.behaviour import SIM_MODELS  # stdlib only; only when a model is simulated
+
+            served = item["litellm_model"].rsplit("/", 1)[-1]
+            if served not in SIM_MODELS:
+                problems.append(f'models[{i}].litellm_model: the simulator serves no model "{served}"'
+                                f' (api_base = "simulator" serves {", ".join(SIM_MODELS)})')
+
     # The simulator matches a fault by served name; the full litellm string selects it too.
     served = {m["litellm_model"].rsplit("/", 1)[-1] for m in models
               if isinstance(m, dict) and isinstance(m.get("litellm_model"), str)}
@@ -370,7 +415,68 @@ def cross_problems(data: Any) -> list[str]:
                             f" (served names: {', '.join(sorted(served))})")
         if isinstance(fault.get("arm"), str) and fault["arm"] not in arm_names:
             problems.append(f'simulator.faults[{i}].arm: no arm is named "{fault["arm"]}"')
+
+    problems.extend(_ceiling_problems(data))
     return problems
+
+
+def _usd(table: Any, key: str, default: float | None) -> float | None:
+    """A dollar amount the field checks will accept, else None (they report it)."""
+    value = table.get(key, default) if isinstance(table, dict) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        return None
+    return value
+
+
+def _ceiling_problems(data: dict[str, Any]) -> list[str]:
+    """The spend before the stage must leave room under the ceiling.
+
+    The ceiling is crossed when the total spend *exceeds* it (``Spend``), and
+    the total starts at the spend before the stage; admission checks only the
+    model's cap. So with no room left, the first cost of the stage crosses the
+    ceiling and the run ends having spent past it: nothing could run.
+    """
+    from confirmatory.money import format_usd, usd_to_nusd
+
+    before = _usd(data.get("study"), "spend_before_stage_usd", 0.0)
+    cap = _usd(data.get("ceiling"), "overall_cap_usd", None)
+    margin = _usd(data.get("ceiling"), "margin_usd", 25.0)
+    if before is None or cap is None or margin is None:
+        return []
+    ceiling = usd_to_nusd(cap) + usd_to_nusd(margin)
+    spent = usd_to_nusd(before)
+    if spent < ceiling:
+        return []
+    # Amounts as money, not as written: the raw TOML (0) and the model (0.0) must give one line.
+    what = (f"the ceiling {format_usd(ceiling)} (overall_cap_usd {format_usd(usd_to_nusd(cap))}"
+            f" + margin_usd {format_usd(usd_to_nusd(margin))})")
+    if spent > 0:
+        return [f"study.spend_before_stage_usd: {format_usd(spent)} already spent is at or above {what};"
+                " the stage's first cost would cross it, so no household could run"]
+    return [f"ceiling.overall_cap_usd: {what} leaves no room: the stage's first cost would cross it,"
+            " so no household could run"]
+
+
+def _sub_key(key: str, part: Any) -> str:
+    if isinstance(part, int):
+        return f"{key}[{part}]"
+    return f"{key}.{part}" if str(part).isidentifier() else f'{key}["{part}"]'
+
+
+def json_problems(value: Any, key: str) -> list[str]:
+    """Why ``value`` (a free-form design table) cannot be written to the records as JSON."""
+    if value is None or isinstance(value, (bool, str, int)):
+        return []
+    if isinstance(value, float):
+        return [] if math.isfinite(value) else [f"{key}: must be a finite number (got {value!r})"]
+    if isinstance(value, (datetime, date, time)):
+        return [f"{key}: dates cannot be recorded as JSON (got the TOML {type(value).__name__} "
+                f"{value.isoformat()}); write it as a string"]
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in json_problems(v, _sub_key(key, k))]
+    if isinstance(value, (list, tuple)):
+        return [p for i, v in enumerate(value) for p in json_problems(v, _sub_key(key, i))]
+    return [f"{key}: cannot be recorded as JSON (got a {type(value).__name__})"]
 
 
 @dataclass(frozen=True)
@@ -409,15 +515,15 @@ def load_design(path: Path | str, *, workers: int | None = None) -> LoadedDesign
     return _load(path, workers=workers)
 
 
-def resolve_entry(entry: str, base_dir: Path | None = None) -> Any:
+def resolve_entry(entry: str, base_dir: Path | None = None, key: str | None = None) -> Any:
     """The callable named by ``"module:callable"`` (see ``confirmatory.design_load``)."""
     from confirmatory.design_load import resolve_entry as _resolve
 
-    return _resolve(entry, base_dir)
+    return _resolve(entry, base_dir, key)
 
 
 __all__ = [
     "Anchors", "Arm", "Ceiling", "CLASSES", "Design", "DesignError", "Engine", "Evidence", "FAULT_KINDS",
     "Fault", "Harness", "Host", "Household", "HouseholdsFile", "LoadedDesign", "ModelSpec", "Rules",
-    "Simulator", "Study", "cross_problems", "load_design", "resolve_entry", "slug_problem",
+    "Simulator", "Study", "cross_problems", "json_problems", "load_design", "resolve_entry", "slug_problem",
 ]

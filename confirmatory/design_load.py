@@ -1,12 +1,14 @@
-"""Loading a design: the TOML, its households file and its harness pins.
+"""Loading a design: the TOML, its households file, its harness pins, and
+whether its harness, engine and commands can start at all.
 
 Owns turning a path into a ``LoadedDesign`` or a ``DesignError`` that lists
 *every* problem at once, one line each, naming the dotted key: a person fixing
 a design should not have to rerun ``confirmatory check`` once per typo. So each
 stage below keeps going after a problem and only the end decides.
 
-Relative paths (households, pins) are relative to the design file's directory,
-so a design folder can be moved or cloned as a whole.
+Relative paths (households, pins, evidence paths; the evidence and anchor
+commands run there) are relative to the design file's directory, so a design
+folder can be moved or cloned as a whole.
 """
 
 from __future__ import annotations
@@ -14,8 +16,11 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.machinery
-import importlib.util
 import json
+import math
+import os
+import re
+import shutil
 import sys
 import tomllib
 from pathlib import Path
@@ -24,6 +29,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from confirmatory.design import (
+    ENTRY_RE,
     SHA256_RE,
     Design,
     DesignError,
@@ -49,12 +55,15 @@ def load_design(path: Path | str, *, workers: int | None = None) -> LoadedDesign
         raise DesignError([f"design: not valid TOML: {exc}"]) from None
 
     base_dir = path.resolve().parent
-    problems = cross_problems(data)
+    # Field problems first: a cross-entry problem is often their consequence
+    # (a model whose name is missing is then "named nobody" by matched_with).
+    problems: list[str] = []
     design: Design | None = None
     try:
         design = Design.model_validate(data)
     except ValidationError as exc:
         problems.extend(validation_problems(exc))
+    problems.extend(cross_problems(data))
 
     engine = data.get("engine") if isinstance(data.get("engine"), dict) else {}
     declared_workers = engine.get("workers_per_model", 2)
@@ -64,6 +73,7 @@ def load_design(path: Path | str, *, workers: int | None = None) -> LoadedDesign
     households = _read_households(data.get("households"), base_dir, problems)
     pins = _verify_pins(data.get("harness"), base_dir, problems)
     _check_entries(data, base_dir, problems)
+    _check_commands(data, base_dir, problems)
     if households is not None:
         _check_fault_households(data, {h.id for h in households}, problems)
 
@@ -71,6 +81,9 @@ def load_design(path: Path | str, *, workers: int | None = None) -> LoadedDesign
     problems = list(dict.fromkeys(problems))
     if problems or design is None:
         raise DesignError(problems or ["design: invalid"])
+    for evidence in design.host.evidence:
+        # A relative evidence path (or command) is the design directory's, like the pins.
+        evidence._base_dir = base_dir
     return LoadedDesign(
         design=design,
         path=path,
@@ -111,6 +124,8 @@ def _message(err: dict[str, Any]) -> str:
         return "unknown key"
     if kind in _KINDS:
         return f"must be {_KINDS[kind]} (got {got!r})"
+    if kind == "finite_number":
+        return f"must be a finite number (got {got!r})"
     bounds = {"greater_than_equal": (">=", "ge"), "greater_than": (">", "gt"),
               "less_than_equal": ("<=", "le"), "less_than": ("<", "lt")}
     if kind in bounds:
@@ -164,17 +179,24 @@ def _read_households(table: Any, base_dir: Path, problems: list[str]) -> tuple[H
         return None
 
     found: dict[str, Household] = {}
+    folded: dict[str, tuple[str, int]] = {}
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         where = f'households.path: "{rel}" line {number}'
         try:
-            obj = json.loads(line)
+            obj = json.loads(line, parse_constant=_no_constant, parse_float=_finite_float)
         except json.JSONDecodeError as exc:
             problems.append(f"{where}: not JSON ({exc.msg})")
             continue
+        except ValueError as exc:  # NaN, Infinity: Python reads them, JSON has none
+            problems.append(f"{where}: not JSON ({exc})")
+            continue
         if not isinstance(obj, dict):
             problems.append(f"{where}: not a JSON object")
+            continue
+        if "id" not in obj:
+            problems.append(f'{where}: "id" is missing')
             continue
         hid = obj.get("id")
         if not isinstance(hid, str):
@@ -186,10 +208,27 @@ def _read_households(table: Any, base_dir: Path, problems: list[str]) -> tuple[H
         if hid in found:
             problems.append(f'{where}: duplicate household id "{hid}"')
             continue
+        if hid.casefold() in folded:
+            other, other_line = folded[hid.casefold()]
+            problems.append(f'{where}: household id "{hid}" differs from "{other}" (line {other_line}) only in case;'
+                            " as paths they collide on a case-insensitive filesystem")
+            continue
+        folded[hid.casefold()] = (hid, number)
         found[hid] = Household(id=hid, payload=obj)
     if not found:
         problems.append(f'households.path: "{rel}" holds no households')
     return tuple(found[k] for k in sorted(found))
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is too large for a finite number")
+    return value
 
 
 def _verify_pins(table: Any, base_dir: Path, problems: list[str]) -> dict[str, str]:
@@ -213,47 +252,138 @@ def _verify_pins(table: Any, base_dir: Path, problems: list[str]) -> dict[str, s
     return verified
 
 
-def _module_origin(module: str, base_dir: Path) -> tuple[str | None, str | None]:
-    """Where ``module`` would be imported from, without running it: (origin, problem)."""
-    if "." not in module:
-        # resolve_entry puts base_dir first on sys.path, so a top-level module
-        # there wins; ask that folder directly, not sys.modules' cached copy.
-        local = importlib.machinery.PathFinder.find_spec(module, [str(base_dir)])
-        if local is not None:
-            return local.origin, None
-    added = _add_path(base_dir)
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or "(no message)"
+
+
+def import_entry(entry: str, base_dir: Path | None = None) -> tuple[Any, Any, str | None]:
+    """Import ``"package.module:callable"`` as the runner will: (callable, module, None) or (None, None, problem).
+
+    ``base_dir`` (the design's directory) must already be first on ``sys.path``.
+    Every way this can fail is a problem line, never an exception: a missing
+    module, a module or parent package that raises (a SyntaxError included)
+    while it is imported, a top-level module of the design's directory shadowed
+    by one Python has already imported under that name (``json.py``), a
+    missing attribute, an attribute that is not callable.
+    """
+    module_name, sep, attr = entry.partition(":")
+    if not sep or not module_name or not attr:
+        return None, None, f'must be "package.module:callable" (got {entry!r})'
+    top = module_name.split(".", 1)[0]
+    local = None
+    if base_dir is not None:
+        try:  # finds, without running anything
+            local = importlib.machinery.PathFinder.find_spec(top, [str(base_dir)])
+        except (ImportError, ValueError):
+            local = None
     try:
-        spec = importlib.util.find_spec(module)
-    except (ImportError, ValueError) as exc:
-        return None, f'cannot find module "{module}": {exc}'
-    finally:
-        if added:
-            sys.path.remove(str(base_dir))
-    if spec is None:
-        return None, f'no module named "{module}" (looked on sys.path and in {base_dir})'
-    return spec.origin, None
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and (module_name == exc.name or module_name.startswith(exc.name + ".")):
+            where = f"on sys.path and in {base_dir}" if base_dir is not None else "on sys.path"
+            return None, None, f'no module named "{module_name}" (looked {where})'
+        return None, None, f'importing "{module_name}" raised ModuleNotFoundError: {_one_line(exc)}'
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - the study's code: any failure is the design's problem
+        return None, None, f'importing "{module_name}" raised {type(exc).__name__}: {_one_line(exc)}'
+    if local is not None and local.origin and local.has_location:
+        loaded = getattr(sys.modules.get(top), "__file__", None)
+        if loaded is None or Path(loaded).resolve() != Path(local.origin).resolve():
+            return None, None, (f'"{top}" is already imported from {loaded or "Python itself"}, so {local.origin}'
+                                " in the design's directory would not run; give the module a name of its own")
+    obj: Any = module
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            return None, None, f'module "{module_name}" has no attribute "{attr}"'
+        except Exception as exc:  # noqa: BLE001 - a module __getattr__ may raise anything
+            return None, None, f'looking up "{attr}" in "{module_name}" raised {type(exc).__name__}: {_one_line(exc)}'
+    if not callable(obj):
+        return None, None, f'"{attr}" in module "{module_name}" is not callable (it is a {type(obj).__name__})'
+    return obj, module, None
 
 
 def _check_entries(data: dict[str, Any], base_dir: Path, problems: list[str]) -> None:
-    """The harness and engine modules exist; the harness module is itself pinned.
+    """The harness and engine callables import and exist; the harness module is itself pinned.
 
-    Finding a module does not execute it (check must stay light), but the
-    parent packages of a dotted name are imported.
+    This imports both modules (it calls nothing), exactly as the runner will,
+    so a module that cannot be imported is refused by ``check`` as well as by
+    ``run``. A harness module must not import litellm at import time (the
+    reference harness imports it lazily), or ``check`` stops being light.
     """
     for table, key in (("harness", "entry"), ("engine", "factory")):
         section = data.get(table)
         entry = section.get(key) if isinstance(section, dict) else None
-        if not isinstance(entry, str) or ":" not in entry:
-            continue
-        origin, problem = _module_origin(entry.split(":", 1)[0], base_dir)
+        if not isinstance(entry, str) or not ENTRY_RE.fullmatch(entry):
+            continue  # the field checks report it
+        added = _add_path(base_dir)
+        try:
+            _, module, problem = import_entry(entry, base_dir)
+        finally:
+            if added:
+                sys.path.remove(str(base_dir))
         if problem:
             problems.append(f"{table}.{key}: {problem}")
             continue
+        origin = getattr(module, "__file__", None)
         if table == "harness" and origin and isinstance(section.get("pins"), dict):
             pinned = {(base_dir / rel).resolve() for rel in section["pins"] if isinstance(rel, str) and rel}
             # Pins that leave out the code that runs would pin nothing.
             if Path(origin).resolve() not in pinned:
                 problems.append(f"harness.entry: its module is loaded from {origin}, which harness.pins does not pin")
+
+
+# What the runner substitutes in anchors.command (confirmatory.runfiles.expand_command).
+ANCHOR_PLACEHOLDERS = ("python", "run_dir")
+# "{name}", but not a shell's "${name}" (left for the shell the command may start).
+_PLACEHOLDER_RE = re.compile(r"(?<!\$)\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def executable_problem(program: str, base_dir: Path) -> str | None:
+    """Why ``program`` (a command's first word) cannot be started from ``base_dir``, or None.
+
+    A program with a slash is a path, relative to ``base_dir`` (the commands
+    run there); a bare name is looked up on PATH, as ``subprocess`` will.
+    """
+    if "/" in program:
+        path = base_dir / program
+        if not path.is_file():
+            return f'executable "{program}" not found ({path} is not a file)'
+        if not os.access(path, os.X_OK):
+            return f'"{program}" is not executable ({path})'
+        return None
+    if shutil.which(program) is None:
+        return f'executable "{program}" not found on PATH'
+    return None
+
+
+def _check_commands(data: dict[str, Any], base_dir: Path, problems: list[str]) -> None:
+    """Evidence commands and the anchor command can start; the anchor command's placeholders are known."""
+    host = data.get("host") if isinstance(data.get("host"), dict) else {}
+    evidence = host.get("evidence")
+    for i, item in enumerate(evidence if isinstance(evidence, list) else []):
+        command = item.get("command") if isinstance(item, dict) else None
+        if isinstance(command, list) and command and isinstance(command[0], str) and command[0]:
+            problem = executable_problem(command[0], base_dir)
+            if problem:
+                problems.append(f"host.evidence[{i}].command: {problem}")
+
+    anchors = data.get("anchors") if isinstance(data.get("anchors"), dict) else {}
+    command = anchors.get("command")
+    if not isinstance(command, list) or not command or not all(isinstance(a, str) for a in command):
+        return  # absent, or the field checks report it
+    unknown = False
+    for j, arg in enumerate(command):
+        for match in _PLACEHOLDER_RE.finditer(arg):
+            if match.group(1) not in ANCHOR_PLACEHOLDERS:
+                unknown = True
+                problems.append(f'anchors.command[{j}]: unknown placeholder "{match.group(0)}" (the runner'
+                                f" substitutes {', '.join('{' + p + '}' for p in ANCHOR_PLACEHOLDERS)})")
+    program = command[0].replace("{python}", sys.executable)
+    if not unknown and program and "{run_dir}" not in program:  # a program inside the run dir cannot exist yet
+        problem = executable_problem(program, base_dir)
+        if problem:
+            problems.append(f"anchors.command: {problem}")
 
 
 def _check_fault_households(data: dict[str, Any], ids: set[str], problems: list[str]) -> None:
@@ -273,28 +403,20 @@ def _add_path(base_dir: Path) -> bool:
     return True
 
 
-def resolve_entry(entry: str, base_dir: Path | None = None) -> Any:
+def resolve_entry(entry: str, base_dir: Path | None = None, key: str | None = None) -> Any:
     """Import ``"package.module:callable"`` and return the callable.
 
     ``base_dir`` (the design's directory) goes first on ``sys.path`` and stays
-    there: a harness may import its sibling modules lazily, mid-run.
+    there: a harness may import its sibling modules lazily, mid-run. Raises
+    ``DesignError`` (never the import's own exception), naming ``key``
+    (``harness.entry``) when given, else the entry.
     """
-    module_name, sep, attr = entry.partition(":")
-    if not sep or not module_name or not attr:
-        raise DesignError([f'"{entry}": must be "package.module:callable"'])
     if base_dir is not None:
-        _add_path(Path(base_dir).resolve())
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise DesignError([f'"{entry}": cannot import {module_name}: {exc}']) from exc
-    for part in attr.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise DesignError([f'"{entry}": {module_name} has no attribute {attr}']) from None
-    if not callable(obj):
-        raise DesignError([f'"{entry}": {attr} is not callable'])
+        base_dir = Path(base_dir).resolve()
+        _add_path(base_dir)
+    obj, _, problem = import_entry(entry, base_dir)
+    if problem:
+        raise DesignError([f"{key or json.dumps(entry)}: {problem}"])
     return obj
 
 

@@ -174,16 +174,18 @@ class CommandSource:
     A non-zero exit status is a failed read.
     """
 
-    def __init__(self, name: str, argv: Sequence[str], *, timeout_s: float = 10.0):
+    def __init__(self, name: str, argv: Sequence[str], *, timeout_s: float = 10.0,
+                 cwd: str | os.PathLike | None = None):
         self.name = name
         self.argv = list(argv)
         self.timeout_s = timeout_s
+        self.cwd = cwd  # the design's directory: a relative program path is taken from there
         self._seen: Counter[str] | None = None
 
     def read_new(self) -> SourceRead:
         try:
             proc = subprocess.run(
-                self.argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=self.timeout_s
+                self.argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=self.timeout_s, cwd=self.cwd
             )
         except (OSError, subprocess.SubprocessError) as exc:
             raise ReadFailed(f"command {self.argv[0]!r}: {type(exc).__name__}: {exc}") from exc
@@ -209,15 +211,25 @@ def _field(item: Any, key: str) -> Any:
     return item.get(key) if isinstance(item, dict) else getattr(item, key, None)
 
 
-def sources_from_spec(evidence: Sequence[Any], *, command_timeout_s: float = 10.0) -> list[EvidenceSource]:
-    """The design's `[[host.evidence]]` entries as sources ({name, path} or {name, command})."""
+def sources_from_spec(evidence: Sequence[Any], *, command_timeout_s: float = 10.0,
+                      base_dir: str | os.PathLike | None = None) -> list[EvidenceSource]:
+    """The design's `[[host.evidence]]` entries as sources ({name, path} or {name, command}).
+
+    Relative paths are the design directory's, as for the households file and
+    the pins: a relative `path` is resolved against it, and a command runs in
+    it (so a relative program path is taken from there too, as the anchor
+    command's is). The directory is ``base_dir``, else the entry's own
+    ``base_dir`` (``Evidence`` entries of a loaded design carry it), else the
+    working directory.
+    """
     sources: list[EvidenceSource] = []
     for item in evidence:
         name, path, command = _field(item, "name"), _field(item, "path"), _field(item, "command")
         if (path is None) == (command is None):
             raise ValueError(f"evidence source {name!r}: give exactly one of path or command")
+        directory = base_dir if base_dir is not None else _field(item, "base_dir")
         if path is not None:
-            sources.append(FileSource(name, path))
+            sources.append(FileSource(name, Path(directory) / path if directory is not None else path))
         else:
-            sources.append(CommandSource(name, command, timeout_s=command_timeout_s))
+            sources.append(CommandSource(name, command, timeout_s=command_timeout_s, cwd=directory))
     return sources

@@ -34,6 +34,14 @@ def check_command(design_path: Path | str, workers: int | None = None, *,
             print(f"{design_path}: {problem}", file=err)
         print(f"{design_path}: refused ({len(exc.problems)} problem{'s' * (len(exc.problems) != 1)})", file=err)
         return EXIT_REFUSED
+    from confirmatory.runmain import model_problems
+
+    problems = model_problems(loaded, keys=False)
+    if problems:
+        for problem in problems:
+            print(f"{design_path}: {problem}", file=err)
+        print(f"{design_path}: refused ({len(problems)} problem{'s' * (len(problems) != 1)})", file=err)
+        return EXIT_REFUSED
     out.write(render_plan(loaded))
     return EXIT_OK
 
@@ -92,4 +100,10 @@ def render_plan(loaded: LoadedDesign) -> str:
     if caps + before > ceiling:
         lines.append("note: the model caps and the earlier spend add up to more than the ceiling;"
                      " crossing the ceiling would end the run before every model reaches its cap")
+    room = ceiling - before  # > 0: the loader refuses a design with no room at all
+    for m in d.models:
+        if usd_to_nusd(m.reserve_usd) > room:
+            lines.append(f"note: {m.name}'s reserve {format_usd(usd_to_nusd(m.reserve_usd))} is more than the room"
+                         f" left under the ceiling ({format_usd(room)}); its first household may cross the ceiling,"
+                         " which ends the run")
     return "\n".join(lines) + "\n"

@@ -33,46 +33,58 @@ def registry_path(design_path: Path) -> Path:
     return Path.cwd() / "models.json"
 
 
+def model_problems(loaded: Any, *, keys: bool) -> list[str]:
+    """What stops the design's real models from being called and counted:
+    a model string litellm cannot route, one it cannot price, and (with
+    ``keys``) a key missing from the environment. `run` refuses on any of
+    them; `check` reports the first two (the keys may be set elsewhere)."""
+    real = [m for m in loaded.design.models if m.api_base != "simulator"]
+    if not real:
+        return []
+    from confirmatory import llm
+
+    problems = []
+    for m in real:
+        route = llm.route_problem(m.litellm_model, m.api_base)
+        if route:
+            problems.append(f"models.{m.name}: {route}")
+            continue
+        missing = llm.missing_keys(m.litellm_model, m.api_base) if keys else []
+        if missing:
+            problems.append(
+                f"models.{m.name}: {m.litellm_model} needs {', '.join(missing)} in the environment, "
+                "and it is not set"
+            )
+        # Every dollar must be counted: a model litellm cannot price would
+        # be counted as $0 a call, past its cap and the ceiling. (Simulator
+        # models are priced by llm.prepare. A model on this machine's
+        # loopback is not refused here; an unpriced reply from it still
+        # pauses its model at the first call: llm.UnpricedCall.)
+        if not llm.is_loopback(m.api_base):
+            problem = llm.price_problem(m.litellm_model)
+            if problem:
+                problems.append(f"models.{m.name}: {problem}")
+    return problems
+
+
 def preflight(design: Path, run_dir: Path, *, workers: int | None) -> Any:
     """Load and check everything; raise ``Refused`` naming every problem."""
     from confirmatory.design import DesignError, load_design, resolve_entry
 
-    try:
-        loaded = load_design(design, workers=workers)
-    except DesignError as exc:
-        raise Refused([f"{design}: {p}" for p in exc.problems]) from None
     problems = []
     if run_dir.exists():
         problems.append(f"{run_dir}: the run directory already exists; a run never writes into an old one")
-    for entry in (loaded.design.harness.entry, loaded.design.engine.factory):
+    try:
+        loaded = load_design(design, workers=workers)
+    except DesignError as exc:
+        raise Refused([f"{design}: {p}" for p in exc.problems] + problems) from None
+    for key, entry in (("harness.entry", loaded.design.harness.entry),
+                       ("engine.factory", loaded.design.engine.factory)):
         try:
-            resolve_entry(entry, loaded.base_dir)
+            resolve_entry(entry, loaded.base_dir, key=key)
         except DesignError as exc:
             problems.extend(exc.problems)
-    real = [m for m in loaded.design.models if m.api_base != "simulator"]
-    if real:
-        from confirmatory import llm
-
-        for m in real:
-            route = llm.route_problem(m.litellm_model, m.api_base)
-            if route:
-                problems.append(f"models.{m.name}: {route}")
-                continue
-            missing = llm.missing_keys(m.litellm_model, m.api_base)
-            if missing:
-                problems.append(
-                    f"models.{m.name}: {m.litellm_model} needs {', '.join(missing)} in the environment, "
-                    "and it is not set"
-                )
-            # Every dollar must be counted: a model litellm cannot price would
-            # be counted as $0 a call, past its cap and the ceiling. (Simulator
-            # models are priced by llm.prepare. A model on this machine's
-            # loopback is not refused here; an unpriced reply from it still
-            # pauses its model at the first call: llm.UnpricedCall.)
-            if not llm.is_loopback(m.api_base):
-                problem = llm.price_problem(m.litellm_model)
-                if problem:
-                    problems.append(f"models.{m.name}: {problem}")
+    problems.extend(model_problems(loaded, keys=True))
     if problems:
         raise Refused(problems)
     return loaded

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import uuid
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,15 @@ from runhelpers import DEMO, minimal_design
 
 
 def copy_design(tmp_path: Path, module: str) -> Path:
+    """The minimal design with a harness module of its own; the module's name
+    gets a unique suffix (an imported module is cached under its name, and the
+    loader refuses a design whose module would come from elsewhere)."""
+    module = f"{module}_{uuid.uuid4().hex[:8]}"
     return minimal_design(tmp_path, module, "DESCRIBE = None\n\ndef run(*args):\n    return {'answer': 1}\n")
+
+
+def harness_module(design: Path) -> str:
+    return design.read_text().split('entry = "')[1].split(":")[0]
 
 def rehash_households(design: Path, households: Path) -> None:
     text = design.read_text()
@@ -86,7 +95,8 @@ def test_a_loaded_design_is_frozen():
 @pytest.mark.parametrize("line, expected", [
     ("[1, 2]", 'line 7: not a JSON object'),
     ("{broken", "line 7: not JSON"),
-    ('{"name": "no id"}', 'line 7: "id" must be a string slug (got None)'),
+    ('{"name": "no id"}', 'line 7: "id" is missing'),
+    ('{"id": null}', 'line 7: "id" must be a string slug (got None)'),
     ('{"id": "has space"}', 'line 7: "id" must be a slug'),
     ('{"id": ".."}', 'line 7: "id" must not be only dots'),
     ('{"id": "m-03"}', 'line 7: duplicate household id "m-03"'),
@@ -117,10 +127,11 @@ def test_paths_are_relative_to_the_design_file_not_the_working_directory(tmp_pat
 
 def test_the_harness_module_itself_must_be_pinned(tmp_path):
     design = copy_design(tmp_path, "unpinned_harness")
+    module = harness_module(design)
     (tmp_path / "other.py").write_text("")
     text = design.read_text()
-    design.write_text(text.replace('"unpinned_harness.py" =', '"other.py" =').replace(
-        text.split('"unpinned_harness.py" = "')[1].split('"')[0], hashlib.sha256(b"").hexdigest()))
+    design.write_text(text.replace(f'"{module}.py" =', '"other.py" =').replace(
+        text.split(f'"{module}.py" = "')[1].split('"')[0], hashlib.sha256(b"").hexdigest()))
     [problem] = problems_of(design)
     assert problem.startswith("harness.entry: its module is loaded from") and "does not pin" in problem
 
@@ -137,15 +148,15 @@ def test_an_unreadable_design_is_one_problem(tmp_path):
 
 
 def test_resolve_entry_imports_from_the_design_directory(tmp_path):
-    copy_design(tmp_path, "resolvable_harness")
-    fn = resolve_entry("resolvable_harness:run", tmp_path)
+    module = harness_module(copy_design(tmp_path, "resolvable_harness"))
+    fn = resolve_entry(f"{module}:run", tmp_path)
     assert fn() == {"answer": 1}
-    with pytest.raises(DesignError, match="has no attribute nope"):
-        resolve_entry("resolvable_harness:nope", tmp_path)
+    with pytest.raises(DesignError, match='has no attribute "nope"'):
+        resolve_entry(f"{module}:nope", tmp_path)
     with pytest.raises(DesignError, match="is not callable"):
-        resolve_entry("resolvable_harness:DESCRIBE", tmp_path)
-    with pytest.raises(DesignError, match="cannot import"):
-        resolve_entry("surely_not_a_module_here:run", tmp_path)
+        resolve_entry(f"{module}:DESCRIBE", tmp_path)
+    with pytest.raises(DesignError, match='^harness.entry: no module named "surely_not_a_module_here"'):
+        resolve_entry("surely_not_a_module_here:run", tmp_path, key="harness.entry")
 
 
 def spec(**kw) -> dict:

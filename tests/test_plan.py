@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,13 @@ HARNESS_SRC = "def run(model, household, arm, pool, spend, clock):\n    return {
 
 
 def make_design(tmp_path: Path, module: str = "plan_harness") -> Path:
-    return minimal_design(tmp_path, module, HARNESS_SRC)
+    # A name of its own: an imported module is cached under its name, and the
+    # loader refuses a design whose harness module would come from elsewhere.
+    return minimal_design(tmp_path, f"{module}_{uuid.uuid4().hex[:8]}", HARNESS_SRC)
+
+
+def harness_file(design: Path) -> Path:
+    return design.parent / (design.read_text().split('entry = "')[1].split(":")[0] + ".py")
 
 
 def edit(design: Path, old: str, new: str, count: int = 1) -> None:
@@ -60,6 +67,15 @@ def test_the_plan_warns_when_caps_exceed_the_ceiling(tmp_path):
     result = check(str(design))
     assert result.exit_code == 0
     assert "add up to more than the ceiling" in result.output
+
+
+def test_the_plan_notes_a_reserve_larger_than_the_room_under_the_ceiling(tmp_path):
+    design = make_design(tmp_path)
+    edit(design, "spend_before_stage_usd = 0.0", "spend_before_stage_usd = 3.49")
+    result = check(str(design))
+    assert result.exit_code == 0, result.output
+    assert ("note: careful's reserve $0.020000 is more than the room left under the ceiling ($0.010000);"
+            " its first household may cross the ceiling, which ends the run") in result.output
 
 
 # planted fault: old text -> new text, the key and words the refusal must name (, how many to replace)
@@ -126,22 +142,23 @@ def test_check_lists_every_problem_at_once(tmp_path):
 
 def test_a_drifted_pin_is_refused_naming_the_file_and_both_hashes(tmp_path):
     design = make_design(tmp_path)
-    harness = tmp_path / "plan_harness.py"
+    harness = harness_file(design)
     expected = hashlib.sha256(harness.read_bytes()).hexdigest()
     harness.write_text(HARNESS_SRC + "# an edit after the design was frozen\n")
     actual = hashlib.sha256(harness.read_bytes()).hexdigest()
     result = check(str(design))
     assert result.exit_code == 3
     line = next(l for l in result.output.splitlines() if "harness.pins" in l)
-    assert "plan_harness.py" in line and f"expected sha256 {expected}" in line and f"actual {actual}" in line
+    assert harness.name in line and f"expected sha256 {expected}" in line and f"actual {actual}" in line
 
 
 def test_a_missing_pinned_file_is_refused(tmp_path):
     design = make_design(tmp_path)
-    (tmp_path / "plan_harness.py").unlink()
+    harness = harness_file(design)
+    harness.unlink()
     result = check(str(design))
     assert result.exit_code == 3
-    assert 'harness.pins["plan_harness.py"]: pinned file' in result.output and "not found" in result.output
+    assert f'harness.pins["{harness.name}"]: pinned file' in result.output and "not found" in result.output
 
 
 def test_workers_that_differ_from_the_design_are_refused_naming_both(tmp_path):
@@ -181,3 +198,13 @@ def test_the_module_entry_point_prints_the_plan_of_the_bundled_minimal_design():
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "attempts in pass 0: 3 models x 6 households x 3 arms = 54" in done.stdout
+
+
+def test_a_design_path_that_is_a_directory_is_refused_by_the_check_command(tmp_path, capsys):
+    # (The click command still answers with a usage error first: cli.py's dir_okay=False.)
+    from confirmatory.plan import check_command
+
+    folder = tmp_path / "design.toml"
+    folder.mkdir()
+    assert check_command(folder) == 3
+    assert f"{folder}: design: cannot read {folder}: Is a directory" in capsys.readouterr().err

@@ -196,3 +196,15 @@ def test_the_reference_harness_records_the_unpriced_call_and_pauses_instead_of_g
     assert sim.calls_of("sim-careful", "hh-x/alone/0") == 1
     assert cost == 0 and spend.total_nusd == 0
     json.dumps(record)  # what the lane writes
+
+
+def test_check_reports_an_unroutable_or_unpriced_model_as_run_would(tmp_path, capsys):
+    """`check` refuses what `run` would refuse about a model, keys aside (they
+    may be set only on the machine that runs)."""
+    from confirmatory.plan import check_command
+
+    for litellm_model, expected in (("opnai/gpt-4o", "litellm cannot route 'opnai/gpt-4o'"),
+                                    ("openai/my-finetune", "litellm has no price for openai/my-finetune")):
+        design = design_with(tmp_path / litellm_model.replace("/", "_"), litellm_model)
+        assert check_command(design) == 3
+        assert f"models.m0: {expected}" in capsys.readouterr().err

@@ -1,0 +1,364 @@
+"""Bad designs the audit found accepted (or crashing): each is refused by `check`
+AND by `run`, before a run directory exists, with one line naming the key.
+
+One case per defect, table-driven: a plant (what to change in the bundled
+minimal design, copied with a harness module of its own), and the exact line
+the refusal must hold. Every case first proves that the same design without
+the plant passes `check`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import sys
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from confirmatory.cli import main
+from confirmatory.design import load_design
+from confirmatory.runmain import run_command
+from runhelpers import minimal_design
+
+HARNESS_SRC = "SYSTEM = 'a prompt'\n\ndef run(model, household, arm, pool, spend, clock):\n    return {'answer': None}\n"
+
+
+@dataclass
+class Study:
+    """A copied minimal design in ``dir``: its harness module's name and how to edit it."""
+
+    dir: Path
+    design: Path
+    module: str
+
+    def edit(self, old: str, new: str, count: int = 1) -> None:
+        text = self.design.read_text()
+        assert old in text, f"the plant did not apply: {old!r}"
+        self.design.write_text(text.replace(old, new, count))
+
+    def add_household_line(self, line: str) -> None:
+        households = self.dir / "minimal-households.jsonl"
+        old = hashlib.sha256(households.read_bytes()).hexdigest()
+        households.write_text(households.read_text() + line + "\n")
+        self.edit(old, hashlib.sha256(households.read_bytes()).hexdigest())
+
+    def harness(self, src: str) -> None:
+        """A harness module with this source in place of the old one, pinned (the pin is not the point).
+
+        Under a new name: the clean check imported the old one, and an imported module is cached.
+        """
+        old_path = self.dir / f"{self.module}.py"
+        old_pin = hashlib.sha256(old_path.read_bytes()).hexdigest()
+        module = f"refusal_harness_{uuid.uuid4().hex[:8]}"
+        path = self.dir / f"{module}.py"
+        path.write_text(src)
+        self.edit(f'"{self.module}:run"', f'"{module}:run"')
+        self.edit(f'"{self.module}.py" = "{old_pin}"', f'"{module}.py" = "{hashlib.sha256(path.read_bytes()).hexdigest()}"')
+        old_path.unlink()
+        self.module = module
+
+    def package(self, init_src: str, module_src: str) -> str:
+        """A package beside the design (a unique name) holding one module ``m``."""
+        pkg = f"pkg_{uuid.uuid4().hex[:8]}"
+        (self.dir / pkg).mkdir()
+        (self.dir / pkg / "__init__.py").write_text(init_src)
+        (self.dir / pkg / "m.py").write_text(module_src)
+        return pkg
+
+
+def make_study(tmp_path: Path) -> Study:
+    # A unique module name: an imported module is cached under its name.
+    module = f"refusal_harness_{uuid.uuid4().hex[:8]}"
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    design = minimal_design(tmp_path, module, HARNESS_SRC)
+    return Study(tmp_path, design, module)
+
+
+def syntax_error(s: Study) -> str:
+    s.harness("def run(model)\n    return 1\n")
+    return f'harness.entry: importing "{s.module}" raised SyntaxError: expected \':\' ({s.module}.py, line 1)'
+
+
+def raises_on_import(s: Study) -> str:
+    s.harness("raise RuntimeError('needs STUDY_DATA in the environment')\n")
+    return f'harness.entry: importing "{s.module}" raised RuntimeError: needs STUDY_DATA in the environment'
+
+
+def missing_attribute(s: Study) -> str:
+    s.edit(f"{s.module}:run", f"{s.module}:runn")
+    return f'harness.entry: module "{s.module}" has no attribute "runn"'
+
+
+def not_callable(s: Study) -> str:
+    s.edit(f"{s.module}:run", f"{s.module}:SYSTEM")
+    return f'harness.entry: "SYSTEM" in module "{s.module}" is not callable (it is a str)'
+
+
+def harness_in_a_package_whose_init_has_a_syntax_error(s: Study) -> str:
+    pkg = s.package("def (\n", HARNESS_SRC)
+    s.edit(f'entry = "{s.module}:run"', f'entry = "{pkg}.m:run"')
+    pin = hashlib.sha256((s.dir / pkg / "m.py").read_bytes()).hexdigest()
+    s.edit("[harness.pins]\n", f'[harness.pins]\n"{pkg}/m.py" = "{pin}"\n')
+    return f'harness.entry: importing "{pkg}.m" raised SyntaxError: invalid syntax (__init__.py, line 1)'
+
+
+def engine_in_a_package_whose_init_raises(s: Study) -> str:
+    pkg = s.package("raise RuntimeError('the package cannot be imported')\n", "def start(workers):\n    return None\n")
+    s.edit('factory = "confirmatory.demo.engine:start"', f'factory = "{pkg}.m:start"')
+    return f'engine.factory: importing "{pkg}.m" raised RuntimeError: the package cannot be imported'
+
+
+def engine_missing_attribute(s: Study) -> str:
+    s.edit('factory = "confirmatory.demo.engine:start"', 'factory = "confirmatory.demo.engine:begin"')
+    return 'engine.factory: module "confirmatory.demo.engine" has no attribute "begin"'
+
+
+def harness_shadowed_by_the_standard_library(s: Study) -> str:
+    (s.dir / "json.py").write_text(HARNESS_SRC)
+    pin = hashlib.sha256((s.dir / "json.py").read_bytes()).hexdigest()
+    s.edit(f'entry = "{s.module}:run"', 'entry = "json:run"')
+    s.edit("[harness.pins]\n", f'[harness.pins]\n"json.py" = "{pin}"\n')
+    import json
+
+    return (f'harness.entry: "json" is already imported from {json.__file__}, so {s.dir.resolve() / "json.py"}'
+            " in the design's directory would not run; give the module a name of its own")
+
+
+def evidence_command_not_installed(s: Study) -> str:
+    s.edit("[anchors]", '[[host.evidence]]\nname = "power"\ncommand = ["no-such-tool-3f9a", "-g", "log"]\n\n[anchors]')
+    return 'host.evidence[0].command: executable "no-such-tool-3f9a" not found on PATH'
+
+
+def evidence_command_relative_path_missing(s: Study) -> str:
+    s.edit("[anchors]", '[[host.evidence]]\nname = "guard"\ncommand = ["bin/probe.sh"]\n\n[anchors]')
+    return f'host.evidence[0].command: executable "bin/probe.sh" not found ({s.dir.resolve()}/bin/probe.sh is not a file)'
+
+
+def anchor_command_not_installed(s: Study) -> str:
+    s.edit('command = ["{python}", "-m", "confirmatory.witness"', 'command = ["no-such-anchor-tool-3f9a"')
+    return 'anchors.command: executable "no-such-anchor-tool-3f9a" not found on PATH'
+
+
+def anchor_placeholder_typo(s: Study) -> str:
+    s.edit('"{run_dir}/../.witness/clone"', '"{rundir}/../.witness/clone"')
+    return 'anchors.command[4]: unknown placeholder "{rundir}" (the runner substitutes {python}, {run_dir})'
+
+
+def with_fault(s: Study, lines: str) -> None:
+    s.edit("[simulator]\nseed = 0", "[simulator]\nseed = 0\n[[simulator.faults]]\n" + lines)
+
+
+CASES: dict[str, tuple[Callable[[Study], str | None], str]] = {
+    # 1. the spend before the stage leaves no room under the ceiling
+    "spend before the stage at the ceiling": (
+        lambda s: s.edit("spend_before_stage_usd = 0.0", "spend_before_stage_usd = 3.5"),
+        "study.spend_before_stage_usd: $3.500000 already spent is at or above the ceiling $3.500000"
+        " (overall_cap_usd $3.000000 + margin_usd $0.500000); the stage's first cost would cross it,"
+        " so no household could run"),
+    "spend before the stage above the ceiling": (
+        lambda s: s.edit("spend_before_stage_usd = 0.0", "spend_before_stage_usd = 100"),
+        "study.spend_before_stage_usd: $100.000000 already spent is at or above the ceiling $3.500000"),
+    "a ceiling of zero": (
+        lambda s: (s.edit("overall_cap_usd = 3.0", "overall_cap_usd = 0"), s.edit("margin_usd = 0.5", "margin_usd = 0")),
+        "ceiling.overall_cap_usd: the ceiling $0.000000 (overall_cap_usd $0.000000 + margin_usd $0.000000) leaves"
+        " no room: the stage's first cost would cross it, so no household could run"),
+    # 2. households that Python's json reads but JSON does not allow
+    "NaN in a household": (
+        lambda s: s.add_household_line('{"id": "m-07", "housing_cost": NaN}'),
+        'households.path: "minimal-households.jsonl" line 7: not JSON (NaN is not a JSON number)'),
+    "-Infinity in a household": (
+        lambda s: s.add_household_line('{"id": "m-07", "housing_cost": -Infinity}'),
+        'households.path: "minimal-households.jsonl" line 7: not JSON (-Infinity is not a JSON number)'),
+    "a number too large for a float in a household": (
+        lambda s: s.add_household_line('{"id": "m-07", "housing_cost": 1e999}'),
+        'households.path: "minimal-households.jsonl" line 7: not JSON (1e999 is too large for a finite number)'),
+    # 3. free-form tables must be recordable as JSON; nan says "finite"
+    "nan temperature": (
+        lambda s: s.edit("temperature = 0.0", "temperature = nan"),
+        "models[0].params.temperature: must be a finite number (got nan)"),
+    "a date in params": (
+        lambda s: s.edit("max_tokens = 512, seed = 7 }", "max_tokens = 512, seed = 7, frozen = 2026-01-01 }"),
+        "models[0].params.frozen: dates cannot be recorded as JSON (got the TOML date 2026-01-01);"
+        " write it as a string"),
+    "a datetime in features": (
+        lambda s: s.edit("features = { tools = [] }", "features = { tools = [], frozen = 2026-01-01T00:00:00Z }"),
+        "arms[0].features.frozen: dates cannot be recorded as JSON (got the TOML datetime"
+        " 2026-01-01T00:00:00+00:00); write it as a string"),
+    "inf nested in features": (
+        lambda s: s.edit("features = { tools = [] }", 'features = { tools = [], "w x" = [1.0, inf] }'),
+        'arms[0].features["w x"][1]: must be a finite number (got inf)'),
+    "nan cap": (
+        lambda s: s.edit("cap_usd = 0.5", "cap_usd = nan"),
+        "models[0].cap_usd: must be a finite number (got nan)"),
+    "nan fault rate": (
+        lambda s: with_fault(s, 'kind = "auth"\nrate = nan'),
+        "simulator.faults[0].rate: must be a finite number (got nan)"),
+    # 4. the harness and the engine must import and name a callable
+    "harness with a SyntaxError": (syntax_error, ""),
+    "harness raising on import": (raises_on_import, ""),
+    "harness entry naming no attribute": (missing_attribute, ""),
+    "harness entry naming a string": (not_callable, ""),
+    "harness in a package whose __init__ has a SyntaxError": (harness_in_a_package_whose_init_has_a_syntax_error, ""),
+    "engine in a package whose __init__ raises": (engine_in_a_package_whose_init_raises, ""),
+    "engine factory naming no attribute": (engine_missing_attribute, ""),
+    "harness module shadowed by the standard library": (harness_shadowed_by_the_standard_library, ""),
+    # 5. commands that cannot start
+    "evidence command not installed": (evidence_command_not_installed, ""),
+    "evidence command at a relative path that is missing": (evidence_command_relative_path_missing, ""),
+    "anchor command not installed": (anchor_command_not_installed, ""),
+    "anchor command with an unknown placeholder": (anchor_placeholder_typo, ""),
+    # 6. a simulated model the simulator does not serve
+    "simulator model it does not serve": (
+        lambda s: s.edit('litellm_model = "openai/sim-careful"', 'litellm_model = "openai/gpt-4o"'),
+        'models[0].litellm_model: the simulator serves no model "gpt-4o"'
+        ' (api_base = "simulator" serves sim-careful, sim-sloppy, sim-truncates)'),
+    "simulator model with no name": (
+        lambda s: s.edit('litellm_model = "openai/sim-careful"', 'litellm_model = "openai/"'),
+        'models[0].litellm_model: the simulator serves no model ""'),
+    # 7. the rest
+    "household without an id": (
+        lambda s: s.add_household_line('{"name": "no id"}'),
+        'households.path: "minimal-households.jsonl" line 7: "id" is missing'),
+    "fault spelling pass as pass_": (
+        lambda s: with_fault(s, 'kind = "auth"\npass_ = 0'),
+        "simulator.faults[0].pass_: unknown key"),
+    "model names differing only in case": (
+        lambda s: s.edit('name = "sloppy"', 'name = "Careful"'),
+        'models[1].name: "Careful" differs from models[0].name "careful" only in case;'
+        " as paths they collide on a case-insensitive filesystem"),
+    "arm names differing only in case": (
+        lambda s: s.edit('name = "calculator"\n', 'name = "ALONE"\n'),
+        'arms[1].name: "ALONE" differs from arms[0].name "alone" only in case;'
+        " as paths they collide on a case-insensitive filesystem"),
+    "household ids differing only in case": (
+        lambda s: s.add_household_line('{"id": "M-01"}'),
+        'households.path: "minimal-households.jsonl" line 7: household id "M-01" differs from "m-01" (line 1)'
+        " only in case; as paths they collide on a case-insensitive filesystem"),
+}
+
+
+def check(design: Path):
+    return CliRunner().invoke(main, ["check", str(design)])
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_check_and_run_refuse_a_bad_design_naming_the_key_before_a_run_directory_exists(tmp_path, capsys, name):
+    plant, expected = CASES[name]
+    study = make_study(tmp_path / "study")
+    assert check(study.design).exit_code == 0  # the same design without the plant passes
+    returned = plant(study)
+    expected = expected or returned
+    prefix = f"{study.design}: "
+
+    result = check(study.design)
+    assert result.exit_code == 3, result.output
+    assert "Traceback" not in result.output
+    lines = result.output.splitlines()
+    assert any(line.startswith(prefix + expected) for line in lines), result.output
+    assert lines[-1].startswith(f"{prefix}refused (")
+
+    runs = tmp_path / "runs"
+    capsys.readouterr()
+    assert run_command(study.design, runs / "r1", quiet=True) == 3
+    err = capsys.readouterr().err
+    assert any(line.startswith(f"  {prefix}{expected}") for line in err.splitlines()), err
+    assert not runs.exists(), "a refused run leaves nothing behind"
+
+
+def test_the_root_cause_comes_before_its_follow_on(tmp_path):
+    study = make_study(tmp_path)
+    study.edit('name = "careful"\n', "")  # models[1] is matched_with "careful"
+    lines = check(study.design).output.splitlines()
+    assert lines[0] == f"{study.design}: models[0].name: missing"
+    assert lines[1] == f'{study.design}: models[1].matched_with: no model is named "careful"'
+
+
+def test_the_problems_of_different_kinds_are_all_listed_in_one_pass(tmp_path):
+    study = make_study(tmp_path)
+    study.edit(f"{study.module}:run", f"{study.module}:runn")
+    study.edit('factory = "confirmatory.demo.engine:start"', 'factory = "confirmatory.demo.engine:begin"')
+    study.edit("temperature = 0.0", "temperature = nan")
+    study.edit('"{run_dir}/../.witness/clone"', '"{rundir}/../.witness/clone"')
+    study.edit("spend_before_stage_usd = 0.0", "spend_before_stage_usd = 9.0")
+    result = check(study.design)
+    assert result.exit_code == 3
+    for key in ("harness.entry:", "engine.factory:", "models[0].params.temperature:", "anchors.command[4]:",
+                "study.spend_before_stage_usd:"):
+        assert f"{study.design}: {key}" in result.output
+    assert result.output.splitlines()[-1] == f"{study.design}: refused (5 problems)"
+
+
+def test_spend_just_below_the_ceiling_is_accepted(tmp_path):
+    study = make_study(tmp_path)
+    study.edit("spend_before_stage_usd = 0.0", "spend_before_stage_usd = 3.499999999")
+    assert check(study.design).exit_code == 0
+
+
+def test_commands_that_can_start_are_accepted(tmp_path):
+    study = make_study(tmp_path)
+    script = study.dir / "bin" / "push.sh"
+    script.parent.mkdir()
+    script.write_text("#!/bin/sh\nexit 0\n")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    # A relative program is the design directory's; "${HOME}" is the shell's, not a placeholder.
+    study.edit('command = ["{python}", "-m", "confirmatory.witness", "--clone", "{run_dir}/../.witness/clone"]',
+               'command = ["bin/push.sh", "{run_dir}", "${HOME}"]')
+    study.edit("[anchors]", '[[host.evidence]]\nname = "guard"\ncommand = ["bin/push.sh"]\n\n'
+                            '[[host.evidence]]\nname = "power"\ncommand = ["sh", "-c", "true"]\n\n[anchors]')
+    result = check(study.design)
+    assert result.exit_code == 0, result.output
+
+
+def test_a_relative_program_that_is_not_executable_is_refused(tmp_path):
+    study = make_study(tmp_path)
+    (study.dir / "push.sh").write_text("#!/bin/sh\n")
+    study.edit('command = ["{python}", "-m", "confirmatory.witness"', 'command = ["./push.sh"')
+    result = check(study.design)
+    assert f'{study.design}: anchors.command: "./push.sh" is not executable ({study.dir.resolve()}/push.sh)' \
+        in result.output
+
+
+def test_the_anchor_placeholders_the_loader_knows_are_the_ones_the_runner_substitutes(tmp_path):
+    from confirmatory.design_load import ANCHOR_PLACEHOLDERS
+    from confirmatory.runfiles import expand_command
+
+    expanded = expand_command(["{" + p + "}" for p in ANCHOR_PLACEHOLDERS] + ["{other}"], tmp_path)
+    assert expanded[:-1] == [sys.executable, str(tmp_path.resolve())]
+    assert expanded[-1] == "{other}"  # anything else is left as written: hence the loader's refusal
+
+
+def test_relative_evidence_is_taken_from_the_design_directory_not_the_working_directory(tmp_path, monkeypatch):
+    from confirmatory.hostsources import CommandSource, FileSource, sources_from_spec
+
+    study = make_study(tmp_path / "study")
+    study.edit("[anchors]", '[[host.evidence]]\nname = "guard"\npath = "logs/guard.log"\n\n'
+                            '[[host.evidence]]\nname = "power"\ncommand = ["sh", "-c", "cat power.log"]\n\n[anchors]')
+    (study.dir / "logs").mkdir()
+    guard = study.dir / "logs" / "guard.log"
+    guard.write_text("before the run\n")
+    (study.dir / "power.log").write_text("slept\n")
+    loaded = load_design(study.design)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+
+    file_source, command_source = sources_from_spec(loaded.design.host.evidence)
+    assert isinstance(file_source, FileSource) and file_source.path == study.dir.resolve() / "logs" / "guard.log"
+    assert file_source.read_new().lines == ()  # the baseline
+    with guard.open("a") as fh:
+        fh.write("oom-kill\n")
+    assert file_source.read_new().lines == ("oom-kill",)
+    file_source.close()
+
+    assert isinstance(command_source, CommandSource)
+    assert command_source.read_new().lines == ()  # ran in the design's directory: cat found power.log
+    with (study.dir / "power.log").open("a") as fh:
+        fh.write("woke\n")
+    assert command_source.read_new().lines == ("woke",)
+    assert os.getcwd() == str(elsewhere)
