@@ -11,20 +11,30 @@ from runhelpers import events, execute, make_run, of, verified
 FAST = {"engine_factory": "confirmatory.testing.fakes:null_engine"}
 
 
-def test_a_runner_error_settles_what_had_ended_then_stops_every_model(tmp_path, monkeypatch):
+def on_record_fsync(monkeypatch, household: str, act) -> None:
+    """Call ``act()`` before the real fsync of ``household``'s record files
+    (their temporary files, before the rename): a disk slow or failing there."""
     real_fsync = os.fsync
 
-    def failing_fsync(fd):
-        # The disk fails for one record file (EIO on its fsync).
+    def fsync(fd):
         try:
             target = os.readlink(f"/proc/self/fd/{fd}")
         except OSError:
             target = ""
-        if "/records/hh-002/" in target and target.endswith(".tmp"):
-            raise OSError(errno.EIO, "injected I/O error")
+        if f"/records/{household}/" in target and target.endswith(".tmp"):
+            act()
         return real_fsync(fd)
 
-    monkeypatch.setattr(os, "fsync", failing_fsync)
+    monkeypatch.setattr(os, "fsync", fsync)
+
+
+def _eio() -> None:
+    raise OSError(errno.EIO, "injected I/O error")
+
+
+def test_a_runner_error_settles_what_had_ended_then_stops_every_model(tmp_path, monkeypatch):
+    real_fsync = os.fsync
+    on_record_fsync(monkeypatch, "hh-002", _eio)  # the disk fails for one record file
     hh = [{"id": f"hh-{i:03d}", "latency_s": 0.01} for i in range(6)]
     result, run_dir = execute(tmp_path, households=hh, models=2, **FAST)
     monkeypatch.setattr(os, "fsync", real_fsync)
@@ -213,17 +223,7 @@ def test_no_admission_decision_while_a_pass_waits_for_its_record_on_a_slow_disk(
     whose classes are not yet decided -- from the instant the pass ends, not
     from when its record is on disk."""
     real_fsync = os.fsync
-
-    def slow_fsync(fd):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            target = ""
-        if "/records/hh-000/" in target and target.endswith(".tmp"):
-            time.sleep(0.6)
-        return real_fsync(fd)
-
-    monkeypatch.setattr(os, "fsync", slow_fsync)
+    on_record_fsync(monkeypatch, "hh-000", lambda: time.sleep(0.6))
     hh = [{"id": f"hh-{i:03d}", "latency_s": 0.02} for i in range(16)]
     result, run_dir = execute(tmp_path, households=hh, models=1, arms=("alone",), **FAST)
     monkeypatch.setattr(os, "fsync", real_fsync)
