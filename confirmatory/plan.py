@@ -106,4 +106,9 @@ def render_plan(loaded: LoadedDesign) -> str:
             lines.append(f"note: {m.name}'s reserve {format_usd(usd_to_nusd(m.reserve_usd))} is more than the room"
                          f" left under the ceiling ({format_usd(room)}); its first household may cross the ceiling,"
                          " which ends the run")
+    deadline = d.rules.attempt_deadline_s
+    for m in d.models:
+        if m.timeout_s >= deadline:
+            lines.append(f"note: {m.name}'s call timeout {m.timeout_s:g} s is not below the attempt deadline"
+                         f" {deadline:g} s; one slow call can reach the deadline, which stops the model")
     return "\n".join(lines) + "\n"

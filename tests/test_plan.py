@@ -78,6 +78,15 @@ def test_the_plan_notes_a_reserve_larger_than_the_room_under_the_ceiling(tmp_pat
             " its first household may cross the ceiling, which ends the run") in result.output
 
 
+def test_the_plan_notes_a_call_timeout_that_reaches_the_attempt_deadline(tmp_path):
+    design = make_design(tmp_path)
+    edit(design, "attempt_deadline_s = 60", "attempt_deadline_s = 3")
+    result = check(str(design))
+    assert result.exit_code == 0, result.output
+    assert ("note: careful's call timeout 10 s is not below the attempt deadline 3 s; one slow call can reach"
+            " the deadline, which stops the model") in result.output
+
+
 # planted fault: old text -> new text, the key and words the refusal must name (, how many to replace)
 BAD_DESIGNS = {
     "negative cap": ("cap_usd = 0.5\nreserve_usd = 0.02\nlanes = 1", "cap_usd = -1.0\nreserve_usd = 0.02\nlanes = 1",
