@@ -69,10 +69,18 @@ def missing_keys(litellm_model: str, api_base: str | None = None) -> list[str]:
     if api_base == "simulator" or (api_base or "").startswith(("http://127.0.0.1", "http://localhost")):
         return []
     lib = _lib()
+    # A key set to "" or blanks is missing (litellm counts it as set, and
+    # every call then fails with "Missing credentials"): hidden from the
+    # check. Called before any thread starts; the environment is restored.
+    blank = {k: v for k, v in os.environ.items() if not v.strip()}
+    for k in blank:
+        del os.environ[k]
     try:
         result = lib.validate_environment(model=litellm_model, api_base=api_base)
     except Exception:
         return []
+    finally:
+        os.environ.update(blank)
     return sorted(result.get("missing_keys") or [])
 
 

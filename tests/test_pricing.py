@@ -208,3 +208,17 @@ def test_check_reports_an_unroutable_or_unpriced_model_as_run_would(tmp_path, ca
         design = design_with(tmp_path / litellm_model.replace("/", "_"), litellm_model)
         assert check_command(design) == 3
         assert f"models.m0: {expected}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", ["", "   "])
+def test_a_key_set_to_blanks_is_missing(tmp_path, monkeypatch, value):
+    """litellm counts OPENAI_API_KEY="" as set; every call would then fail as a
+    provider error ("Missing credentials") and be rerun, then kept."""
+    monkeypatch.setenv("OPENAI_API_KEY", value)
+    design = design_with(tmp_path, "openai/gpt-4o")
+    with pytest.raises(Refused) as info:
+        preflight(design, tmp_path / "run", workers=None)
+    assert any(p.startswith("models.m0: openai/gpt-4o needs OPENAI_API_KEY in the environment")
+               for p in info.value.problems), info.value.problems
+    import os
+    assert os.environ["OPENAI_API_KEY"] == value  # the environment is left as it was
