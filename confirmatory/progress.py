@@ -1,11 +1,23 @@
-"""Progress a person can follow on a long run: one line per model, every few seconds.
+"""Progress a person can follow on a long run.
+
+Two kinds of output, both on stderr (stdout stays clean):
+
+* **events**, printed once each as they happen, even with ``--quiet``: a model
+  paused for an operator (with the command that resumes it), a model stopped,
+  the ceiling crossed, the run stopping and what it still waits for, a signal
+  received while stopping, a witness push that failed. An unattended run's
+  log says what needs a person.
+* **the table**, one line per model, every ``interval_s``: every 2 s on a
+  terminal, every 60 s into a file (an hour-long run then writes a few
+  hundred lines, not thousands). Not with ``--quiet``.
 
 Reads the Run's counters without taking its locks (a display may be a moment
-stale; it never slows a lane). Writes to stderr so stdout stays clean.
+stale; it never slows a lane).
 """
 
 from __future__ import annotations
 
+import shlex
 import sys
 import threading
 import time
@@ -13,48 +25,119 @@ from typing import Any, TextIO
 
 from confirmatory.money import format_usd
 
+EVENT_POLL_S = 0.5  # how often events are looked for
+FINAL_PUSH_WAIT_S = 120  # anchors.Anchorer.finish's default push timeout
+
+
+def _hms(seconds: float) -> str:
+    s = int(seconds)
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
+
+
+def _is_tty(stream: TextIO) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
 
 class Progress:
-    def __init__(self, run: Any, *, interval_s: float = 2.0, stream: TextIO | None = None) -> None:
+    def __init__(self, run: Any, *, interval_s: float | None = None, stream: TextIO | None = None,
+                 table: bool = True) -> None:
         self.run = run
-        self.interval_s = interval_s
         self.stream = stream or sys.stderr
+        self.interval_s = interval_s if interval_s is not None else (2.0 if _is_tty(self.stream) else 60.0)
+        self.table = table
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="progress", daemon=True)
+        self._thread: threading.Thread | None = None
         self._t0 = time.monotonic()
+        self._seen: set[tuple] = set()
+        self._signals_told = 0
+        self._pushes_told = 0
 
     def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="progress", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
+        """Safe whether or not ``start`` ran (a run that failed to start)."""
         self._stop.set()
-        self._thread.join(timeout=2)
-        self.render()
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+        if self.run.models:
+            self._write(self.events())
+            if self.table:
+                self._write(self.lines())
 
     def _loop(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            self.render()
+        next_table = time.monotonic() + self.interval_s
+        while not self._stop.wait(EVENT_POLL_S):
+            self._write(self.events())
+            if self.table and time.monotonic() >= next_table:
+                self._write(self.lines())
+                next_table += self.interval_s
 
+    # -- events ------------------------------------------------------------------
+    def _once(self, key: tuple, text: str, out: list[str]) -> None:
+        if key not in self._seen:
+            self._seen.add(key)
+            out.append(f"[{_hms(time.monotonic() - self._t0)}] {text}")
+
+    def events(self) -> list[str]:
+        """What happened since the last call that a person must hear of, once each."""
+        run, out = self.run, []
+        where = shlex.quote(str(run.run_dir))
+        for m in run.models.values():
+            if m.paused and m.pause_t is not None:
+                self._once(("paused", m.name, m.pause_t),
+                           f"{m.name}: PAUSED for an operator (its failure is in models/{m.name}/run.jsonl); "
+                           f"when fixed: confirmatory resume {where} --model {m.name}", out)
+            if m.stopped:
+                self._once(("stopped", m.name), f"{m.name}: stopped ({m.stop_cause})", out)
+        if run.spend.crossed.is_set():
+            self._once(("ceiling",), "the spend ceiling was crossed: every lane stops", out)
+        if run.stopped:
+            longest = max((float(m.spec.timeout_s) for m in run.models.values()), default=0.0)
+            self._once(("stopping",),
+                       f"run stopping ({run.stop_cause}): calls in flight end within their timeout "
+                       f"(at most {longest:g} s), then the final anchor is written and pushed "
+                       f"(at most {FINAL_PUSH_WAIT_S} s)", out)
+        signals = getattr(run, "signals_received", 0)
+        if signals > self._signals_told:
+            if signals > 1:  # the first one is the stop itself
+                out.append(f"[{_hms(time.monotonic() - self._t0)}] signal received again: already stopping "
+                           "(kill -9 would leave the run unclosed and unanchored)")
+            self._signals_told = signals
+        anchorer = getattr(run, "anchorer", None)
+        failures = list(getattr(anchorer, "push_failures", ()) or ())
+        for seq, rc, tail in failures[self._pushes_told:]:
+            out.append(f"[{_hms(time.monotonic() - self._t0)}] witness push of anchor {seq} failed "
+                       f"(rc {rc}): {tail}; it is retried at the next anchor")
+        self._pushes_told = len(failures)
+        return out
+
+    # -- the table -----------------------------------------------------------------
     def lines(self) -> list[str]:
         run = self.run
         out = []
-        elapsed = time.monotonic() - self._t0
         for m in run.models.values():
             n = len(m.draw)
             if m.stopped:
                 state = f"stopped ({m.stop_cause})"
             elif m.paused:
                 state = (f"PAUSED, {m.waiting_resume} lane(s) waiting: "
-                         f"confirmatory resume {run.run_dir} --model {m.name}")
+                         f"confirmatory resume {shlex.quote(str(run.run_dir))} --model {m.name}")
+            elif n and m.households_done >= n:
+                state = "done"
             else:
                 state = ""
             out.append(
                 f"  {m.name:<16} households {m.decided:>3}/{n} decided, {m.households_done:>3} ended | "
                 f"attempts {m.attempts:>4}, reruns {m.reruns:>3} | "
-                f"{format_usd(run.spend.model_total(m.name))} of cap {format_usd(m.cap_nusd)} {state}"
+                f"{format_usd(run.spend.model_total(m.name))} of cap {format_usd(m.cap_nusd)} {state}".rstrip()
             )
         waiting = " | waiting for host evidence" if getattr(run.host, "waiting", False) else ""
-        head = (f"[{elapsed:7.1f}s] run spend {format_usd(run.spend.total_nusd)} of ceiling "
+        head = (f"[{_hms(time.monotonic() - self._t0)}] run spend {format_usd(run.spend.total_nusd)} of ceiling "
                 f"{format_usd(run.spend.ceiling_nusd)}{waiting}")
         if run.spend.crossed.is_set():
             head += " | CEILING CROSSED"
@@ -63,8 +146,13 @@ class Progress:
         return [head] + out
 
     def render(self) -> None:
+        self._write(self.lines())
+
+    def _write(self, lines: list[str]) -> None:
+        if not lines:
+            return
         try:
-            self.stream.write("\n".join(self.lines()) + "\n")
+            self.stream.write("\n".join(lines) + "\n")
             self.stream.flush()
         except Exception:  # noqa: BLE001 - a broken terminal must not stop a run
             pass

@@ -34,6 +34,10 @@ from confirmatory.spend import Spend
 POLL_S = 0.05
 
 
+# Signals that stop a run as an interrupt (SIGHUP where the platform has it).
+INTERRUPT_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
 @dataclass(frozen=True)
 class RunResult:
     status: str  # "completed", "stopped", "ceiling"
@@ -73,6 +77,7 @@ class Run:
         self.stop_event = threading.Event()
         self._wake = threading.Event()
         self._signal: int | None = None
+        self.signals_received = 0  # how many interrupt signals arrived (progress says so)
         self._fatal: list[tuple[str, str]] = []
         self._fatal_lock = threading.Lock()
         self.stopped = False
@@ -98,6 +103,12 @@ class Run:
     def start(self) -> None:
         from confirmatory.design import resolve_entry
 
+        if self._install_signals and threading.current_thread() is threading.main_thread():
+            # Before the run directory exists: a signal from here on is noted,
+            # and the run then stops at once with cause interrupt, closed and
+            # anchored, instead of dying half-built. SIGHUP (the terminal or
+            # ssh session closed) is an interrupt too.
+            self._old_handlers = {s: signal.signal(s, self._on_signal) for s in INTERRUPT_SIGNALS}
         self.harness = resolve_entry(self.design.harness.entry, self.loaded.base_dir)
         factory = resolve_entry(self.design.engine.factory, self.loaded.base_dir)
         self.files = create_run_dir(self.loaded, self.run_dir, clock=self.clock, config=self._config)
@@ -117,10 +128,6 @@ class Run:
                 cap_nusd=mf.manifest["cap_nusd"],
                 reserve_nusd=mf.manifest["reserve_nusd"],
             )
-        if self._install_signals and threading.current_thread() is threading.main_thread():
-            self._old_handlers = {
-                s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)
-            }
         self._start_host()
         for m in self.models.values():
             try:
@@ -224,6 +231,7 @@ class Run:
     def _on_signal(self, signum: int, frame: Any) -> None:
         # Only note it: the main loop stops the lanes.
         self._signal = signum
+        self.signals_received += 1
         self._wake.set()
 
     def wake(self) -> None:

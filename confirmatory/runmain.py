@@ -9,6 +9,7 @@ keys litellm needs, a model litellm cannot price, an existing run directory.
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -137,15 +138,16 @@ def _execute(loaded: Any, design: Path, run_dir: Path, *, quiet: bool) -> int:
     # Before any lane thread: litellm's globals, the simulated models' prices.
     llm.prepare(loaded.design.models)
     run = Run(loaded, run_dir, config=config, api_bases=api_bases)
-    progress = None if quiet else Progress(run)
+    # Events (a pause, a stop, a failed push) are shown even with --quiet:
+    # an unattended run's log must say what needs a person.
+    progress = Progress(run, table=not quiet)
     try:
         run.start()
-        if progress:
-            progress.start()
+        print(f"run started: {run_dir}", file=sys.stderr)
+        progress.start()
         result = run.wait()
     finally:
-        if progress:
-            progress.stop()
+        progress.stop()
         run.close()
         if sim is not None:
             sim.stop()
@@ -167,14 +169,15 @@ def report(result: Any) -> int:
 
     print(f"run {result.status}: {result.run_dir}", file=sys.stderr)
     print(f"  spend {format_usd(result.spend_total_nusd)}", file=sys.stderr)
+    # Whatever the ending, the reviewer needs the witness to hold the final anchor.
+    unwitnessed = result.final_push_rc not in (None, 0)
+    if unwitnessed:
+        print(f"  the witness does not hold the final anchor yet (push rc {result.final_push_rc}); "
+              f"retry with: confirmatory push-anchor {shlex.quote(str(result.run_dir))}", file=sys.stderr)
     if result.status == "ceiling":
         print("  the spend ceiling was crossed: every lane stopped", file=sys.stderr)
         return EXIT_CEILING
     if result.status == "stopped":
         print(f"  stopped, cause {result.stop_cause} (see run.jsonl and models/*/run.jsonl)", file=sys.stderr)
         return EXIT_STOPPED
-    if result.final_push_rc not in (None, 0):
-        print(f"  the witness does not hold the final anchor yet (push rc {result.final_push_rc}); "
-              f"retry with: confirmatory push-anchor {result.run_dir}", file=sys.stderr)
-        return EXIT_WITNESS
-    return EXIT_OK
+    return EXIT_WITNESS if unwitnessed else EXIT_OK

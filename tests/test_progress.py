@@ -1,0 +1,82 @@
+"""What a person watching (or reading the log of) a long run is told."""
+
+from __future__ import annotations
+
+import io
+import time
+
+from confirmatory.progress import Progress
+from confirmatory.resume import request_resume
+from runhelpers import in_background, make_run, verified
+
+FAST = {"engine_factory": "confirmatory.testing.fakes:null_engine"}
+
+
+def test_a_quiet_run_still_says_once_that_a_model_paused_and_how_to_resume_it(tmp_path):
+    hh = [{"id": "hh-000", "plan": {"calculator/0": "operator"}}, {"id": "hh-001"}]
+    run = make_run(tmp_path, households=hh, models=1, **FAST)
+    out = io.StringIO()
+    progress = Progress(run, stream=out, table=False)
+    run.start()
+    progress.start()
+    m = run.models["m0"]
+
+    def operator():
+        while "PAUSED" not in out.getvalue():
+            time.sleep(0.05)
+        time.sleep(1.2)  # two more looks: the event is not repeated
+        request_resume(run.run_dir, "m0")
+
+    helper = in_background(operator)
+    result = run.wait()
+    helper.join(10)
+    progress.stop()
+    run.close()
+    verified(run.run_dir)
+    text = out.getvalue()
+    assert result.status == "completed" and not m.paused
+    paused = [line for line in text.splitlines() if "PAUSED" in line]
+    assert len(paused) == 1, text
+    assert f"confirmatory resume {run.run_dir} --model m0" in paused[0]
+    assert "households" not in text  # no table with table=False
+
+
+def test_a_stopping_run_says_what_it_waits_for_and_that_a_second_signal_changes_nothing(tmp_path):
+    import os
+    import signal
+
+    hh = [{"id": f"hh-{i:03d}", "latency_s": 0.05} for i in range(40)]
+    run = make_run(tmp_path, households=hh, models=1, install_signals=True, **FAST)
+    out = io.StringIO()
+    progress = Progress(run, stream=out, table=False)
+    run.start()
+    progress.start()
+
+    def interrupt():
+        time.sleep(0.3)
+        os.kill(os.getpid(), signal.SIGHUP)  # the terminal closed: an interrupt like any other
+        time.sleep(0.1)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    helper = in_background(interrupt)
+    result = run.wait()
+    helper.join(5)
+    progress.stop()
+    run.close()
+    verified(run.run_dir)
+    text = out.getvalue()
+    assert result.status == "stopped" and result.stop_cause == "interrupt"
+    assert text.count("run stopping (interrupt): calls in flight end within their timeout") == 1, text
+    assert "final anchor is written and pushed" in text
+    assert run.signals_received == 2 and text.count("signal received again: already stopping") == 1, text
+
+
+def test_the_table_comes_every_2_s_on_a_terminal_and_every_60_s_into_a_file(tmp_path):
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    run = make_run(tmp_path, households=2, models=1, **FAST)
+    assert Progress(run, stream=Tty()).interval_s == 2.0
+    assert Progress(run, stream=io.StringIO()).interval_s == 60.0
+    Progress(run, stream=io.StringIO()).stop()  # never started (the run failed to start): no error
