@@ -75,6 +75,12 @@ def preflight(design: Path, run_dir: Path, *, workers: int | None) -> Any:
     problems = []
     if run_dir.exists():
         problems.append(f"{run_dir}: the run directory already exists; a run never writes into an old one")
+    else:
+        existing = next((p for p in run_dir.parents if p.exists()), None)
+        if existing is not None and not existing.is_dir():
+            problems.append(f"{run_dir}: cannot be created: {existing} is a file, not a directory")
+        elif existing is not None and not os.access(existing, os.W_OK | os.X_OK):
+            problems.append(f"{run_dir}: cannot be created: {existing} is not writable")
     try:
         loaded = load_design(design, workers=workers)
     except DesignError as exc:
@@ -102,7 +108,11 @@ def run_command(design: Path, run_dir: Path, *, workers: int | None = None, quie
         for p in exc.problems:
             print(f"  {p}", file=sys.stderr)
         return EXIT_REFUSED
-    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        run_dir.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        print(f"refused to start:\n  {run_dir}: cannot be created: {exc}", file=sys.stderr)
+        return EXIT_REFUSED
     lock = FileLock(str(run_dir.parent / f".{run_dir.name}.lock"))
     try:
         lock.acquire(timeout=0)

@@ -362,3 +362,14 @@ def test_relative_evidence_is_taken_from_the_design_directory_not_the_working_di
         fh.write("woke\n")
     assert command_source.read_new().lines == ("woke",)
     assert os.getcwd() == str(elsewhere)
+
+
+def test_a_run_directory_under_a_file_is_refused_before_anything_is_written(tmp_path, capsys):
+    from confirmatory.runmain import run_command
+
+    blocker = tmp_path / "afile"
+    blocker.write_text("not a directory")
+    design = Path(__file__).resolve().parents[1] / "confirmatory" / "demo" / "minimal.toml"
+    assert run_command(design, blocker / "sub" / "run", quiet=True) == 3
+    assert f"{blocker} is a file, not a directory" in capsys.readouterr().err
+    assert blocker.read_text() == "not a directory"
