@@ -140,9 +140,9 @@ class LogPass:
             tail = self.valid_lines.get(rel, 0) - int(fixed.get("lines") or 0)
             if tail > 0:
                 self.f.unanchored += tail
-                self.f.notes.setdefault(8, "")
-                self.f.notes[8] = (self.f.notes[8] + f" {rel}: {tail}").strip()
-        self._final_push(seq)
+                note = self.f.notes.get(8)
+                self.f.notes[8] = f"{note}; {rel}: {tail}" if note else f"{rel}: {tail}"
+        self._final_push(seq, final.get("final") is True)
         if witness is not None:
             from confirmatory.witness import check_witness  # git subprocesses: only when asked
 
@@ -161,7 +161,7 @@ class LogPass:
 
         return read_json(self.layout.root / rel).sha256
 
-    def _final_push(self, final_seq: int) -> None:
+    def _final_push(self, final_seq: int, is_final: bool) -> None:
         """The last push line is the final anchor's, it returned 0, and every
         push names an anchor made before it."""
         anchor_t = {seq: a.get("t") for seq, a in self.anchors}
@@ -175,7 +175,8 @@ class LogPass:
             self.f.expect(8, ok, PUSHES_LOG, seq, f"push of anchor line {o.get('anchor_seq')}, "
                                                        "which does not precede it in anchors.jsonl")
         if last is None:
-            self.f.fail(8, PUSHES_LOG, None, "the final anchor was never pushed")
+            self.f.fail(8, PUSHES_LOG, None, "no anchor was ever pushed" if not is_final
+                        else "the final anchor was never pushed")
             return
         last_seq, o = last
         self.f.expect(8, o.get("anchor_seq") == final_seq and o.get("rc") == 0, PUSHES_LOG, last_seq,
