@@ -14,25 +14,38 @@ result necessarily comes after the final anchor.
 Threads: ``start`` runs one periodic anchor thread; pushes run on one push
 worker, one command at a time. A push never blocks ``anchor()``: an anchor
 made while a push runs is covered by the next push (the command always sends
-the whole file). Neither thread is a daemon; each keeps its first exception
-in ``failure`` for the Run to read.
+the whole file). A push made during the run is killed after ``push_timeout_s``
+(its process group), logged with that outcome and retried at the next anchor
+like any failed push; the final anchor's push is bounded by ``finish``'s
+``push_timeout`` instead. Each push's result is also kept for the progress
+display (``push_events``, ``push_failures``, ``last_push_problem``). Neither
+thread is a daemon; each keeps its first exception in ``failure`` for the Run
+to read.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
-from confirmatory.chain import ChainError, ChainWriter, check_chain, log_seed, sha256_hex
+from filelock import FileLock, Timeout
+
+from confirmatory.chain import ChainError, ChainWriter, check_chain, iter_lines, log_seed, sha256_hex
 from confirmatory.clock import Clock
 from confirmatory.redaction import redact
+from confirmatory.witness import is_slug, problem_line, run_id_from_pushes, witness_args
 
 OUTPUT_TAIL_CHARS = 2000
 # Exit status of push-anchor when the command failed: the witness does not
@@ -40,30 +53,58 @@ OUTPUT_TAIL_CHARS = 2000
 EXIT_WITNESS = 6
 _UNANCHORED = frozenset({"anchors.jsonl", "anchor-pushes.jsonl"})
 _TERM_GRACE_S = 3.0
+# A push during the run gets max(this, interval_s / 2) seconds (the design has
+# no setting of its own): long enough for a slow remote, short enough that a
+# hung push does not hold the one push slot for long.
+MIN_PUSH_TIMEOUT_S = 60.0
+# The final anchor waits this long for the lock `resume` appends under, so
+# that no resume request lands after it (see Anchorer._external_locks).
+EXTERNAL_LOCK_WAIT_S = 10.0
+PUSH_EVENTS_KEPT = 256
 
 
 def run_anchor_command(command: Sequence[str], anchors_file: Path, cwd: Path,
-                       on_start: Callable[[subprocess.Popen], None] | None = None) -> tuple[int, str]:
+                       on_start: Callable[[subprocess.Popen], None] | None = None,
+                       timeout: float | None = None) -> tuple[int, str]:
     """Run ``command + [anchors_file]``; (return code, redacted output tail).
 
     stdout and stderr go to one temporary file, not a pipe: a chatty command
     can then never block on a full pipe that nobody reads. The command gets
     its own session so that a kill reaches the git processes it started.
-    127 means the command could not be started."""
+    127 means the command could not be started. After ``timeout`` seconds
+    the whole session is killed (``_kill_group``); the return code is then
+    the negative signal and the output ends with a note saying so."""
+    rc, text, _ = _run_command(command, anchors_file, cwd, on_start, timeout)
+    return rc, text
+
+
+def _run_command(command: Sequence[str], anchors_file: Path, cwd: Path,
+                 on_start: Callable[[subprocess.Popen], None] | None,
+                 timeout: float | None) -> tuple[int, str, bool]:
+    """``run_anchor_command`` and whether the timeout killed the command."""
+    timed_out = False
     with tempfile.TemporaryFile() as out:
         try:
             proc = subprocess.Popen([*command, str(anchors_file)], cwd=cwd, stdin=subprocess.DEVNULL,
                                     stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         except OSError as exc:
-            return 127, redact(f"could not start the anchor command {list(command)!r}: {exc}")
+            return 127, redact(f"could not start the anchor command {list(command)!r}: {exc}"), False
         if on_start is not None:
             on_start(proc)
-        rc = proc.wait()
+        try:
+            rc = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(proc)
+            rc = proc.wait()
         out.seek(0, os.SEEK_END)
         out.seek(max(0, out.tell() - 4 * OUTPUT_TAIL_CHARS))
         # Redact before cutting the tail, so a secret cut in half is still found.
         text = redact(out.read().decode("utf-8", errors="replace"))
-    return rc, text[-OUTPUT_TAIL_CHARS:]
+    if timed_out:
+        note = f"\n[killed by the runner: the push ran longer than its timeout of {timeout:g} s]"
+        return rc, (text + note)[-OUTPUT_TAIL_CHARS:], True
+    return rc, text[-OUTPUT_TAIL_CHARS:], False
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -84,6 +125,30 @@ def _kill_group(proc: subprocess.Popen) -> None:
             continue
 
 
+class PushFailure(NamedTuple):
+    """A failed push, for the progress display: unpacks as (anchor_seq, rc, tail)."""
+    anchor_seq: int
+    rc: int | None  # None: not run; negative: killed by that signal (timeout)
+    tail: str       # one line: what went wrong (witness.problem_line of the output)
+
+
+@dataclass(frozen=True, slots=True)
+class PushEvent:
+    """One logged push, as the progress display sees it.
+
+    ``index`` counts this Anchorer's pushes from 0 (the cursor of
+    ``push_events``); ``rc`` None means not run (finish()'s time was spent);
+    ``problem`` is one line (``witness.problem_line`` of the output) when the
+    push failed, else None; ``timed_out``: killed after ``push_timeout_s``."""
+    index: int
+    anchor_seq: int
+    t: float
+    rc: int | None
+    ok: bool
+    timed_out: bool
+    problem: str | None
+
+
 class Anchorer:
     """Appends anchors and runs the anchor command after each (see the module docstring).
 
@@ -93,17 +158,23 @@ class Anchorer:
     mapping gives each one's seed; a plain sequence means run-level logs, whose
     seed comes from the run's manifest.json. A missing one is anchored as 0
     lines (head = its seed). ``manifests``: relpaths hashed as file bytes.
+    ``push_timeout_s``: how long a push made during the run may take
+    (default max(60 s, interval_s / 2)).
     """
 
     def __init__(self, run_dir: Path, clock: Clock, *, logs: Mapping[str, ChainWriter],
                  external_logs: Sequence[str] | Mapping[str, str], manifests: Sequence[str],
                  anchors: ChainWriter, pushes: ChainWriter, interval_s: float,
-                 command: Sequence[str] | None, cwd: Path) -> None:
+                 command: Sequence[str] | None, cwd: Path, push_timeout_s: float | None = None) -> None:
         named = set(logs) | set(external_logs)
         if named & _UNANCHORED:
             raise ValueError(f"{sorted(named & _UNANCHORED)} cannot be anchored (module docstring)")
         if interval_s <= 0:
             raise ValueError(f"interval_s must be > 0, got {interval_s}")
+        if push_timeout_s is None:
+            push_timeout_s = max(MIN_PUSH_TIMEOUT_S, float(interval_s) / 2)
+        if push_timeout_s <= 0:
+            raise ValueError(f"push_timeout_s must be > 0, got {push_timeout_s}")
         self._run_dir = Path(run_dir)
         self._clock = clock
         self._logs = dict(logs)
@@ -133,12 +204,18 @@ class Anchorer:
         self._worker: threading.Thread | None = None
         self._finished = False
         self._final_rc: int | None = None
+        self.push_timeout_s = float(push_timeout_s)
+        # What the progress display reads (push_events and friends), under _push_cv.
+        self._events: deque[PushEvent] = deque(maxlen=PUSH_EVENTS_KEPT)
+        self._event_count = 0
+        self._failures: list[PushFailure] = []  # every one: at most one push per anchor
+        self._last_problem: str | None = None
 
     # --- anchors ----------------------------------------------------------
 
     def anchor(self, final: bool = False) -> int:
         """Append an anchor line and hand it to the push worker; returns its seq."""
-        with self._anchor_lock:
+        with self._anchor_lock, (self._external_locks() if final else contextlib.nullcontext()):
             if self._final_seq is not None:
                 raise RuntimeError("the final anchor is written; no anchor may follow it")
             logs = {}
@@ -162,6 +239,31 @@ class Anchorer:
                 self._final_seq = seq
         self._request_push(seq)
         return seq
+
+    @contextlib.contextmanager
+    def _external_locks(self) -> Iterator[None]:
+        """Hold the lock each external log is appended under (``<log>.lock``,
+        as resume.request_resume takes it) while the final anchor is made.
+
+        `resume` checks under that lock that no final anchor exists before it
+        appends, so no request can land after the final anchor (an unanchored
+        tail forever). A lock file this creates is removed again: a `resume`
+        that opened it meanwhile locks the removed file and then finds the
+        final anchor. If the lock stays taken (a `resume` stuck while holding
+        it) the run still ends, after EXTERNAL_LOCK_WAIT_S."""
+        with contextlib.ExitStack() as stack:
+            for rel in self._external:
+                path = self._run_dir / (rel + ".lock")
+                existed = os.path.lexists(path)
+                lock = FileLock(str(path))
+                try:
+                    lock.acquire(timeout=EXTERNAL_LOCK_WAIT_S)
+                except (Timeout, OSError):
+                    continue
+                if not existed:
+                    stack.callback(path.unlink, missing_ok=True)
+                stack.callback(lock.release)
+            yield
 
     def _run_seed(self, rel: str) -> str:
         return log_seed(sha256_hex((self._run_dir / "manifest.json").read_bytes()), rel)
@@ -258,26 +360,66 @@ class Anchorer:
                         return
                     seq, self._pending = self._pending, None
                     give_up = self._give_up
+                timed_out = False
                 if give_up:
                     rc, output = None, "not run: finish()'s push_timeout was spent on an earlier push"
                 else:
                     assert self._command is not None
-                    rc, output = run_anchor_command(self._command, self._anchors.path.resolve(),
-                                                    self._cwd, on_start=self._started)
+                    # The final anchor's push is bounded by finish()'s push_timeout.
+                    timeout = None if seq == self._final_seq else self.push_timeout_s
+                    rc, output, timed_out = _run_command(self._command, self._anchors.path.resolve(),
+                                                         self._cwd, self._started, timeout)
                     with self._push_cv:
                         self._proc = None
-                        if self._give_up and rc != 0:
+                        if self._give_up and rc != 0 and not timed_out:
                             output = (output + "\n[killed by the runner after finish()'s push_timeout]"
                                       )[-OUTPUT_TAIL_CHARS:]
-                self._pushes.append({"event": "push", "t": self._clock.now(), "anchor_seq": seq,
-                                     "rc": rc, "output": output})
+                t = self._clock.now()
+                self._pushes.append({"event": "push", "t": t, "anchor_seq": seq, "rc": rc, "output": output})
                 with self._push_cv:
                     self._done_seq, self._done_rc = seq, rc
+                    self._note_push(seq, t, rc, output, timed_out)
                     self._push_cv.notify_all()
         except BaseException as exc:  # noqa: BLE001 - kept for the Run; finish() stops waiting
             self.failure = self.failure or exc
             with self._push_cv:
                 self._push_cv.notify_all()
+
+    def _note_push(self, seq: int, t: float, rc: int | None, output: str, timed_out: bool) -> None:
+        """Keep a logged push's result for the progress display; under _push_cv."""
+        ok = rc == 0
+        problem = None
+        if not ok:
+            problem = problem_line(output)
+            if timed_out:
+                problem = f"timed out after {self.push_timeout_s:g} s and killed; its output: {problem}"
+            self._failures.append(PushFailure(seq, rc, problem))
+        self._last_problem = problem
+        self._events.append(PushEvent(self._event_count, seq, t, rc, ok, timed_out, problem))
+        self._event_count += 1
+
+    # --- what the progress display reads (thread-safe) ------------------------
+
+    def push_events(self, cursor: int = 0) -> tuple[list[PushEvent], int]:
+        """The pushes logged since ``cursor`` (a previous call's second value;
+        0 at first) and the new cursor. Only the last PUSH_EVENTS_KEPT are kept:
+        a reader that fell further behind gets those."""
+        with self._push_cv:
+            return [e for e in self._events if e.index >= cursor], self._event_count
+
+    @property
+    def push_failures(self) -> tuple[PushFailure, ...]:
+        """Every logged push that did not return 0 (failed, timed out, not run),
+        in order, as (anchor_seq, rc, tail): a snapshot; index it from the
+        length the previous call had to get the new ones."""
+        with self._push_cv:
+            return tuple(self._failures)
+
+    @property
+    def last_push_problem(self) -> str | None:
+        """One line about the last logged push if it failed; None if it succeeded or none was logged."""
+        with self._push_cv:
+            return self._last_problem
 
     def _started(self, proc: subprocess.Popen) -> None:
         with self._push_cv:
@@ -291,14 +433,21 @@ class Anchorer:
 
 # --- after the run -------------------------------------------------------------
 
-def push_anchor_command(run_dir: Path) -> int:
-    """``confirmatory push-anchor RUN_DIR``: re-run the run's anchor command on
-    its anchors.jsonl and log the result to anchor-pushes.jsonl.
+def push_anchor_command(run_dir: Path, run_id: str | None = None) -> int:
+    """``confirmatory push-anchor RUN_DIR [--run-id ID]``: re-run the run's
+    anchor command on its anchors.jsonl and log the result to anchor-pushes.jsonl.
 
     The command and its working directory come from manifest.json
     (``anchors.command``, ``anchors.cwd``; a relative cwd is taken from the run
-    directory). Exit 0 when the command returned 0, 6 when it did not, 1 when
-    it could not be tried."""
+    directory). ``run_id`` (only for confirmatory's witness script) files the
+    anchors under another id; it is logged in the push line (``run_id``), and
+    a later push-anchor and ``verify --witness`` use it again. Refused while
+    a runner (or another push-anchor) holds the run's lock: two writers of
+    anchor-pushes.jsonl would fork its chain. A run that never ended (no
+    final anchor) is still pushed, with a note. Exit 0 when the command
+    returned 0, 6 when it did not, 1 when it could not be tried."""
+    from confirmatory import runlock
+
     run_dir = Path(run_dir)
 
     def fail(message: str) -> int:
@@ -319,7 +468,52 @@ def push_anchor_command(run_dir: Path) -> int:
     cwd = run_dir / config.get("cwd", ".")
     if not cwd.is_dir():
         return fail(f"the anchor command's working directory {cwd} does not exist (anchors.cwd)")
+    ours = witness_args(command) is not None
+    if run_id is not None:
+        if not ours:
+            return fail("--run-id applies only to confirmatory's witness script "
+                        f"(confirmatory_anchor.py); the recorded anchor command is {command!r}")
+        if not is_slug(run_id):
+            return fail(f"--run-id {run_id!r} is not a slug ([A-Za-z0-9._-]+)")
+    elif ours:
+        run_id = run_id_from_pushes(run_dir)  # an earlier push-anchor --run-id: keep filing there
+        if run_id is not None:
+            print(f"confirmatory push-anchor: using run id {run_id!r}, as the last push-anchor --run-id did",
+                  file=sys.stderr)
 
+    lock_file = runlock.lock_path(run_dir)
+    existed = os.path.lexists(lock_file)
+    lock = FileLock(str(lock_file))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        return fail(f"{run_dir} is still running: its runner (or another push-anchor) holds {lock_file}. "
+                    "The runner pushes its own anchors, and a second writer would fork "
+                    "anchor-pushes.jsonl's chain; run push-anchor after the run has ended")
+    except OSError as exc:
+        return fail(f"cannot take the run's lock {lock_file}: {exc}")
+    try:
+        return _push_anchor_locked(run_dir, raw, command, cwd, run_id, fail)
+    finally:
+        lock.release()
+        if not existed:
+            lock_file.unlink(missing_ok=True)
+
+
+def _last_anchor(path: Path) -> dict | None:
+    """The last anchor line that reads (verify judges the chain; this is for a message)."""
+    last = None
+    try:
+        for line in iter_lines(path):
+            if isinstance(line.obj, dict) and line.obj.get("event") == "anchor":
+                last = line.obj
+    except Exception:  # noqa: BLE001 - a damaged or torn tail: what was read so far
+        pass
+    return last
+
+
+def _push_anchor_locked(run_dir: Path, raw: bytes, command: list[str], cwd: Path, run_id: str | None,
+                        fail: Callable[[str], int]) -> int:
     msha = sha256_hex(raw)
     anchors_path = run_dir / "anchors.jsonl"
     check = check_chain(anchors_path, log_seed(msha, "anchors.jsonl"))
@@ -327,18 +521,32 @@ def push_anchor_command(run_dir: Path) -> int:
         return fail(f"{anchors_path} holds no anchor to push ({check.problem or 'empty'})")
     if not check.ok:
         print(f"confirmatory push-anchor: warning: {anchors_path}: {check.problem}", file=sys.stderr)
+    last = _last_anchor(anchors_path)
+    ended = last is not None and last.get("final") is True
     try:
         pushes = ChainWriter(run_dir / "anchor-pushes.jsonl", log_seed(msha, "anchor-pushes.jsonl"))
     except (ChainError, OSError) as exc:
         return fail(f"cannot append to anchor-pushes.jsonl: {exc}")
+    extra: dict = {}
+    if run_id is not None:
+        # argparse takes the last --run-id: this one wins over one the design passed.
+        command = [*command, "--run-id", run_id]
+        extra["run_id"] = run_id
     with pushes:
         rc, output = run_anchor_command(command, anchors_path.resolve(), cwd)
         # A fresh Clock: the run's clock is gone; this line comes after all of its lines anyway.
         pushes.append({"event": "push", "t": Clock().now(), "anchor_seq": check.lines - 1,
-                       "rc": rc, "output": output, "by": "push-anchor"})
+                       "rc": rc, "output": output, "by": "push-anchor", **extra})
+    if not ended:
+        print(f"confirmatory push-anchor: note: the run never ended: anchors.jsonl has no final anchor "
+              f"(its runner was killed or crashed?). The last anchor it wrote (line {check.lines - 1}) is "
+              "what this push sends; verify will still fail the run (invariant 8).", file=sys.stderr)
     if rc == 0:
-        print(f"anchor {check.lines - 1} pushed; logged in anchor-pushes.jsonl")
+        what = "the final anchor" if ended else "the last anchor (not final: the run never ended)"
+        print(f"anchor {check.lines - 1} pushed ({what}); logged in anchor-pushes.jsonl")
         return 0
-    last = output.strip().splitlines()[-1] if output.strip() else "(no output)"
-    print(f"confirmatory push-anchor: the anchor command returned {rc}: {last}", file=sys.stderr)
+    print(f"confirmatory push-anchor: the anchor command returned {rc}: {problem_line(output)}", file=sys.stderr)
+    if "pass --run-id" in output and witness_args(command) is not None:
+        print("  the witness holds another run's anchors under this id; file this run under a new one: "
+              f"confirmatory push-anchor --run-id NEW_ID {shlex.quote(str(run_dir))}", file=sys.stderr)
     return EXIT_WITNESS

@@ -56,7 +56,8 @@ def run(design: Path, run_dir: Path, workers: int | None, quiet: bool) -> None:
 @click.argument("run_dir", type=click.Path(file_okay=False, exists=True, path_type=Path))
 @click.option("--model", required=True, help="The model slug to resume.")
 def resume(run_dir: Path, model: str) -> None:
-    """Ask the running runner to resume a paused model."""
+    """Ask the running runner to resume a paused model (refused, exit 3, when
+    no runner runs, the run is ending, or the model is not paused)."""
     from confirmatory.resume import resume_command
 
     sys.exit(resume_command(run_dir, model))
@@ -68,7 +69,8 @@ def resume(run_dir: Path, model: str) -> None:
 @click.option("--witness", type=click.Path(file_okay=False, exists=True, path_type=Path), default=None,
               help="A clone of the witness remote: check it holds every anchor unchanged.")
 def verify(run_dir: Path, as_json: bool, witness: Path | None) -> None:
-    """Check every invariant of a run directory; exit 0 only if all hold."""
+    """Check every invariant of a run directory; exit 0 only if all hold
+    (a run still running gets a provisional report and exit 1)."""
     from confirmatory.verify import verify_command
 
     sys.exit(verify_command(run_dir, as_json=as_json, witness=witness))
@@ -76,11 +78,14 @@ def verify(run_dir: Path, as_json: bool, witness: Path | None) -> None:
 
 @main.command("push-anchor")
 @click.argument("run_dir", type=click.Path(file_okay=False, exists=True, path_type=Path))
-def push_anchor(run_dir: Path) -> None:
+@click.option("--run-id", default=None,
+              help="File the anchors under anchors/RUN_ID.jsonl instead (the witness script only; "
+                   "e.g. when the witness holds another run's anchors under this run's id).")
+def push_anchor(run_dir: Path, run_id: str | None) -> None:
     """Retry pushing the final anchor after the run (logged like the others)."""
     from confirmatory.anchors import push_anchor_command
 
-    sys.exit(push_anchor_command(run_dir))
+    sys.exit(push_anchor_command(run_dir, run_id=run_id))
 
 
 @main.command("sim-provider")

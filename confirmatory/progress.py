@@ -111,8 +111,10 @@ class Progress:
         anchorer = getattr(run, "anchorer", None)
         failures = list(getattr(anchorer, "push_failures", ()) or ())
         for seq, rc, tail in failures[self._pushes_told:]:
+            then = ("retry after the run: confirmatory push-anchor " + shlex.quote(str(run.run_dir))
+                    if run.stopped or getattr(run, "_finished", False) else "it is retried at the next anchor")
             out.append(f"[{_hms(time.monotonic() - self._t0)}] witness push of anchor {seq} failed "
-                       f"(rc {rc}): {tail}; it is retried at the next anchor")
+                       f"(rc {rc}): {tail}; {then}")
         self._pushes_told = len(failures)
         return out
 

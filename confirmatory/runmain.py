@@ -92,6 +92,11 @@ def preflight(design: Path, run_dir: Path, *, workers: int | None) -> Any:
         except DesignError as exc:
             problems.extend(exc.problems)
     problems.extend(model_problems(loaded, keys=True))
+    # The witness would refuse this run's pushes (a run id that is not a slug,
+    # or one it already holds): said now, not after hours of unwitnessed work.
+    from confirmatory.witness import preflight_problems
+
+    problems.extend(preflight_problems(loaded.design.anchors.command, loaded.base_dir, run_dir))
     if problems:
         raise Refused(problems)
     return loaded
@@ -99,6 +104,8 @@ def preflight(design: Path, run_dir: Path, *, workers: int | None) -> Any:
 
 def run_command(design: Path, run_dir: Path, *, workers: int | None = None, quiet: bool = False) -> int:
     from filelock import FileLock, Timeout
+
+    from confirmatory import runlock
 
     design, run_dir = Path(design), Path(run_dir)
     try:
@@ -113,7 +120,7 @@ def run_command(design: Path, run_dir: Path, *, workers: int | None = None, quie
     except OSError as exc:
         print(f"refused to start:\n  {run_dir}: cannot be created: {exc}", file=sys.stderr)
         return EXIT_REFUSED
-    lock = FileLock(str(run_dir.parent / f".{run_dir.name}.lock"))
+    lock = FileLock(str(runlock.lock_path(run_dir)))
     try:
         lock.acquire(timeout=0)
     except Timeout:

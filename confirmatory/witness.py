@@ -18,7 +18,9 @@ command's output in anchor-pushes.jsonl.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as _dt
+import io
 import json
 import os
 import re
@@ -30,10 +32,17 @@ from typing import Sequence
 
 from filelock import FileLock
 
+from confirmatory.redaction import redact
+
 # Used when the environment names nobody (GIT_AUTHOR_NAME / GIT_COMMITTER_NAME
 # win over these -c settings, so an operator can still sign as themselves).
 DEFAULT_AUTHOR = ("confirmatory anchor", "confirmatory-anchor@localhost")
 _SLUG = re.compile(r"[A-Za-z0-9._-]+")
+# The lines of a failed git command that say what went wrong ("fatal: ...",
+# "error: ..."); the rest is advice ("Please make sure you have the correct
+# access rights / and the repository exists.").
+_PROBLEM = re.compile(r"(?i)^(?:fatal|error)\s*:\s*")
+PROBLEM_CHARS = 300  # problem_line's bound: it goes into one-line messages
 # Git variables that would point our commands at some other repository.
 _GIT_REDIRECTS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
                   "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE")
@@ -74,7 +83,7 @@ def _git(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProc
     proc = subprocess.run(cmd, capture_output=True, text=True, env=_git_env(),
                           stdin=subprocess.DEVNULL)
     if check and proc.returncode != 0:
-        raise WitnessError(f"git {args[0]} failed in {repo}: {_last_line(proc.stderr or proc.stdout)}")
+        raise WitnessError(f"git {args[0]} failed in {repo}: {problem_line(proc.stderr or proc.stdout)}")
     return proc
 
 
@@ -84,9 +93,21 @@ def _git_bytes(repo: Path, *args: str) -> bytes | None:
     return proc.stdout if proc.returncode == 0 else None
 
 
-def _last_line(text: str) -> str:
+def problem_line(text: str, limit: int = PROBLEM_CHARS) -> str:
+    """What a failed command said went wrong, as one redacted line of at most ``limit`` characters.
+
+    git ends its messages with advice ("... and the repository exists."); the
+    problem is in its ``fatal:`` / ``error:`` lines. Those are joined with
+    "; " (prefix dropped, repeats once); without any, the last non-empty line."""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    return lines[-1] if lines else "(no output)"
+    picked: list[str] = []
+    for ln in lines:
+        if _PROBLEM.match(ln):
+            said = _PROBLEM.sub("", ln, count=1)
+            if said and said not in picked:
+                picked.append(said)
+    out = redact("; ".join(picked) if picked else (lines[-1] if lines else "(no output)"))
+    return out if len(out) <= limit else out[: limit - 3] + "..."
 
 
 def _open_clone(clone: Path) -> tuple[Path, str]:
@@ -115,9 +136,19 @@ def complete_lines(data: bytes) -> bytes:
 
 
 def _check_run_id(run_id: str) -> str:
-    if not _SLUG.fullmatch(run_id) or run_id in (".", ".."):
+    if not is_slug(run_id):
         raise WitnessError(f"run id {run_id!r} is not a slug ([A-Za-z0-9._-]+); pass --run-id")
     return run_id
+
+
+def is_slug(run_id: str) -> bool:
+    """Whether ``run_id`` can name ``anchors/<run_id>.jsonl``."""
+    return bool(_SLUG.fullmatch(run_id)) and run_id not in (".", "..")
+
+
+def default_run_id(anchors_file: Path) -> str:
+    """The id ``publish`` files a run under without --run-id: its run directory's name."""
+    return Path(anchors_file).resolve().parent.name
 
 
 # --- publish ------------------------------------------------------------------
@@ -126,7 +157,7 @@ def publish(clone: Path, anchors_file: Path, run_id: str | None = None) -> Publi
     """Commit the complete lines of ``anchors_file`` to ``anchors/<run_id>.jsonl``
     in ``clone`` and push the clone's current branch to origin."""
     anchors_file = Path(anchors_file)
-    run_id = _check_run_id(run_id or anchors_file.resolve().parent.name)
+    run_id = _check_run_id(run_id or default_run_id(anchors_file))
     try:
         data = complete_lines(anchors_file.read_bytes())
     except OSError as exc:
@@ -200,13 +231,13 @@ def _push(clone: Path, branch: str) -> str:
         if line.startswith("!\t") and "[remote rejected]" in line:
             reason = line.split("[remote rejected]", 1)[1].strip()
             return f"the witness remote refused the push of {branch}: {reason}"
-    return f"push of {branch} to origin failed: {_last_line(proc.stderr or proc.stdout)}"
+    return f"push of {branch} to origin failed: {problem_line(proc.stderr or proc.stdout)}"
 
 
 def _catch_up(clone: Path, branch: str, rel: str, data: bytes) -> None:
     fetch = _git(clone, "fetch", "--quiet", "origin", f"refs/heads/{branch}", check=False)
     if fetch.returncode != 0:
-        raise WitnessError(f"push rejected (non-fast-forward) and fetch failed: {_last_line(fetch.stderr)}")
+        raise WitnessError(f"push rejected (non-fast-forward) and fetch failed: {problem_line(fetch.stderr)}")
     rebase = _git(clone, "rebase", "--quiet", "FETCH_HEAD", check=False)
     if rebase.returncode != 0:
         _git(clone, "rebase", "--abort", check=False)
@@ -217,7 +248,103 @@ def _catch_up(clone: Path, branch: str, rel: str, data: bytes) -> None:
                            "differs from this anchors file")
 
 
+# --- before a run ----------------------------------------------------------------
+
+def witness_args(command: Sequence[str]) -> list[str] | None:
+    """The arguments ``command`` passes to this module's ``main`` (the anchors
+    file excluded), or None when it does not run this module (by
+    ``scripts/confirmatory_anchor.py`` or ``-m confirmatory.witness``)."""
+    command = list(command)
+    for i, arg in enumerate(command):
+        if Path(arg).name == "confirmatory_anchor.py":
+            return command[i + 1:]
+        if arg == "-m" and command[i + 1:i + 2] == ["confirmatory.witness"]:
+            return command[i + 2:]
+    return None
+
+
+def preflight_problems(command: Sequence[str] | None, cwd: Path, run_dir: Path) -> list[str]:
+    """Why every push of a run into ``run_dir`` would fail, one line each naming
+    what to do; for ``runmain.preflight``, before the run directory exists.
+
+    ``command`` is the design's ``anchors.command`` as written (placeholders
+    unexpanded), ``cwd`` the directory it runs in (the design's). Empty when
+    there is no command or it is not this module's script: then nothing is
+    known about how it files anchors. Otherwise it names a clone that is not
+    usable (``_open_clone``), a run id (``--run-id``, else the run
+    directory's name) that is not a slug, and a run id the witness already
+    holds a file for (an earlier run of that id: the first push would find
+    that file is not a prefix of this run's anchors, and so would every
+    other). Nothing is fetched: a file pushed by another clone since this
+    clone last fetched or pushed is not seen here (publish still refuses to
+    overwrite it)."""
+    if not command:
+        return []
+    from confirmatory.runfiles import expand_command  # the placeholders as the run will expand them
+
+    args = witness_args(expand_command(command, Path(run_dir)))
+    if args is None:
+        return []
+    anchors_file = Path(run_dir).resolve() / "anchors.jsonl"
+    quiet = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(quiet):
+            parsed, _ = _parser().parse_known_args([*args, str(anchors_file)])
+    except SystemExit:
+        return [f"anchors.command: confirmatory_anchor.py would refuse its arguments "
+                f"({problem_line(quiet.getvalue())}): every push would fail"]
+    problems = []
+    run_id: str | None = parsed.run_id or default_run_id(anchors_file)
+    if not is_slug(run_id):
+        if parsed.run_id:
+            problems.append(f"anchors.command: --run-id {run_id!r} is not a slug ([A-Za-z0-9._-]+): "
+                            "the witness script would refuse every push")
+        else:
+            problems.append(f"{run_dir}: the witness files a run's anchors under its run directory's "
+                            f"name, and {run_id!r} is not a slug ([A-Za-z0-9._-]+): every push would "
+                            "fail; name the run directory with letters, digits, '.', '_' and '-' only")
+        run_id = None
+    # Lexically normalized: "{run_dir}/../x" names x beside a run directory
+    # that does not exist yet (the OS cannot walk through it before then).
+    clone = Path(os.path.normpath(Path(cwd) / parsed.clone))
+    try:
+        _, branch = _open_clone(clone)
+    except WitnessError as exc:
+        return problems + [f"anchors.command: {exc}: every push would fail"]
+    if run_id is not None:
+        rel = f"anchors/{run_id}.jsonl"
+        for rev, where in (("HEAD", f"in {clone}'s {branch}"),
+                           (f"refs/remotes/origin/{branch}", f"on origin/{branch} as {clone} last saw it")):
+            if _git(clone, "cat-file", "-e", f"{rev}:{rel}", check=False).returncode == 0:
+                problems.append(
+                    f"the witness already holds {rel} ({where}): a run with the id {run_id!r} pushed "
+                    "there before (an earlier attempt in a run directory of this name?), and every "
+                    "push of this run would be refused as not a prefix of it; choose another run "
+                    "directory name")
+                break
+    return problems
+
+
 # --- check --------------------------------------------------------------------
+
+def run_id_from_pushes(run_dir: Path) -> str | None:
+    """The id the last ``push-anchor --run-id ID`` filed the run under (its push
+    line's ``run_id``), if one did. Read leniently: a damaged line is skipped
+    (verify reports the chain); the witness check still compares contents."""
+    found = None
+    try:
+        with open(Path(run_dir) / "anchor-pushes.jsonl", "rb") as fh:
+            for raw in fh:
+                try:
+                    obj = json.loads(raw)
+                except ValueError:
+                    continue
+                if isinstance(obj, dict) and obj.get("event") == "push" and isinstance(obj.get("run_id"), str):
+                    found = obj["run_id"]
+    except OSError:
+        return None
+    return found
+
 
 def _run_id_from_manifest(run_dir: Path) -> str | None:
     """The --run-id the run's anchor command passed, if it passed one."""
@@ -246,7 +373,8 @@ def check_witness(clone: Path, run_dir: Path, run_id: str | None = None) -> list
     except WitnessError as exc:
         return [str(exc)]
     try:
-        run_id = _check_run_id(run_id or _run_id_from_manifest(run_dir) or run_dir.resolve().name)
+        run_id = _check_run_id(run_id or run_id_from_pushes(run_dir) or _run_id_from_manifest(run_dir)
+                               or run_dir.resolve().name)
     except WitnessError as exc:
         return [str(exc)]
     try:
@@ -264,7 +392,7 @@ def check_witness(clone: Path, run_dir: Path, run_id: str | None = None) -> list
     before = tip()
     fetch = _git(clone, "fetch", "--quiet", "origin", f"+refs/heads/{branch}:{tracking}", check=False)
     if fetch.returncode != 0:
-        problems.append(f"could not fetch the witness ({_last_line(fetch.stderr)}); "
+        problems.append(f"could not fetch the witness ({problem_line(fetch.stderr)}); "
                         "checked the last fetched state")
     after = tip()
     if after is None:
@@ -315,7 +443,7 @@ def _compare(where: str, rel: str, content: bytes, run_lines: list[bytes]) -> li
 
 # --- command line ---------------------------------------------------------------
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="confirmatory_anchor.py",
         description="Commit a run's anchors.jsonl (complete lines) into a witness clone and push it.")
@@ -323,7 +451,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--run-id", default=None,
                         help="name of the file under anchors/ (default: the anchors file's directory name)")
     parser.add_argument("anchors_file", type=Path, metavar="RUN_ANCHORS_FILE")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     try:
         done = publish(args.clone, args.anchors_file, args.run_id)
     except WitnessError as exc:

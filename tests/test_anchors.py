@@ -280,3 +280,129 @@ def test_a_pushs_output_is_logged_without_secrets_and_at_most_2000_characters(tm
     output = run.push_lines()[-1]["output"]
     assert len(output) == 2000
     assert "abcdefghijkl" not in output and "Bearer [redacted]" in output
+
+
+# --- pushes during the run: their timeout, and what the progress display learns ------
+
+# The first push hangs, with a child in its session as git would be under the
+# script, until it is killed; every later push succeeds at once.
+HANG_ONCE = [PY, "-c", "import pathlib,subprocess,sys,time\n"
+             "if not pathlib.Path('hung').exists():\n"
+             "  pathlib.Path('hung').touch()\n"
+             "  child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+             "  pathlib.Path('grandchild').write_text(str(child.pid))\n"
+             "  print('pushing', flush=True); time.sleep(60)\n"
+             "print('pushed')"]
+
+
+def _gone(pid: int, timeout: float = 10) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True  # dead, waiting for its new parent to reap it
+        except FileNotFoundError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _wait_for_events(anchorer: Anchorer, n: int, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while anchorer.push_events()[1] < n:
+        assert time.monotonic() < deadline, f"only {anchorer.push_events()[1]} of {n} push events"
+        time.sleep(0.01)
+
+
+def test_a_push_during_the_run_gets_half_the_anchor_interval_and_at_least_a_minute(tmp_path):
+    run = RunDir(tmp_path)
+    assert run.anchorer(interval_s=900).push_timeout_s == 450
+    assert run.anchorer(interval_s=10).push_timeout_s == 60
+    assert run.anchorer(interval_s=10, push_timeout_s=5).push_timeout_s == 5
+
+
+def test_a_push_that_hangs_during_the_run_is_killed_at_its_timeout_and_retried_at_the_next_anchor(tmp_path):
+    run = RunDir(tmp_path)
+    anchorer = run.anchorer(command=HANG_ONCE, push_timeout_s=0.5)
+    try:
+        started = time.monotonic()
+        anchorer.anchor()
+        hung = run.wait_for_pushes(1, timeout=15)[0]
+        assert time.monotonic() - started < 15  # not the 60 s the command would hang
+        assert hung["anchor_seq"] == 1 and hung["rc"] < 0  # killed by a signal
+        assert "pushing" in hung["output"] and "longer than its timeout of 0.5 s" in hung["output"]
+        # The whole session went, not just the command: a git under it would hold no lock.
+        assert _gone(int((tmp_path / "grandchild").read_text()))
+        _wait_for_events(anchorer, 1)
+        (failure,) = anchorer.push_failures
+        assert failure[:2] == (1, hung["rc"]) and failure.tail.startswith("timed out after 0.5 s and killed")
+        anchorer.anchor()
+        retried = run.wait_for_pushes(2)[1]
+        assert retried["anchor_seq"] == 2 and retried["rc"] == 0
+    finally:
+        rc = anchorer.finish(push_timeout=1)  # its threads are not daemons: end them even on failure
+    assert rc == 0
+
+
+def test_the_final_push_is_bounded_by_finish_not_by_the_timeout_of_pushes_during_the_run(tmp_path):
+    run = RunDir(tmp_path)
+    slow = [PY, "-c", "import time; time.sleep(1.5); print('pushed')"]
+    anchorer = run.anchorer(command=slow, push_timeout_s=0.5)
+    assert anchorer.finish(push_timeout=30) == 0
+    assert [p["rc"] for p in run.push_lines()] == [0]
+
+
+def test_the_progress_display_learns_of_each_push_and_its_problem_in_one_line(tmp_path):
+    run = RunDir(tmp_path)
+    (tmp_path / "fail").touch()
+    anchorer = run.anchorer(command=FLAKY)
+    try:
+        assert anchorer.push_events() == ([], 0)
+        assert anchorer.push_failures == () and anchorer.last_push_problem is None
+        anchorer.anchor()
+        _wait_for_events(anchorer, 1, timeout=10)
+        events, cursor = anchorer.push_events()
+        problem = f"witness unreachable {run.path / 'anchors.jsonl'}"
+        assert cursor == 1
+        assert [(e.index, e.anchor_seq, e.rc, e.ok, e.timed_out, e.problem) for e in events] == [
+            (0, 1, 3, False, False, problem)]
+        assert anchorer.push_failures == ((1, 3, problem),)  # (anchor_seq, rc, tail)
+        assert anchorer.last_push_problem == problem
+        (tmp_path / "fail").unlink()
+        anchorer.anchor()
+        _wait_for_events(anchorer, 2, timeout=10)
+        events, cursor = anchorer.push_events(cursor)
+        assert cursor == 2 and [(e.index, e.anchor_seq, e.rc, e.ok, e.problem) for e in events] == [
+            (1, 2, 0, True, None)]
+        assert anchorer.last_push_problem is None and len(anchorer.push_failures) == 1
+    finally:
+        rc = anchorer.finish(push_timeout=5)  # its threads are not daemons: end them even on failure
+    assert rc == 0
+
+
+# --- the final anchor and `resume` -------------------------------------------------------
+
+def test_the_final_anchor_waits_for_a_resume_that_is_appending_so_no_request_can_follow_it(tmp_path):
+    import threading
+
+    from test_runlock import held_by_another_process
+
+    run = RunDir(tmp_path)
+    anchorer = run.anchorer()
+    with held_by_another_process(run.path / "resume.jsonl.lock"):  # `resume` appending right now
+        finisher = threading.Thread(target=anchorer.finish)
+        finisher.start()
+        time.sleep(0.5)
+        assert finisher.is_alive()
+        assert not any(a["final"] for a in run.anchor_lines())
+    finisher.join(20)
+    assert not finisher.is_alive()
+    assert run.anchor_lines()[-1]["final"] is True
+
+
+def test_the_final_anchor_leaves_no_lock_file_it_created(tmp_path):
+    run = RunDir(tmp_path)
+    run.anchorer().finish()
+    assert run.anchor_lines()[-1]["final"] is True
+    assert not (run.path / "resume.jsonl.lock").exists()

@@ -118,6 +118,9 @@ def test_preflight_accepts_models_litellm_prices(tmp_path, keys, monkeypatch, li
 
 
 def test_preflight_accepts_the_bundled_simulator_design_whose_prices_prepare_registers(tmp_path):
+    from confirmatory.witness import init_local_witness
+
+    init_local_witness(tmp_path / ".witness")  # where the design's anchor command looks: {run_dir}/../.witness
     loaded = preflight(DEMO / "minimal.toml", tmp_path / "run", workers=None)
     assert all(m.api_base == "simulator" for m in loaded.design.models)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from confirmatory.witness import WitnessError, check_witness, publish
+from confirmatory.witness import WitnessError, check_witness, preflight_problems, problem_line, publish
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "confirmatory_anchor.py"
 ENV = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
@@ -278,3 +278,116 @@ def test_check_witness_uses_the_run_id_the_anchor_command_was_given(tmp_path, wi
     (run_dir / "manifest.json").write_text(json.dumps(
         {"anchors": {"command": ["python", "x.py", "--clone", "w", "--run-id", "study-42"], "cwd": "."}}))
     assert check_witness(clone(remote, tmp_path / "reviewer"), run_dir) == []
+
+
+# --- what a failed git command said, in one line ------------------------------------------
+
+GIT_UNREACHABLE = """fatal: '/srv/gone.git' does not appear to be a git repository
+fatal: Could not read from remote repository.
+
+Please make sure you have the correct access rights
+and the repository exists.
+"""
+
+
+def test_the_problem_line_is_what_git_said_went_wrong_not_its_advice():
+    assert problem_line(GIT_UNREACHABLE) == ("'/srv/gone.git' does not appear to be a git repository; "
+                                             "Could not read from remote repository.")
+    assert problem_line("hint: one\nerror: failed to push some refs\nhint: two\n") == "failed to push some refs"
+    assert problem_line("Traceback ...\nModuleNotFoundError: No module named 'x'\n") == \
+        "ModuleNotFoundError: No module named 'x'"
+    assert problem_line("\n  \n") == "(no output)"
+
+
+def test_the_problem_line_is_bounded_and_redacted(monkeypatch):
+    monkeypatch.setenv("WITNESS_TOKEN", "tok-5ecret-value")
+    said = problem_line("fatal: unable to access 'https://me:tok-5ecret-value@host/w.git/': " + "x" * 500)
+    assert "tok-5ecret-value" not in said and "\n" not in said
+    assert len(said) == 300 and said.endswith("...")
+
+
+def _unreachable_clone(remote: Path, path: Path) -> Path:
+    work = clone(remote, path)
+    git(work, "remote", "set-url", "origin", str(path.parent / "gone.git"))
+    return work
+
+
+def test_an_unreachable_witness_is_named_by_what_git_said(tmp_path, witness):
+    remote, _ = witness
+    work = _unreachable_clone(remote, tmp_path / "cut-off")
+    proc = run_script("--clone", str(work), str(write_anchors(tmp_path / "run", 1)))
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1
+    assert "push of main to origin failed: " in proc.stderr
+    assert "gone.git' does not appear to be a git repository; Could not read from remote repository." in proc.stderr
+    assert "repository exists" not in proc.stderr
+
+
+def test_check_witness_says_why_it_could_not_fetch(tmp_path, witness):
+    remote, work = witness
+    run_dir = tmp_path / "run"
+    publish(work, write_anchors(run_dir, 2))
+    reviewer = _unreachable_clone(remote, tmp_path / "reviewer")
+    problems = check_witness(reviewer, run_dir)
+    assert problems[0].startswith("could not fetch the witness ('")
+    assert "gone.git' does not appear to be a git repository; Could not read from remote repository.)" \
+        in problems[0]
+
+
+# --- before a run: would every push fail? ---------------------------------------------------
+
+def _command(clone_arg: str, *extra: str, module: bool = False) -> list[str]:
+    head = ["{python}", "-m", "confirmatory.witness"] if module else ["{python}", str(SCRIPT)]
+    return [*head, "--clone", clone_arg, *extra]
+
+
+def test_preflight_finds_nothing_wrong_with_a_fresh_id_and_a_usable_clone(tmp_path, witness):
+    _, work = witness
+    design_dir = tmp_path
+    assert preflight_problems(_command("witness"), design_dir, tmp_path / "runs" / "study-1") == []
+    assert preflight_problems(_command(str(work), module=True), design_dir, tmp_path / "runs" / "s2") == []
+    assert preflight_problems(None, design_dir, tmp_path / "runs" / "s3") == []
+    # Not the witness script: nothing is known about how it files anchors.
+    assert preflight_problems(["./push.sh", "--clone", "nowhere"], design_dir, tmp_path / "my run") == []
+
+
+def test_preflight_names_a_run_directory_that_is_not_a_slug(tmp_path, witness):
+    (problem,) = preflight_problems(_command("witness"), tmp_path, tmp_path / "runs" / "my run")
+    assert "'my run'" in problem and "not a slug" in problem and "every push would fail" in problem
+    # A --run-id in the command is the id instead of the directory's name.
+    assert preflight_problems(_command("witness", "--run-id", "study-1"), tmp_path, tmp_path / "my run") == []
+    (problem,) = preflight_problems(_command("witness", "--run-id", "a b"), tmp_path, tmp_path / "run")
+    assert "--run-id 'a b' is not a slug" in problem
+
+
+def test_preflight_names_an_id_the_witness_already_holds(tmp_path, witness):
+    remote, work = witness
+    publish(work, write_anchors(tmp_path / "first" / "study-1", 2))  # an earlier attempt, since deleted
+    (problem,) = preflight_problems(_command("witness"), tmp_path, tmp_path / "runs" / "study-1")
+    assert problem.startswith("the witness already holds anchors/study-1.jsonl (in ")
+    assert "choose another run directory name" in problem
+    (problem,) = preflight_problems(_command("witness", "--run-id", "study-1"), tmp_path, tmp_path / "runs" / "x")
+    assert "anchors/study-1.jsonl" in problem
+    # Pushed from another clone: seen once this clone has fetched it.
+    other = clone(remote, tmp_path / "other")
+    publish(other, write_anchors(tmp_path / "elsewhere" / "study-2", 1))
+    assert preflight_problems(_command("witness"), tmp_path, tmp_path / "runs" / "study-2") == []
+    git(work, "fetch", "--quiet", "origin")
+    (problem,) = preflight_problems(_command("witness"), tmp_path, tmp_path / "runs" / "study-2")
+    assert "anchors/study-2.jsonl (on origin/main as" in problem
+
+
+def test_preflight_names_a_clone_every_push_would_fail_on(tmp_path):
+    (problem,) = preflight_problems(_command("nowhere"), tmp_path, tmp_path / "runs" / "r")
+    assert problem == (f"anchors.command: witness clone {tmp_path / 'nowhere'} does not exist (clone the "
+                       "witness remote there first): every push would fail")
+    # The module form, as the bundled designs write it, is the same script.
+    assert preflight_problems(_command("nowhere", module=True), tmp_path, tmp_path / "runs" / "r") == [problem]
+    # {run_dir} is expanded as the run will expand it.
+    # {run_dir} is expanded as the run will expand it, and ".." taken beside the
+    # run directory, which does not exist yet.
+    (problem,) = preflight_problems(_command("{run_dir}/../w"), tmp_path, tmp_path / "runs" / "r")
+    assert f"witness clone {(tmp_path / 'runs').resolve()}/w does not exist" in problem
+    from confirmatory.witness import init_local_witness
+
+    init_local_witness(tmp_path / "runs" / "wroot")
+    assert preflight_problems(_command("{run_dir}/../wroot/clone"), tmp_path, tmp_path / "runs" / "r") == []

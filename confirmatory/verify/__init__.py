@@ -364,6 +364,38 @@ def check_design(ctx: RunContext, man: dict) -> None:
 
 
 def verify_command(run_dir: Path, as_json: bool = False, witness: Path | None = None) -> int:
+    """``confirmatory verify``: the report on stdout; 0 only when every invariant holds.
+
+    A directory with none of a run's files (manifest.json, run.jsonl,
+    anchors.jsonl) is not a run: one line on stderr, exit 1. A run whose
+    runner still holds its lock (``runlock.held``) is still being written:
+    the report is printed between two notices saying it is provisional (with
+    --json, on stderr and as ``"provisional": true``), and the exit is 1
+    whatever it found."""
+    import json
+
+    from confirmatory import runlock  # filelock only: nothing of the runner
+
+    root = Path(run_dir)
+    if not any((root / rel).exists() for rel in ("manifest.json", "run.jsonl", "anchors.jsonl")):
+        print(f"verify: {root} is not a run directory (it has no manifest.json, run.jsonl or anchors.jsonl)",
+              file=sys.stderr)
+        return 1
+    # Asked before reading: a runner that ends while we read was still writing what we read.
+    live = runlock.held(root)
+    notice = (f"*** THE RUN IS STILL RUNNING (a runner holds {runlock.lock_path(root)}): this report is "
+              "provisional; its logs are still being written. Verify again after the run has ended. ***")
+    if live:
+        print(notice, file=sys.stderr if as_json else sys.stdout)
     report = verify_run(run_dir, witness=witness)
-    sys.stdout.write((report.to_json() if as_json else report.to_table()) + "\n")
+    if as_json:
+        text = report.to_json()
+        if live:
+            text = json.dumps({**json.loads(text), "provisional": True}, indent=2, sort_keys=True)
+        sys.stdout.write(text + "\n")
+    else:
+        sys.stdout.write(report.to_table() + "\n")
+    if live:
+        print(notice, file=sys.stderr if as_json else sys.stdout)
+        return 1
     return 0 if report.ok else 1

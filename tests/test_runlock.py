@@ -1,0 +1,58 @@
+"""The run's lock, asked about while a real second process holds it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from confirmatory import runlock
+
+# Holds the lock named by argv[1] until its stdin closes; says "held" once it does.
+HOLDER = ("import sys\nfrom filelock import FileLock\nlock = FileLock(sys.argv[1])\nlock.acquire()\n"
+          "print('held', flush=True)\nsys.stdin.read()\nlock.release()\n")
+
+
+@contextmanager
+def held_by_another_process(lock_file: Path) -> Iterator[subprocess.Popen]:
+    """A second process that holds ``lock_file`` (as a runner holds its run's lock) until the block ends."""
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(lock_file)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+        yield proc
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait(timeout=30)
+
+
+def test_the_lock_is_beside_the_run_directory_where_run_command_takes_it(tmp_path):
+    run_dir = tmp_path / "runs" / "study-1"
+    assert runlock.lock_path(run_dir) == tmp_path / "runs" / ".study-1.lock"
+    assert runlock.lock_path(str(run_dir)) == runlock.lock_path(run_dir)
+
+
+def test_nobody_holds_the_lock_of_a_run_nobody_runs_and_asking_leaves_no_file(tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    assert runlock.held(run_dir) is False
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]  # no .run.lock left behind
+
+
+def test_a_lock_held_by_another_process_is_held_and_free_again_once_it_lets_go(tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    with held_by_another_process(runlock.lock_path(run_dir)):
+        assert runlock.held(run_dir) is True
+        assert runlock.held(run_dir) is True  # asking does not take it away
+    assert runlock.held(run_dir) is False
+    # The holder's file existed before we asked: it is not ours to remove.
+    assert runlock.lock_path(run_dir).exists()
+
+
+def test_a_run_directory_whose_parent_does_not_exist_is_held_by_nobody(tmp_path):
+    assert runlock.held(tmp_path / "no" / "such" / "run") is False
+    assert not (tmp_path / "no").exists()
