@@ -12,6 +12,18 @@ from runhelpers import in_background, make_run, verified
 FAST = {"engine_factory": "confirmatory.testing.fakes:null_engine"}
 
 
+def watched(run, progress, meanwhile):
+    """Run to the end with ``progress`` shown and ``meanwhile`` in a thread
+    (the person at the terminal); the result, once verified."""
+    helper = in_background(meanwhile)
+    result = run.wait()
+    helper.join(10)
+    progress.stop()
+    run.close()
+    verified(run.run_dir)
+    return result
+
+
 def test_a_quiet_run_still_says_once_that_a_model_paused_and_how_to_resume_it(tmp_path):
     hh = [{"id": "hh-000", "plan": {"calculator/0": "operator"}}, {"id": "hh-001"}]
     run = make_run(tmp_path, households=hh, models=1, **FAST)
@@ -27,12 +39,7 @@ def test_a_quiet_run_still_says_once_that_a_model_paused_and_how_to_resume_it(tm
         time.sleep(1.2)  # two more looks: the event is not repeated
         request_resume(run.run_dir, "m0")
 
-    helper = in_background(operator)
-    result = run.wait()
-    helper.join(10)
-    progress.stop()
-    run.close()
-    verified(run.run_dir)
+    result = watched(run, progress, operator)
     text = out.getvalue()
     assert result.status == "completed" and not m.paused
     paused = [line for line in text.splitlines() if "PAUSED" in line]
@@ -58,12 +65,7 @@ def test_a_stopping_run_says_what_it_waits_for_and_that_a_second_signal_changes_
         time.sleep(0.1)
         os.kill(os.getpid(), signal.SIGINT)
 
-    helper = in_background(interrupt)
-    result = run.wait()
-    helper.join(5)
-    progress.stop()
-    run.close()
-    verified(run.run_dir)
+    result = watched(run, progress, interrupt)
     text = out.getvalue()
     assert result.status == "stopped" and result.stop_cause == "interrupt"
     assert text.count("run stopping (interrupt): calls in flight end within their timeout") == 1, text
