@@ -44,7 +44,7 @@ BASE_SLACK_S = 0.1
 
 NO_SAMPLE_AFTER = "no sample after the attempt"
 
-_POINT_EVENTS = frozenset({"open", "sample"})
+_POINT_EVENTS = ("open", "sample")  # a tuple: an edited line's event may be unhashable
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,7 +214,10 @@ class HostTimeline:
             self.monotone = False
         back = self.back_max
         if line.get("event") == "sample":
-            back = max(back, float(line.get("clock_back_max_s") or 0.0))
+            step = line.get("clock_back_max_s")
+            # (a number in every line the sampler writes; an edited one
+            # elsewhere is the rule's to refuse, not the index's)
+            back = max(back, float(step) if isinstance(step, (int, float)) else 0.0)
             self._sample_at.append(len(self.lines))
             self._sample_t.append(t)
         self.lines.append(line)

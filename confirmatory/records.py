@@ -133,7 +133,7 @@ def stream(path: Path) -> Iterator[LogLine]:
 # uses it for a log too irregular for ``HostSummary``.
 HostIndex = HostTimeline
 
-_POINTS = frozenset({"open", "sample"})
+_POINTS = ("open", "sample")  # a tuple: an edited line's event may be unhashable
 _NUM = (int, float)
 
 

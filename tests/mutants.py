@@ -95,7 +95,7 @@ MUTANTS = (
            "        self.control_times()\n", "",
            f"{VIOLATIONS}::test_a_stop_whose_t_is_not_a_number_fails_invariant_9"),
     Mutant("accept a line of no known event", "confirmatory/verify/model.py",
-           "elif seq not in control or ev not in CONTROL_EVENTS:", "elif False:",
+           "elif seq not in control or type(ev) is not str or ev not in CONTROL_EVENTS:", "elif False:",
            f"{VIOLATIONS}::test_a_line_of_no_known_event_fails_invariant_1"),
     Mutant("answer a trigger with an earlier stop", "confirmatory/verify/timeline.py",
            'and t <= s["t"] <= t + follow', 'and s["t"] <= t + follow',

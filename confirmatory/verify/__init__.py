@@ -73,9 +73,15 @@ def verify_run(run_dir: Path | str, witness: Path | str | None = None, *, worker
             host, host_part = join_host_spans([_collect(c) for c in span_children], logs, rv)
         rest = Findings()  # what is found after host.jsonl, merged after its findings
         logs.f = rest
-        requests = {(o["model"], o["t"]) for _, o in logs.lines("resume.jsonl")
-                    if o.get("event") == "resume-request" and type(o.get("model")) is str
-                    and type(o.get("t")) in (int, float)}
+        requests = set()
+        for seq, o in logs.lines("resume.jsonl"):
+            if o.get("event") != "resume-request":
+                continue
+            ok = type(o.get("model")) is str and o["model"] in layout.models and type(o.get("t")) in (int, float)
+            if rest.expect(10, ok, "resume.jsonl", seq,
+                           f"resume request for model {o.get('model')!r} at {o.get('t')!r}: not a model of the run "
+                           "with a numeric time"):
+                requests.add((o["model"], o["t"]))
         ctx = RunContext(layout, rest, logs, rv, host, list(man.get("arms") or []), run_events, requests)
         ctx.run_stop_ts = [o["t"] for _, o in run_events if o.get("event") == "stop" and isinstance(o.get("t"), (int, float))]
         ceilings = [o for _, o in run_events if o.get("event") == "ceiling"]
@@ -111,7 +117,7 @@ def verify_run(run_dir: Path | str, witness: Path | str | None = None, *, worker
     guarded(f, 7, "run.jsonl", check_totals, ctx, states, ceilings)
     guarded(f, 9, "run.jsonl", check_run_stops, ctx, states)
     guarded(f, 11, "design.toml", check_design, ctx, man)
-    logs.finish(Path(witness) if witness is not None else None)
+    guarded(f, 8, "anchors.jsonl", logs.finish, Path(witness) if witness is not None else None)
     return f.report(str(root))
 
 
@@ -305,19 +311,25 @@ def _worker_count(layout, names: list[str], workers: int | None) -> int:
     return len(names) if size >= PARALLEL_MIN_BYTES else 1
 
 
+RUN_STATUSES = ("completed", "stopped", "ceiling")  # run.jsonl close.status (run.RunResult)
+
+
 def check_totals(ctx: RunContext, states: list[ModelState], ceilings: list[dict]) -> None:
     """Invariant 7: every nano-dollar counted once, in its model and in the run."""
     f, man = ctx.findings, ctx.layout.manifest.obj or {}
     total = int(man.get("spend_before_nusd") or 0)
     for st in states:
         log = model_log(st.name, "run.jsonl")
-        late = sum(int(o.get("cost_nusd") or 0) for _, o in st.events("late-cost"))
+        late = 0
+        for seq, o in st.events("late-cost"):
+            if f.expect(7, type(o.get("cost_nusd")) is int, log, seq, f"late cost {o.get('cost_nusd')!r} is not an integer"):
+                late += o["cost_nusd"]
         closes = st.events("close")
         share = st.attempt_cost + late
         total += share
         if f.expect(7, len(closes) == 1, log, None, f"{len(closes)} close lines"):
             seq, close = closes[0]
-            f.expect(7, close.get("spend_nusd") == share, log, seq,
+            f.expect(7, type(close.get("spend_nusd")) is int and close.get("spend_nusd") == share, log, seq,
                      f"close spend {close.get('spend_nusd')} is not attempts + late costs {share}")
         key = lambda o: (o.get("t"), o.get("total_nusd"), o.get("ceiling_nusd"))  # noqa: E731
         mine = sorted(key(o) for _, o in st.events("ceiling"))
@@ -325,12 +337,17 @@ def check_totals(ctx: RunContext, states: list[ModelState], ceilings: list[dict]
     closes = [(s, o) for s, o in ctx.run_events if o.get("event") == "close"]
     if f.expect(7, len(closes) == 1, "run.jsonl", None, f"{len(closes)} close lines"):
         seq, close = closes[0]
+        f.expect(7, type(close.get("spend_total_nusd")) is int and type(close.get("t")) in (int, float)
+                 and close.get("status") in RUN_STATUSES, "run.jsonl", seq,
+                 f"close line: spend_total_nusd {close.get('spend_total_nusd')!r} (an integer), "
+                 f"t {close.get('t')!r} (a number), status {close.get('status')!r} (one of {list(RUN_STATUSES)})")
         f.expect(7, close.get("spend_total_nusd") == total, "run.jsonl", seq,
                  f"spend_total {close.get('spend_total_nusd')} is not the sum {total}")
         crossed = isinstance(close.get("spend_total_nusd"), int) and close["spend_total_nusd"] > (man.get("ceiling_nusd") or 0)
         f.expect(7, not crossed or bool(ceilings), "run.jsonl", seq, "the total exceeds the ceiling without a ceiling event")
     for c in ceilings:
-        f.expect(7, c.get("ceiling_nusd") == man.get("ceiling_nusd") and (c.get("total_nusd") or 0) > (c.get("ceiling_nusd") or 0),
+        f.expect(7, type(c.get("total_nusd")) is int and type(c.get("ceiling_nusd")) is int
+                 and c.get("ceiling_nusd") == man.get("ceiling_nusd") and c["total_nusd"] > c["ceiling_nusd"],
                  "run.jsonl", None, f"ceiling event total {c.get('total_nusd')} does not exceed {c.get('ceiling_nusd')}")
 
 

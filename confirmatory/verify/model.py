@@ -199,7 +199,7 @@ class ModelCheck:
                 pending[str(obj.get("household"))].append((seq, obj))
             elif ev == "household":
                 self.household(seq, obj, pending.pop(str(obj.get("household")), []))
-            elif seq not in control or ev not in CONTROL_EVENTS:
+            elif seq not in control or type(ev) is not str or ev not in CONTROL_EVENTS:
                 # the control scan skips only attempt and household lines
                 self.f.fail(1, self.log, seq, f"line of no known event ({ev!r})")
         for h, lines in pending.items():
@@ -217,7 +217,8 @@ class ModelCheck:
             t = obj.get("t")
             if not (type(t) is float or type(t) is int):
                 ev = obj.get("event")
-                self.f.fail(CONTROL_EVENTS.get(ev, 1), self.log, seq, f"{ev} line without a numeric t ({t!r})")
+                inv = CONTROL_EVENTS.get(ev, 1) if type(ev) is str else 1
+                self.f.fail(inv, self.log, seq, f"{ev} line without a numeric t ({t!r})")
 
     def short_prefixes(self) -> None:
         """A lane classifies on a host.jsonl prefix without the sample after

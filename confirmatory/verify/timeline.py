@@ -15,6 +15,7 @@ from confirmatory.verify.model import ModelState
 
 DECISION_FIELDS = ("lane", "household", "t", "admit", "finished_nusd", "under_way", "reserve_nusd", "cap_nusd")
 _DECISION_FIELD_SET = frozenset(DECISION_FIELDS)
+_DECISION_MONEY = ("finished_nusd", "reserve_nusd", "cap_nusd", "under_way")
 
 
 def check_admission(ctx: RunContext, st: ModelState) -> None:
@@ -26,7 +27,9 @@ def check_admission(ctx: RunContext, st: ModelState) -> None:
     for seq, d in ctx.logs.lines(log):
         if d.get("event") != "decision":
             continue
-        if f.expect(4, d.keys() >= _DECISION_FIELD_SET, log, seq, "decision lacks fields"):
+        if f.expect(4, d.keys() >= _DECISION_FIELD_SET and all(type(d[k]) is int for k in _DECISION_MONEY)
+                    and type(d["t"]) in (int, float), log, seq,
+                    "decision lacks fields, or its money is not integers or its t not a number"):
             # kept compact: one small dict per household is what memory grows with
             decisions.append((d["t"], seq, {k: d[k] for k in DECISION_FIELDS}))
     decisions.sort(key=lambda x: (x[0], x[1]))
