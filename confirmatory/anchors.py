@@ -495,9 +495,7 @@ def push_anchor_command(run_dir: Path, run_id: str | None = None) -> int:
     try:
         return _push_anchor_locked(run_dir, raw, command, cwd, run_id, fail)
     finally:
-        lock.release()
-        if not existed:
-            lock_file.unlink(missing_ok=True)
+        lock.release()  # the file stays: removing a lock file breaks the lock (runlock.held)
 
 
 def _last_anchor(path: Path) -> dict | None:

@@ -19,19 +19,22 @@ from filelock import FileLock, Timeout
 
 
 def lock_path(run_dir: Path | str) -> Path:
-    """``<parent>/.<name>.lock``: the path ``run_command`` locks for ``run_dir``."""
-    run_dir = Path(run_dir)
+    """``<parent>/.<name>.lock``: the path ``run_command`` locks for ``run_dir``.
+
+    Of the resolved path: ``.``, a relative path or a symlink to the run
+    directory name the same lock as the path the runner was given."""
+    run_dir = Path(run_dir).resolve()
     return run_dir.parent / f".{run_dir.name}.lock"
 
 
 def held(run_dir: Path | str) -> bool:
     """Whether another process (or another lock object in this one) holds the run's lock.
 
-    Tries to take it with a zero timeout; if that works, lets it go at once
-    and, if the lock file did not exist before, removes it again: asking
-    leaves no file behind. While we hold it for that instant a runner could
-    not take it, but a runner never starts into an existing run directory
-    anyway."""
+    Tries to take it with a zero timeout; if that works, lets it go at once.
+    The lock file stays (a lock file is never removed: a process that opened
+    the old file and one that created a new one would both hold "the lock").
+    While we hold it for that instant a runner could not take it, but a
+    runner never starts into an existing run directory anyway."""
     path = lock_path(run_dir)
     if not path.parent.is_dir():
         return False  # nobody can hold a lock in a directory that does not exist
@@ -46,13 +49,5 @@ def held(run_dir: Path | str) -> bool:
         # a lock file that does not exist is held by nobody; one we cannot
         # open we cannot clear, so it counts as held.
         return existed
-    try:
-        lock.release()
-    finally:
-        if not existed:
-            # Race: a runner that opened the file meanwhile locks the unlinked
-            # inode; only another held() or push-anchor could be racing us here
-            # (no runner starts into an existing run directory), and each of
-            # those lets go within moments.
-            path.unlink(missing_ok=True)
+    lock.release()
     return False

@@ -132,8 +132,7 @@ def run_command(design: Path, run_dir: Path, *, workers: int | None = None, quie
             return EXIT_REFUSED
         return _execute(loaded, design, run_dir, quiet=quiet)
     finally:
-        lock.release()
-        Path(lock.lock_file).unlink(missing_ok=True)
+        lock.release()  # the file stays: removing a lock file breaks the lock (runlock.held)
 
 
 def _execute(loaded: Any, design: Path, run_dir: Path, *, quiet: bool) -> int:

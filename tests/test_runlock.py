@@ -39,7 +39,18 @@ def test_nobody_holds_the_lock_of_a_run_nobody_runs_and_asking_leaves_no_file(tm
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     assert runlock.held(run_dir) is False
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]  # no .run.lock left behind
+    # The lock file stays (removing one breaks the lock for a process that opened it).
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".run.lock", "run"]
+
+
+def test_dot_a_relative_path_and_a_symlink_name_the_runners_lock(tmp_path, monkeypatch):
+    run_dir = tmp_path / "runs" / "r1"
+    run_dir.mkdir(parents=True)
+    (tmp_path / "link").symlink_to(run_dir)
+    monkeypatch.chdir(run_dir)
+    with held_by_another_process(runlock.lock_path(run_dir)):
+        for alias in (Path("."), Path("../r1"), tmp_path / "link"):
+            assert runlock.held(alias) is True, alias
 
 
 def test_a_lock_held_by_another_process_is_held_and_free_again_once_it_lets_go(tmp_path):
