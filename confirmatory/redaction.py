@@ -69,7 +69,8 @@ class Guard:
 
     Built from the environment once (the secret values of ``secret_values``);
     ``clean(obj, line)`` returns ``line`` (the canonical encoding of ``obj``)
-    when no secret value occurs in it, else the encoding of ``redact_obj(obj)``.
+    when no secret value occurs in it, else the encoding of ``obj`` with each
+    secret value replaced by ``[redacted:NAME]`` and nothing else changed.
     Every line and file the runner writes passes through one, whatever the
     code that built it forgot to redact (an exception's text in a stop's
     detail, a provider's echo in a record).
@@ -78,16 +79,33 @@ class Guard:
     def __init__(self, environ: Mapping[str, str] | None = None) -> None:
         from confirmatory.chain import dumps
 
-        self._environ = dict(os.environ if environ is None else environ)
         self._dumps = dumps
+        # Longest first: one secret may contain another.
+        self._values = sorted(secret_values(dict(os.environ if environ is None else environ)).items(),
+                              key=lambda kv: -len(kv[0]))
         # As each value appears inside a canonical JSON string.
-        self._needles = tuple(dumps({"": value})[5:-2] for value in secret_values(self._environ))
+        self._needles = tuple(dumps({"": value})[5:-2] for value, _ in self._values)
 
     def clean(self, obj: Any, line: bytes) -> bytes:
         for needle in self._needles:
             if needle in line:
-                return self._dumps(redact_obj(obj, self._environ))
+                return self._dumps(self._scrub(obj))
         return line
+
+    def _scrub(self, obj: Any) -> Any:
+        """Only the secret values go, in strings and keys at any depth: the
+        rest of a record is study data (no token patterns, no key rules)."""
+        if isinstance(obj, str):
+            for value, name in self._values:
+                if value in obj:
+                    marker = f"[redacted:{name}]"
+                    obj = obj.replace(value, "***" if value in marker else marker)
+            return obj
+        if isinstance(obj, Mapping):
+            return {self._scrub(str(k)) if isinstance(k, str) else k: self._scrub(v) for k, v in obj.items()}
+        if isinstance(obj, (list, tuple)):
+            return [self._scrub(v) for v in obj]
+        return obj
 
 
 def redact_argv(argv: list[str], environ: Mapping[str, str] | None = None) -> list[str]:

@@ -513,3 +513,14 @@ def test_no_secret_value_is_written_by_a_log_or_a_durable_file_whatever_the_call
     assert check_chain(tmp_path / "run.jsonl", SEED).ok  # the chain links the lines as written
     assert json.loads(logged.splitlines()[2]) == {"event": "clean", "t": 3.0, "seq": 2,
                                                   "prev": hashlib.sha256(logged.splitlines()[1]).hexdigest()}
+
+
+def test_the_writers_guard_removes_only_the_secret_value_and_leaves_the_study_data(tmp_path, monkeypatch):
+    secret = "a1b2c3d4e5f6a7b8c9d0"
+    monkeypatch.setenv("WITNESS_DEPLOY_TOKEN", secret)
+    record = {"answer": "Basic allowance 12570", "extra": {"author": "x", "cache_key": "k1", "echo": secret},
+              "calls": [{"note": "Bearer abcdefgh12345 sk-abcdefghijkl"}]}
+    write_json_durable(tmp_path / "rec.json", record)
+    written = json.loads((tmp_path / "rec.json").read_bytes())
+    expected = json.loads(json.dumps(record).replace(secret, "[redacted:WITNESS_DEPLOY_TOKEN]"))
+    assert written == expected
