@@ -61,9 +61,13 @@ def resolve_target(target: str) -> Callable[[str, Any, Mapping[str, Any]], Any]:
 
 def _worker_main(target: str, conn: multiprocessing.connection.Connection) -> None:
     """The loop each worker process runs: receive a frame, run it, send the outcome."""
-    # Ctrl-C reaches the whole process group; the runner, not the worker,
-    # decides when engines stop (it closes the pool after its lanes settle).
+    # Ctrl-C (and a closed terminal's SIGHUP) reach the whole process group;
+    # the runner, not the worker, decides when engines stop (it closes the
+    # pool after its lanes settle): a worker that died first would make a
+    # lane record cause `pool` instead of `interrupt`.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:
         fn = resolve_target(target)
     except BaseException as exc:  # reported to the parent, which refuses to start

@@ -436,6 +436,15 @@ class Run:
         if self._closed:
             return
         self._closed = True
+        if not self._finished and self.files is not None and self._lanes and not self.stopped:
+            # wait() never ran (something raised between start() and it): no
+            # one would end the lanes (a paused lane waits for ever). Stop the
+            # run, in the records, before joining them.
+            try:
+                self.stop_run("runner-error", detail="the runner's main loop did not run")
+            except Exception:  # noqa: BLE001 - the writers may be failed; halt the lanes anyway
+                for m in self.models.values():
+                    m.halt.set()
         self.stop_event.set()
         for t, lane in self._lanes:
             # A settled lane is stuck in a call that never returns: do not wait on it.

@@ -96,7 +96,10 @@ def preflight(design: Path, run_dir: Path, *, workers: int | None) -> Any:
     # or one it already holds): said now, not after hours of unwitnessed work.
     from confirmatory.witness import preflight_problems
 
-    problems.extend(preflight_problems(loaded.design.anchors.command, loaded.base_dir, run_dir))
+    try:
+        problems.extend(preflight_problems(loaded.design.anchors.command, loaded.base_dir, run_dir))
+    except OSError as exc:  # git itself missing or not runnable
+        problems.append(f"anchors.command: the witness clone cannot be checked ({exc}): is git installed?")
     if problems:
         raise Refused(problems)
     return loaded
@@ -159,7 +162,7 @@ def _execute(loaded: Any, design: Path, run_dir: Path, *, quiet: bool) -> int:
     progress = Progress(run, table=not quiet)
     try:
         run.start()
-        print(f"run started: {run_dir}", file=sys.stderr)
+        _say(f"run started: {run_dir}")
         progress.start()
         result = run.wait()
     finally:
@@ -172,28 +175,38 @@ def _execute(loaded: Any, design: Path, run_dir: Path, *, quiet: bool) -> int:
         # Their threads are stuck in calls that never returned; they are not
         # daemons (they wrote records), so the interpreter would wait for
         # them forever. Everything is written and anchored: leave now.
-        print(f"  {result.abandoned_lanes} lane(s) stuck in an abandoned call; exiting without them",
-              file=sys.stderr)
-        sys.stderr.flush()
-        sys.stdout.flush()
+        _say(f"  {result.abandoned_lanes} lane(s) stuck in an abandoned call; exiting without them")
+        for stream in (sys.stderr, sys.stdout):
+            try:
+                stream.flush()
+            except OSError:
+                pass
         os._exit(code)
     return code
+
+
+def _say(text: str) -> None:
+    """A line on stderr; a terminal that hung up (EIO, EPIPE) must not end a run."""
+    try:
+        print(text, file=sys.stderr)
+    except OSError:
+        pass
 
 
 def report(result: Any) -> int:
     from confirmatory.money import format_usd
 
-    print(f"run {result.status}: {result.run_dir}", file=sys.stderr)
-    print(f"  spend {format_usd(result.spend_total_nusd)}", file=sys.stderr)
+    _say(f"run {result.status}: {result.run_dir}")
+    _say(f"  spend {format_usd(result.spend_total_nusd)}")
     # Whatever the ending, the reviewer needs the witness to hold the final anchor.
     unwitnessed = result.final_push_rc not in (None, 0)
     if unwitnessed:
-        print(f"  the witness does not hold the final anchor yet (push rc {result.final_push_rc}); "
-              f"retry with: confirmatory push-anchor {shlex.quote(str(result.run_dir))}", file=sys.stderr)
+        _say(f"  the witness does not hold the final anchor yet (push rc {result.final_push_rc}); "
+              f"retry with: confirmatory push-anchor {shlex.quote(str(result.run_dir))}")
     if result.status == "ceiling":
-        print("  the spend ceiling was crossed: every lane stopped", file=sys.stderr)
+        _say("  the spend ceiling was crossed: every lane stopped")
         return EXIT_CEILING
     if result.status == "stopped":
-        print(f"  stopped, cause {result.stop_cause} (see run.jsonl and models/*/run.jsonl)", file=sys.stderr)
+        _say(f"  stopped, cause {result.stop_cause} (see run.jsonl and models/*/run.jsonl)")
         return EXIT_STOPPED
     return EXIT_WITNESS if unwitnessed else EXIT_OK

@@ -129,3 +129,14 @@ def sleepy_engine(op, payload, features):
     """An engine whose call takes a while, so a test can kill it mid-call."""
     time.sleep(payload)
     return op
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGHUP])
+def test_workers_outlive_the_interrupts_that_reach_the_whole_process_group(pool, signum):
+    """Ctrl-C and a closed terminal signal every process of the job; the runner
+    stops the run (cause interrupt) and closes the pool itself."""
+    for worker in pool._all:
+        os.kill(worker.process.pid, signum)
+    time.sleep(0.3)
+    assert pool.alive()
+    assert pool.call("calculate", {"household": HOUSEHOLD}, {"tools": ["calculate"]})["net_income"] > 0

@@ -253,3 +253,25 @@ def test_clean_attempts_that_end_as_the_ceiling_is_crossed_keep_their_class(tmp_
     assert {a["household"] for a in attempts} == {"hh-000", "hh-001"}
     assert any(a["end"] > crossing["t"] for a in attempts)  # one ended after the stop
     assert all(a["class"] == "ok" for a in attempts), [(a["household"], a["class"]) for a in attempts]
+
+
+def test_a_run_closed_without_its_main_loop_stops_its_lanes_instead_of_waiting_for_ever(tmp_path):
+    """Something raised between start() and wait(): close() must still end the
+    lanes (a paused one would wait for a resume nobody reads) and leave a
+    stopped, verifiable run."""
+    import threading
+
+    hh = [{"id": "hh-000", "plan": {"alone/0": "operator"}}, {"id": "hh-001", "latency_s": 0.05}]
+    run = make_run(tmp_path, households=hh, models=1, arms=("alone",), **FAST)
+    run.start()
+    m = run.models["m0"]
+    deadline = time.monotonic() + 20
+    while not m.paused and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert m.paused
+    closer = threading.Thread(target=run.close, daemon=True)
+    closer.start()
+    closer.join(30)
+    assert not closer.is_alive(), "close() waited for a paused lane for ever"
+    stops = of(events(run.run_dir), "stop")
+    assert [s["cause"] for s in stops] == ["runner-error"]
