@@ -34,6 +34,13 @@ def registry_path(design_path: Path) -> Path:
     return Path.cwd() / "models.json"
 
 
+# Providers whose model string names a deployment, not a model: litellm
+# prices their replies by the model the response names, which cannot be
+# known before the first call. Their price is checked at each reply instead
+# (llm.UnpricedCall pauses the model if one comes back unpriced).
+PRICED_FROM_RESPONSE = ("azure", "azure_ai")
+
+
 def model_problems(loaded: Any, *, keys: bool) -> list[str]:
     """What stops the design's real models from being called and counted:
     a model string litellm cannot route, one it cannot price, and (with
@@ -61,7 +68,7 @@ def model_problems(loaded: Any, *, keys: bool) -> list[str]:
         # models are priced by llm.prepare. A model on this machine's
         # loopback is not refused here; an unpriced reply from it still
         # pauses its model at the first call: llm.UnpricedCall.)
-        if not llm.is_loopback(m.api_base):
+        if not llm.is_loopback(m.api_base) and llm.provider_of(m.litellm_model) not in PRICED_FROM_RESPONSE:
             problem = llm.price_problem(m.litellm_model)
             if problem:
                 problems.append(f"models.{m.name}: {problem}")

@@ -225,3 +225,14 @@ def test_a_key_set_to_blanks_is_missing(tmp_path, monkeypatch, value):
                for p in info.value.problems), info.value.problems
     import os
     assert os.environ["OPENAI_API_KEY"] == value  # the environment is left as it was
+
+
+def test_an_azure_deployment_is_not_refused_for_a_price_only_its_replies_can_tell(tmp_path, monkeypatch):
+    """Azure's model string names a deployment ("my-prod-deployment"), which no
+    price list knows; litellm prices its replies by the model they name. The
+    reply check (UnpricedCall) is what holds there."""
+    for name in ("AZURE_API_KEY", "AZURE_API_BASE", "AZURE_API_VERSION"):
+        monkeypatch.setenv(name, "set-for-the-test-000")
+    design = design_with(tmp_path, "azure/my-prod-deployment")
+    assert preflight(design, tmp_path / "run", workers=None).design.models[0].litellm_model == \
+        "azure/my-prod-deployment"
