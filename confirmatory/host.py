@@ -336,15 +336,18 @@ class HostMonitor:
                     self._step()
 
     def _step(self) -> None:
-        # Outside sources first, then the sample: the sample that completes an
-        # attempt's evidence comes after every evidence line read by then, so
-        # a guard line written during the attempt is in the verdict's prefix.
+        # Outside sources first, then the sample, which says when this step
+        # began reading (`reads_began`): it completes an attempt only if that
+        # was after the attempt ended (hostrules.completion_key), so a guard
+        # line written during the attempt was read by then and is in the
+        # verdict's prefix.
+        reads_began = self._clock.now()
         self._read_sources()
-        self._sample()
+        self._sample(reads_began)
         self.sampler_cpu_s = time.thread_time()
         self.check_health()
 
-    def _sample(self) -> None:
+    def _sample(self, reads_began: float) -> None:
         try:
             reading = self.readers.memory()
             load1 = self.readers.load()
@@ -361,6 +364,7 @@ class HostMonitor:
             "event": "sample", "t": t, "wall": time.time(), "mono": mono,
             "mem_pressure": float(reading.pressure), "mem_available": int(reading.available),
             "swap_used": int(reading.swap_used), "load1": float(load1), "clock_back_max_s": float(back),
+            "reads_began": reads_began,
         })
         with self._cond:
             self._last_good_mono = mono

@@ -81,6 +81,19 @@ class HostParams:
     window: tuple[float, float | None] | None = None
 
 
+def completion_key(line: dict) -> Any:
+    """When a sample's step began looking at the host: its ``reads_began``
+    (the clock time before the step read the evidence sources) where the
+    sample has one, else its ``t``. A sample completes an attempt ending at
+    ``end`` when this is after ``end``: a guard line written before ``end``
+    is then read by that step or an earlier one, so it is in the prefix the
+    lane decides on. (A step whose reads began before ``end`` and whose
+    sample came after it could miss such a line.)"""
+    t = line["t"]
+    began = line.get("reads_began")
+    return min(began, t) if isinstance(began, (int, float)) and isinstance(t, (int, float)) else t
+
+
 def completion_index(host_lines: Sequence[dict], end: float) -> tuple[int | None, float]:
     """Index of the sample that completes the evidence for an attempt ending at `end`.
 
@@ -106,7 +119,7 @@ def scan_completion(
         if line.get("event") != "sample":
             continue
         back_max = max(back_max, float(line.get("clock_back_max_s") or 0.0))
-        if line["t"] > end:
+        if completion_key(line) > end:
             return i, i + 1, back_max
     return None, len(host_lines), back_max
 
@@ -194,8 +207,8 @@ class HostTimeline:
         self.times: list[float] = []
         self._back: list[float] = []  # running max of clock_back_max_s through each line
         self._sample_at: list[int] = []  # line indices of samples
-        self._sample_t: list[float] = []
-        self.monotone = True
+        self._sample_c: list[float] = []  # each sample's completion_key
+        self.monotone = True  # times, and the samples' completion keys, never decrease
         for line in lines:
             self.append(line)
 
@@ -218,18 +231,22 @@ class HostTimeline:
             # (a number in every line the sampler writes; an edited one
             # elsewhere is the rule's to refuse, not the index's)
             back = max(back, float(step) if isinstance(step, (int, float)) else 0.0)
+            began = line.get("reads_began")
+            c = min(began, t) if isinstance(began, (int, float)) else t
+            if self._sample_c and c < self._sample_c[-1]:
+                self.monotone = False
             self._sample_at.append(len(self.lines))
-            self._sample_t.append(t)
+            self._sample_c.append(c)
         self.lines.append(line)
         self.times.append(t)
         self._back.append(back)
 
     def completion(self, end: float, limit: int | None = None) -> int | None:
-        """Line index of the first sample after ``end`` among the first ``limit`` lines."""
+        """Line index of the first sample completing ``end`` (`completion_key`) among the first ``limit`` lines."""
         n = len(self.lines) if limit is None else min(limit, len(self.lines))
         if not self.monotone:
             return completion_index(self.lines[:n], end)[0]
-        k = bisect.bisect_right(self._sample_t, end)
+        k = bisect.bisect_right(self._sample_c, end)
         if k < len(self._sample_at) and self._sample_at[k] < n:
             return self._sample_at[k]
         return None

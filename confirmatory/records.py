@@ -168,6 +168,7 @@ class HostSummary:
         self._last = float("-inf")             # HostIndex's monotonicity test, same coercion
         self._prev_point: float | None = None
         self.sample_t = array("d")              # every sample's time, in line order
+        self.sample_c = array("d")              # ... and its hostrules.completion_key
         self._other: list[int] = []             # line index of every line that is not a sample
         self._other_q: list[int] = []           # samples before each of those lines
         self._opens: list[tuple[int, float]] = []   # time points that are not samples: (line, t)
@@ -185,11 +186,13 @@ class HostSummary:
             # the common line, a sample with float time (not before the last),
             # clock step and pressure: the general path below, shortened
             t, back, pressure = obj.get("t"), obj.get("clock_back_max_s"), obj.get("mem_pressure")
-            if type(t) is float and type(back) is float and type(pressure) is float and t >= self._last:
+            began = obj.get("reads_began", t)
+            if (type(t) is float and type(back) is float and type(pressure) is float and t >= self._last
+                    and type(began) is float):
                 i = self.lines
                 self.lines = i + 1
                 self._last = t
-                self._sample(i, t, back, pressure)
+                self._sample(i, t, back, pressure, began if began < t else t)
                 self._point(i, t)
                 return
         i = self.lines
@@ -227,13 +230,17 @@ class HostSummary:
             if not (back is None or isinstance(back, _NUM)) or not (pressure is None or isinstance(pressure, _NUM)):
                 self.irregular = True
                 return
-            self._sample(i, t, float(back or 0.0), pressure)
+            began = obj.get("reads_began")
+            self._sample(i, t, float(back or 0.0), pressure, min(began, t) if isinstance(began, _NUM) else t)
         else:
             self._opens.append((i, t))
         self._point(i, t)
 
-    def _sample(self, i: int, t: float, back: float, pressure: float | None) -> None:
-        """A sample at line ``i``: its time, a rise of the back-step max, a pressure mark."""
+    def _sample(self, i: int, t: float, back: float, pressure: float | None, c: float) -> None:
+        """A sample at line ``i``: its time and completion key, a rise of the back-step max, a pressure mark."""
+        if len(self.sample_c) and c < self.sample_c[-1]:
+            self.irregular = True  # keys out of order: only an edited log; the whole-log index decides
+        self.sample_c.append(c)
         if back > self.back_max:
             self._rise_k.append(len(self.sample_t))
             self._rise_b.append(back)
@@ -257,7 +264,7 @@ class HostSummary:
     def state(self) -> tuple:
         """Everything a summary holds, for comparing two summaries."""
         return (self.max_gap_s, self.pressure_threshold, self.monotone, self.irregular, self.back_max, self.lines,
-                self._last, self._prev_point, list(self.sample_t), self._other, self._other_q, self._opens,
+                self._last, self._prev_point, list(self.sample_t), list(self.sample_c), self._other, self._other_q, self._opens,
                 self._rise_k, self._rise_b, self.marks_t, self.marks_since, self.mark_span, self.marks,
                 self.gaps_end, self.gaps)
 
@@ -302,7 +309,10 @@ class HostSummary:
                 self._rise_k.append(samples + k)
                 self._rise_b.append(b)
                 self.back_max = b
+        if len(self.sample_c) and len(part.sample_c) and part.sample_c[0] < self.sample_c[-1]:
+            self.irregular = True
         self.sample_t.extend(part.sample_t)
+        self.sample_c.extend(part.sample_c)
         self._other.extend(i + lines for i in part._other)
         self._other_q.extend(q + samples for q in part._other_q)
         self._opens.extend((i + lines, t) for i, t in part._opens)
@@ -329,21 +339,21 @@ class HostSummary:
 
     def completion(self, end: float) -> int | None:
         """Line index of the first sample after ``end`` (None: no such sample)."""
-        k = bisect.bisect_right(self.sample_t, end)
-        return self._line_of(k) if k < len(self.sample_t) else None
+        k = bisect.bisect_right(self.sample_c, end)
+        return self._line_of(k) if k < len(self.sample_c) else None
 
     def back_until(self, end: float) -> float:
         """As `HostTimeline.back_until`: the running backward-step maximum
         through the first sample after ``end`` (through the last sample when
         there is none)."""
         n = len(self.sample_t)
-        return self._back_through(min(bisect.bisect_right(self.sample_t, end), n - 1)) if n else 0.0
+        return self._back_through(min(bisect.bisect_right(self.sample_c, end), n - 1)) if n else 0.0
 
     def _frame(self, start: float, end: float, limit: int | None):
         """(complete, last line looked at, lo, hi, samples in the prefix)."""
         n = self.lines if limit is None else len(range(self.lines)[:limit])  # as lines[:limit] counts
         ns = n - bisect.bisect_left(self._other, n)   # samples among the first n lines
-        k = bisect.bisect_right(self.sample_t, end, 0, ns)  # the first sample after end
+        k = bisect.bisect_right(self.sample_c, end, 0, ns)  # the first sample completing end
         if k < ns:
             complete, cut, back = True, self._line_of(k), self._back_through(k)
         else:

@@ -86,6 +86,9 @@ MUTANTS = (
     Mutant("count a guard line at its read time only", "confirmatory/hostrules.py",
            "if lo <= t and since <= hi:", "if lo <= t <= hi:",
            "tests/test_hostrules.py::test_an_evidence_line_read_after_the_attempt_counts_for_it_if_it_may_have_appeared_during_it"),
+    Mutant("complete an attempt by a sample whose reads began before its end", "confirmatory/hostrules.py",
+           "        if completion_key(line) > end:", "        if line[\"t\"] > end:",
+           "tests/test_hostrules.py::test_a_sample_whose_step_began_reading_before_the_attempt_ended_does_not_complete_it"),
     # verify: gaps an audit found, each closed by a check that these undo
     Mutant("skip a control line with a nested event", "confirmatory/verify/model.py",
            "(_SKIP[0] in raw or _SKIP[1] in raw) and raw.count(b'\"event\":') == 1",

@@ -465,7 +465,8 @@ def test_the_real_sampler_writes_full_samples_and_file_evidence(make_monitor, tm
     assert monitor.wait_complete(end, threading.Event())
     first = samples(monitor)[0]
     assert set(first) == {"event", "t", "wall", "mono", "mem_pressure", "mem_available",
-                          "swap_used", "load1", "clock_back_max_s"}
+                          "swap_used", "load1", "clock_back_max_s", "reads_began"}
+    assert first["reads_began"] < first["t"]  # the step read its sources, then sampled
     assert [line["line"] for line in monitor.lines if line["event"] == "evidence"] == ["oom-kill: pid 4242"]
     assert any(r.startswith("evidence guard: oom-kill: pid 4242") for r in monitor.verdict(start, end).reasons)
     assert fatals.calls == []

@@ -153,11 +153,17 @@ _line = st.tuples(
 
 @st.composite
 def _logs(draw):
-    t, lines = 0.0, [{"event": "open", "t": 0.0}]
+    t, lines, last_sample = 0.0, [{"event": "open", "t": 0.0}], 0.0
     for dt, event, pressure, back in draw(st.lists(_line, max_size=25)):
         t += dt
         if event == "sample":
-            lines.append(sample(t, pressure, back))
+            line = sample(t, pressure, back)
+            # when its step began reading the sources (absent in older logs)
+            frac = draw(st.sampled_from([None, 0.0, 0.5, 1.0]))
+            if frac is not None:
+                line["reads_began"] = last_sample + frac * (t - last_sample)
+            last_sample = t
+            lines.append(line)
         elif event == "evidence":
             # `since`: when the source's previous read began (absent in older logs)
             back_to = draw(st.sampled_from([None, 0.0, 0.5, 4.0, 30.0]))
@@ -232,3 +238,19 @@ def test_an_evidence_line_read_after_the_attempt_counts_for_it_if_it_may_have_ap
     old = [dict(line) for line in lines]
     del old[3]["since"]
     assert verdict(old, 21.0, 25.0).reasons == ()
+
+
+
+def test_a_sample_whose_step_began_reading_before_the_attempt_ended_does_not_complete_it():
+    """The step read its sources at 24.9, the attempt ended at 25.0, the
+    sample came at 25.1: a guard line written at 24.95 was not read by that
+    step. The attempt is complete only at the next step's sample, and the
+    line (read there, since 24.9) is in its verdict."""
+    lines = [{"event": "open", "t": 0.0}, sample(10.0), {**sample(25.1), "reads_began": 24.9},
+             {"event": "evidence", "t": 26.0, "since": 24.9, "source": "guard", "line": "oom-kill: python"},
+             {**sample(26.1), "reads_began": 25.9}]
+    assert verdict(lines[:3], 20.0, 25.0) == HostVerdict(complete=False, reasons=(NO_SAMPLE_AFTER,))
+    assert verdict(lines, 20.0, 25.0).reasons == ("evidence guard: oom-kill: python at 26.000",)
+    # without reads_began (an older log) the sample's own time decides, as before
+    old = [{k: v for k, v in line.items() if k != "reads_began"} for line in lines]
+    assert verdict(old[:3], 20.0, 25.0) == HostVerdict(complete=True, reasons=())

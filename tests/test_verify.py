@@ -121,7 +121,7 @@ def test_a_witness_that_holds_every_anchor_passes_and_one_that_diverges_fails(ru
 
 def _random_host_log(rng, n=300):
     lines = [{"event": "open", "t": 0.0}]
-    t = 0.0
+    t = last_sample = 0.0
     for k in range(n):
         t += rng.choice([0.0, 5.0, 10.0, 30.0, 50.0, 90.0])
         kind = rng.random()
@@ -134,9 +134,14 @@ def _random_host_log(rng, n=300):
         elif kind < 0.12:
             lines.append({"event": "sample-failed", "t": t, "error": "x"})
         else:
-            lines.append({"event": "sample", "t": t,
-                          "mem_pressure": rng.choice([None, 0.5, 9.9, 10.0, 55.0]),
-                          "clock_back_max_s": rng.choice([0.0] * 12 + [0.3, 2.5, 7.0])})
+            line = {"event": "sample", "t": t, "mem_pressure": rng.choice([None, 0.5, 9.9, 10.0, 55.0]),
+                    "clock_back_max_s": rng.choice([0.0] * 12 + [0.3, 2.5, 7.0])}
+            # when the step began reading its sources: after the previous sample, by this one
+            frac = rng.choice([None, 0.0, 0.5, 0.99, 1.0])
+            if frac is not None:
+                line["reads_began"] = last_sample + frac * (t - last_sample)
+            last_sample = t
+            lines.append(line)
     return lines, t
 
 
@@ -166,7 +171,8 @@ def test_an_irregular_host_log_is_flagged_for_the_whole_log_index():
     from confirmatory.records import HostSummary
 
     for bad in ({"event": "sample", "t": 5.0, "mem_pressure": "high"},
-                {"event": "sample", "t": "late"}, {"event": "sample", "t": 1.0}):
+                {"event": "sample", "t": "late"}, {"event": "sample", "t": 1.0},
+                {"event": "sample", "t": 3.0, "reads_began": 1.0}):  # its step began before the last sample
         summary = HostSummary(max_gap_s=45, pressure_threshold=10)
         for obj in ({"event": "open", "t": 0.0}, {"event": "sample", "t": 2.0}, bad):
             summary.add(obj)
