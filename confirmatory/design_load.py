@@ -320,7 +320,7 @@ def _check_entries(data: dict[str, Any], base_dir: Path, problems: list[str]) ->
         try:
             _, module, problem = import_entry(entry, base_dir)
         finally:
-            if added:
+            if added and str(base_dir) in sys.path:  # the module may have removed it itself
                 sys.path.remove(str(base_dir))
         if problem:
             problems.append(f"{table}.{key}: {problem}")
