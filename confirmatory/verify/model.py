@@ -147,6 +147,7 @@ class ModelCheck:
         self.short: list[tuple] = []  # attempts judged on a prefix without their completing sample
         self.lane_last: dict[int, tuple[str, int]] = {}  # lane -> (household, pass) of its last attempt
         self.back_until = ctx.host.back_until
+        self.any_back = ctx.host.back_max > 0  # most runs: no backward step at all, no lookup per attempt
         self.completion = ctx.host.completion
         self.host_is = ctx.host.is_host if isinstance(ctx.host, HostSummary) else ctx.host_is
         self.root_fd: int | None = None  # the model folder, while the stream is read
@@ -370,7 +371,7 @@ class ModelCheck:
         # much earlier: widen the slack by the steps reported up to the sample
         # that completes this attempt, as the host rules do (DESIGN.md "Host
         # evidence"); a step reported later cannot excuse this attempt.
-        back = self.back_until(a["end"])
+        back = self.back_until(a["end"]) if self.any_back else 0.0
         slack = CALL_SLACK_S + back
         lo, hi = a["start"] - slack, a["end"] + slack
         checked[5] += len(calls)
