@@ -10,6 +10,7 @@ the run itself.
 from __future__ import annotations
 
 import datetime as _dt
+import shlex
 import sys
 import tomllib
 from pathlib import Path
@@ -80,7 +81,8 @@ def guide(run_dir: Path, *, run_rc: int, verify_rc: int) -> str:
         "  models/<model>/admission.jsonl admission decisions",
         f"  models/<model>/records/<household>/<arm>/<pass>.json   {records} attempt records",
         "",
-        f"Verify again:         confirmatory verify {run_dir}",
-        f"Resume a paused model: confirmatory resume {run_dir} --model {example}",
+        f"Verify again:  confirmatory verify {shlex.quote(str(run_dir))}",
+        "See a pause:   confirmatory demo --design confirmatory/demo/operator-pause.toml",
+        f"               (while it runs: confirmatory resume RUN_DIR --model {example})",
     ]
     return "\n".join(lines)
