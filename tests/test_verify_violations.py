@@ -405,3 +405,17 @@ def test_verify_reports_and_never_raises_on_a_field_of_the_wrong_type(pristine, 
     reseal(root)
     report = verify_run(root)  # must not raise
     assert report.to_table()
+
+
+@pytest.mark.parametrize("rel, event, field, value, invariant", [
+    ("models/alpha/run.jsonl", "lane-end", "reason", "bored", 3),
+    ("models/alpha/run.jsonl", "lane-end", "lane", "0", 3),
+    ("models/beta/run.jsonl", "resume", "accepted", "yes", 10),
+    ("models/gamma/run.jsonl", "trigger", "pass", 0.5, 9),
+    ("anchor-pushes.jsonl", "push", "rc", "0", 8),
+])
+def test_a_control_or_push_line_field_of_the_wrong_kind_fails_its_invariant(run, rel, event, field, value, invariant):
+    def odd(objs):
+        next(o for o in objs if o.get("event") == event)[field] = value
+    edit_log(run, rel, odd)
+    assert f"{field} is {value!r}" in fails(run, invariant).to_table() or event == "push"

@@ -170,7 +170,11 @@ class LogPass:
             if o.get("event") != "push":
                 continue
             last = (seq, o)
-            made = anchor_t.get(o.get("anchor_seq"))
+            self.f.expect(8, type(o.get("anchor_seq")) is int and (o.get("rc") is None or type(o.get("rc")) is int)
+                          and type(o.get("output")) is str and type(o.get("t")) in (int, float), PUSHES_LOG, seq,
+                          "push line: anchor_seq must be an integer, rc an integer or null, output a string, "
+                          "t a number")
+            made = anchor_t.get(o.get("anchor_seq")) if type(o.get("anchor_seq")) is int else None
             ok = isinstance(made, (int, float)) and isinstance(o.get("t"), (int, float)) and o["t"] >= made
             self.f.expect(8, ok, PUSHES_LOG, seq, f"push of anchor line {o.get('anchor_seq')}, "
                                                        "which does not precede it in anchors.jsonl")

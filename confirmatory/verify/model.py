@@ -30,6 +30,22 @@ CALL_SLACK_S = 1.0
 # the invariant that reads each one's time.
 CONTROL_EVENTS = {"open": 8, "late-cost": 7, "trigger": 9, "stop": 9, "ceiling": 6, "pause": 6, "resume": 10,
                   "lane-end": 3, "close": 7}
+_INT = (lambda v: type(v) is int, "an integer")
+_STR = (lambda v: type(v) is str, "a string")
+_NUMBER = (lambda v: type(v) in (int, float), "a number")
+# The contract fields of each control event beyond `t` (RECORDS.md), and their kinds.
+CONTROL_FIELDS = {
+    "late-cost": {"household": _STR, "arm": _STR, "pass": _INT, "cost_nusd": _INT},
+    "trigger": {"cause": (lambda v: v in rules.TRIGGER_CAUSES, f"one of {list(rules.TRIGGER_CAUSES)}"),
+                "household": _STR, "arm": _STR, "pass": _INT},
+    "stop": {"cause": _STR, "scope": (lambda v: v in ("model", "run"), "model or run")},
+    "ceiling": {"total_nusd": _INT, "ceiling_nusd": _INT},
+    "pause": {"household": _STR, "arm": _STR, "pass": _INT},
+    "resume": {"request_t": _NUMBER, "accepted": (lambda v: type(v) is bool, "true or false")},
+    "lane-end": {"lane": _INT, "reason": (lambda v: v in ("done", "refused", "stopped", "ceiling"),
+                                          "done, refused, stopped or ceiling")},
+    "close": {"spend_nusd": _INT},
+}
 _TMP_NAME = re.compile(r"\..+\.\d+\.\d+\.tmp")  # chain.write_json_durable's temporary file
 ATTEMPT_FIELDS = ("lane", "household", "arm", "pass", "start", "end", "cost_nusd", "record",
                   "record_sha256", "class", "action", "signature")
@@ -212,14 +228,18 @@ class ModelCheck:
         return self.st
 
     def control_times(self) -> None:
-        """Every control event carries a time; one without is left out of the
-        checks that read times, so it fails here, under its invariant."""
+        """Every control event carries a time and its contract fields, each of
+        its kind (RECORDS.md); a line without them is left out of the checks
+        that read them, so it fails here, under its invariant."""
         for seq, obj in self.st.control:
+            ev = obj.get("event")
+            inv = CONTROL_EVENTS.get(ev, 1) if type(ev) is str else 1
             t = obj.get("t")
             if not (type(t) is float or type(t) is int):
-                ev = obj.get("event")
-                inv = CONTROL_EVENTS.get(ev, 1) if type(ev) is str else 1
                 self.f.fail(inv, self.log, seq, f"{ev} line without a numeric t ({t!r})")
+            for name, (ok, kind) in CONTROL_FIELDS.get(ev, {}).items() if type(ev) is str else ():
+                if not ok(obj.get(name)):
+                    self.f.fail(inv, self.log, seq, f"{ev} line: {name} is {obj.get(name)!r}, not {kind}")
 
     def short_prefixes(self) -> None:
         """A lane classifies on a host.jsonl prefix without the sample after
