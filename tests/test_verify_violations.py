@@ -419,3 +419,15 @@ def test_a_control_or_push_line_field_of_the_wrong_kind_fails_its_invariant(run,
         next(o for o in objs if o.get("event") == event)[field] = value
     edit_log(run, rel, odd)
     assert f"{field} is {value!r}" in fails(run, invariant).to_table() or event == "push"
+
+
+@pytest.mark.parametrize("rel, event, invariant", [
+    ("models/alpha/admission.jsonl", "decision", 4),
+    ("resume.jsonl", "resume-request", 10),
+    ("anchor-pushes.jsonl", "push", 8),
+])
+def test_a_line_of_no_known_event_in_any_log_fails(run, rel, event, invariant):
+    def rename(objs):
+        next(o for o in objs if o.get("event") == event)["event"] = "note"
+    edit_log(run, rel, rename)
+    assert "line of no known event ('note')" in fails(run, invariant).to_table()

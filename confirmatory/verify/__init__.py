@@ -76,6 +76,8 @@ def verify_run(run_dir: Path | str, witness: Path | str | None = None, *, worker
         requests = set()
         for seq, o in logs.lines("resume.jsonl"):
             if o.get("event") != "resume-request":
+                rest.expect(10, seq == 0 and o.get("event") == "open", "resume.jsonl", seq,
+                            f"line of no known event ({o.get('event')!r})")
                 continue
             ok = type(o.get("model")) is str and o["model"] in layout.models and type(o.get("t")) in (int, float)
             if rest.expect(10, ok, "resume.jsonl", seq,

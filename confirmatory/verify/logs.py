@@ -36,6 +36,8 @@ class LogPass:
     def _read_anchors(self) -> None:
         for seq, obj in self.lines(ANCHORS_LOG):
             if obj.get("event") != "anchor":
+                self.f.expect(8, seq == 0 and obj.get("event") == "open", ANCHORS_LOG, seq,
+                              f"line of no known event ({obj.get('event')!r})")
                 continue
             ok = isinstance(obj.get("logs"), dict) and isinstance(obj.get("manifests"), dict)
             if not self.f.expect(8, ok, ANCHORS_LOG, seq, "anchor without logs/manifests maps"):
@@ -168,6 +170,8 @@ class LogPass:
         last = None
         for seq, o in self.lines(PUSHES_LOG):
             if o.get("event") != "push":
+                self.f.expect(8, seq == 0 and o.get("event") == "open", PUSHES_LOG, seq,
+                              f"line of no known event ({o.get('event')!r})")
                 continue
             last = (seq, o)
             self.f.expect(8, type(o.get("anchor_seq")) is int and (o.get("rc") is None or type(o.get("rc")) is int)

@@ -26,6 +26,7 @@ def check_admission(ctx: RunContext, st: ModelState) -> None:
     decisions = []
     for seq, d in ctx.logs.lines(log):
         if d.get("event") != "decision":
+            f.expect(4, seq == 0 and d.get("event") == "open", log, seq, f"line of no known event ({d.get('event')!r})")
             continue
         if f.expect(4, d.keys() >= _DECISION_FIELD_SET and all(type(d[k]) is int for k in _DECISION_MONEY)
                     and type(d["t"]) in (int, float), log, seq,
