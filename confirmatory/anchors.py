@@ -18,7 +18,7 @@ the whole file). A push made during the run is killed after ``push_timeout_s``
 (its process group), logged with that outcome and retried at the next anchor
 like any failed push; the final anchor's push is bounded by ``finish``'s
 ``push_timeout`` instead. Each push's result is also kept for the progress
-display (``push_events``, ``push_failures``, ``last_push_problem``). Neither
+display (``push_failures``). Neither
 thread is a daemon; each keeps its first exception in ``failure`` for the Run
 to read.
 """
@@ -34,9 +34,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
@@ -60,7 +58,6 @@ MIN_PUSH_TIMEOUT_S = 60.0
 # The final anchor waits this long for the lock `resume` appends under, so
 # that no resume request lands after it (see Anchorer._external_locks).
 EXTERNAL_LOCK_WAIT_S = 10.0
-PUSH_EVENTS_KEPT = 256
 
 
 def run_anchor_command(command: Sequence[str], anchors_file: Path, cwd: Path,
@@ -132,23 +129,6 @@ class PushFailure(NamedTuple):
     tail: str       # one line: what went wrong (witness.problem_line of the output)
 
 
-@dataclass(frozen=True, slots=True)
-class PushEvent:
-    """One logged push, as the progress display sees it.
-
-    ``index`` counts this Anchorer's pushes from 0 (the cursor of
-    ``push_events``); ``rc`` None means not run (finish()'s time was spent);
-    ``problem`` is one line (``witness.problem_line`` of the output) when the
-    push failed, else None; ``timed_out``: killed after ``push_timeout_s``."""
-    index: int
-    anchor_seq: int
-    t: float
-    rc: int | None
-    ok: bool
-    timed_out: bool
-    problem: str | None
-
-
 class Anchorer:
     """Appends anchors and runs the anchor command after each (see the module docstring).
 
@@ -205,11 +185,8 @@ class Anchorer:
         self._finished = False
         self._final_rc: int | None = None
         self.push_timeout_s = float(push_timeout_s)
-        # What the progress display reads (push_events and friends), under _push_cv.
-        self._events: deque[PushEvent] = deque(maxlen=PUSH_EVENTS_KEPT)
-        self._event_count = 0
+        # What the progress display reads (push_failures), under _push_cv.
         self._failures: list[PushFailure] = []  # every one: at most one push per anchor
-        self._last_problem: str | None = None
 
     # --- anchors ----------------------------------------------------------
 
@@ -374,38 +351,28 @@ class Anchorer:
                         if self._give_up and rc != 0 and not timed_out:
                             output = (output + "\n[killed by the runner after finish()'s push_timeout]"
                                       )[-OUTPUT_TAIL_CHARS:]
+                with self._push_cv:
+                    self._note_push(seq, rc, output, timed_out)  # by the time its line is written
                 t = self._clock.now()
                 self._pushes.append({"event": "push", "t": t, "anchor_seq": seq, "rc": rc, "output": output})
                 with self._push_cv:
                     self._done_seq, self._done_rc = seq, rc
-                    self._note_push(seq, t, rc, output, timed_out)
                     self._push_cv.notify_all()
         except BaseException as exc:  # noqa: BLE001 - kept for the Run; finish() stops waiting
             self.failure = self.failure or exc
             with self._push_cv:
                 self._push_cv.notify_all()
 
-    def _note_push(self, seq: int, t: float, rc: int | None, output: str, timed_out: bool) -> None:
-        """Keep a logged push's result for the progress display; under _push_cv."""
-        ok = rc == 0
-        problem = None
-        if not ok:
-            problem = problem_line(output)
-            if timed_out:
-                problem = f"timed out after {self.push_timeout_s:g} s and killed; its output: {problem}"
-            self._failures.append(PushFailure(seq, rc, problem))
-        self._last_problem = problem
-        self._events.append(PushEvent(self._event_count, seq, t, rc, ok, timed_out, problem))
-        self._event_count += 1
+    def _note_push(self, seq: int, rc: int | None, output: str, timed_out: bool) -> None:
+        """Keep a failed push for the progress display; under _push_cv."""
+        if rc == 0:
+            return
+        problem = problem_line(output)
+        if timed_out:
+            problem = f"timed out after {self.push_timeout_s:g} s and killed; its output: {problem}"
+        self._failures.append(PushFailure(seq, rc, problem))
 
     # --- what the progress display reads (thread-safe) ------------------------
-
-    def push_events(self, cursor: int = 0) -> tuple[list[PushEvent], int]:
-        """The pushes logged since ``cursor`` (a previous call's second value;
-        0 at first) and the new cursor. Only the last PUSH_EVENTS_KEPT are kept:
-        a reader that fell further behind gets those."""
-        with self._push_cv:
-            return [e for e in self._events if e.index >= cursor], self._event_count
 
     @property
     def push_failures(self) -> tuple[PushFailure, ...]:
@@ -414,12 +381,6 @@ class Anchorer:
         length the previous call had to get the new ones."""
         with self._push_cv:
             return tuple(self._failures)
-
-    @property
-    def last_push_problem(self) -> str | None:
-        """One line about the last logged push if it failed; None if it succeeded or none was logged."""
-        with self._push_cv:
-            return self._last_problem
 
     def _started(self, proc: subprocess.Popen) -> None:
         with self._push_cv:
@@ -482,7 +443,6 @@ def push_anchor_command(run_dir: Path, run_id: str | None = None) -> int:
                   file=sys.stderr)
 
     lock_file = runlock.lock_path(run_dir)
-    existed = os.path.lexists(lock_file)
     lock = FileLock(str(lock_file))
     try:
         lock.acquire(timeout=0)
