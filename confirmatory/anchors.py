@@ -55,6 +55,8 @@ _TERM_GRACE_S = 3.0
 # no setting of its own): long enough for a slow remote, short enough that a
 # hung push does not hold the one push slot for long.
 MIN_PUSH_TIMEOUT_S = 60.0
+# How long the final anchor's push may take (finish()'s default).
+FINAL_PUSH_TIMEOUT_S = 120.0
 # The final anchor waits this long for the lock `resume` appends under, so
 # that no resume request lands after it (see Anchorer._external_locks).
 EXTERNAL_LOCK_WAIT_S = 10.0
@@ -263,7 +265,7 @@ class Anchorer:
         except BaseException as exc:  # noqa: BLE001 - kept for the Run, not lost with the thread
             self.failure = self.failure or exc
 
-    def finish(self, push_timeout: float = 120) -> int | None:
+    def finish(self, push_timeout: float = FINAL_PUSH_TIMEOUT_S) -> int | None:
         """Stop the anchor thread, write the final anchor, wait up to
         ``push_timeout`` s for its push; its return code (None: no command).
 

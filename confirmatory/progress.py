@@ -23,10 +23,10 @@ import threading
 import time
 from typing import Any, TextIO
 
+from confirmatory.anchors import FINAL_PUSH_TIMEOUT_S
 from confirmatory.money import format_usd
 
 EVENT_POLL_S = 0.5  # how often events are looked for
-FINAL_PUSH_WAIT_S = 120  # anchors.Anchorer.finish's default push timeout
 
 
 def _hms(seconds: float) -> str:
@@ -101,7 +101,7 @@ class Progress:
             self._once(("stopping",),
                        f"run stopping ({run.stop_cause}): calls in flight end within their timeout "
                        f"(at most {longest:g} s), then the final anchor is written and pushed "
-                       f"(at most {FINAL_PUSH_WAIT_S} s)", out)
+                       f"(at most {FINAL_PUSH_TIMEOUT_S:g} s)", out)
         signals = getattr(run, "signals_received", 0)
         if signals > self._signals_told:
             if signals > 1:  # the first one is the stop itself
