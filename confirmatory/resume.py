@@ -10,7 +10,8 @@ and anchored (``request_resume(..., checked=True)``): a runner holds the
 run's lock (``runlock``), the final anchor is not written yet (checked under
 the same file lock the Anchorer takes for the final anchor, so no request can
 follow it), and the model is paused (its run.jsonl has a pause after its
-last accepted resume, and no stop). Otherwise ``NotResumable`` says why and
+last accepted resume, and no stop) and this machine's wall clock is past the
+pause's time (after a step back it may not be yet). Otherwise ``NotResumable`` says why and
 nothing is written. (Without ``checked``, as in-process tests call it, a
 request is appended as asked.)
 """
@@ -68,7 +69,7 @@ def _final_anchor_written(run_dir: Path) -> bool:
                for o in _objects(Path(run_dir) / "anchors.jsonl"))
 
 
-def _check_resumable(run_dir: Path, model: str) -> None:
+def _check_resumable(run_dir: Path, model: str, now: float) -> None:
     """Under resume.jsonl's lock, which the final anchor is also taken under."""
     if _final_anchor_written(run_dir):
         raise NotResumable("the run is ending: its final anchor is written, so a request now would "
@@ -82,6 +83,14 @@ def _check_resumable(run_dir: Path, model: str) -> None:
                            f"in models/{model}/run.jsonl): there is nothing to resume, and a request "
                            "written now would be rejected at its next pause (a request must follow "
                            "the pause). Nothing written")
+    if isinstance(since, (int, float)) and not now > since:
+        # The request's t is raw wall time; the pause's is the run's clock,
+        # which never goes back. After the wall clock stepped back, a request
+        # written now would look older than the pause and be rejected.
+        raise NotResumable(
+            f"this machine's clock ({now:.3f}) is {since - now:.3f} s behind the pause of model {model!r} "
+            f"(t={since:.3f} in models/{model}/run.jsonl; the clock was stepped back): a request written "
+            "now would predate the pause and be rejected. Retry once the clock has passed it. Nothing written")
 
 
 def request_resume(run_dir: Path, model: str, *, wall: float | None = None,
@@ -105,11 +114,12 @@ def request_resume(run_dir: Path, model: str, *, wall: float | None = None,
             "runner died), so nothing would read the request, and a line written now would follow "
             "the final anchor and stay unanchored. Nothing written")
     with FileLock(str(run_dir / (RESUME_LOG + ".lock"))):
+        now = time.time() if wall is None else wall
         if checked:
-            _check_resumable(run_dir, model)
+            _check_resumable(run_dir, model, now)
         writer = ChainWriter(run_dir / RESUME_LOG, _seed(run_dir))
         try:
-            line = {"event": "resume-request", "model": model, "t": time.time() if wall is None else wall}
+            line = {"event": "resume-request", "model": model, "t": now}
             writer.append(line)
         finally:
             writer.close()

@@ -130,6 +130,20 @@ def test_resume_once_the_final_anchor_is_written_is_refused_even_while_the_runne
     assert run.bytes("resume.jsonl") == before
 
 
+def test_resume_while_the_wall_clock_is_behind_the_pause_is_refused_and_writes_nothing(tmp_path, capsys):
+    # The pause's t is the run's never-backwards clock; after the wall clock was
+    # stepped back, a request (raw wall time) would predate it and be rejected.
+    run = Run(tmp_path)
+    ahead = time.time() + 3600.0
+    run.event("m0", event="pause", household="h", arm="a", **{"pass": 0}, t=ahead)
+    before = run.bytes("resume.jsonl")
+    with run.lock():
+        assert resume_command(run.path, "m0") == 3
+    err = capsys.readouterr().err
+    assert "s behind the pause of model 'm0'" in err and "Nothing written" in err
+    assert run.bytes("resume.jsonl") == before
+
+
 # --- push-anchor ----------------------------------------------------------------------
 
 def test_push_anchor_while_a_runner_holds_the_lock_is_refused_and_touches_nothing(tmp_path, capsys):
