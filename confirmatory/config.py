@@ -224,6 +224,8 @@ def _model(spec: ModelSpec, entry: dict[str, Any] | None, not_pinned: list[str])
         "token_parameter": None if token_param is None else {"name": token_param, "value": spec.params[token_param]},
         "lanes": spec.lanes,
         "matched_with": spec.matched_with,
+        # Registered by llm.prepare, which runs before the config is built.
+        "price": llm.price_record(spec),
         **ident,
     }
     not_pinned.extend(model_sentences(spec, entry, supported, withheld, ident["missing"]))

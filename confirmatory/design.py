@@ -145,6 +145,39 @@ class Arm(_Frozen):
     _s = field_validator("name")(_slug)
 
 
+class Price(_Frozen):
+    """A model's price in USD per million tokens, as its provider publishes it.
+
+    Registered with litellm before any call (``llm.register_price``), so every
+    reply is priced through the one path, ``response_cost``; it replaces any
+    price litellm's own table has for the model string. Cached input tokens
+    are priced at ``cache_read`` and ``cache_write`` when given, else at
+    ``input`` (never below the price of an uncached token unless the design
+    says so)."""
+
+    input: Num = Field(ge=0)
+    output: Num = Field(ge=0)
+    cache_read: Num | None = Field(default=None, ge=0)
+    cache_write: Num | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _not_free(self) -> "Price":
+        if not (self.input > 0 or self.output > 0):
+            raise ValueError("input and output are both 0: every call would count as free "
+                             "and the spend ceiling could not be enforced")
+        return self
+
+    def per_token(self) -> dict[str, float]:
+        """litellm's model-map fields, USD per token."""
+        m = 1e6
+        return {
+            "input_cost_per_token": self.input / m,
+            "output_cost_per_token": self.output / m,
+            "cache_read_input_token_cost": (self.input if self.cache_read is None else self.cache_read) / m,
+            "cache_creation_input_token_cost": (self.input if self.cache_write is None else self.cache_write) / m,
+        }
+
+
 class ModelSpec(_Frozen):
     name: StrictStr
     litellm_model: StrictStr = Field(min_length=1)
@@ -155,6 +188,7 @@ class ModelSpec(_Frozen):
     timeout_s: Num = Field(default=120.0, gt=0)
     api_base: StrictStr | None = None
     matched_with: StrictStr | None = None
+    price_usd_per_mtok: Price | None = None
 
     _s = field_validator("name")(_slug)
     _fin = field_validator("cap_usd", "reserve_usd", "timeout_s")(_finite)

@@ -143,8 +143,15 @@ def _message(err: dict[str, Any]) -> str:
 def validation_problems(exc: ValidationError) -> list[str]:
     """One line per pydantic error, keyed by the dotted key."""
     lines: list[str] = []
-    for err in exc.errors():
-        key, msg = key_of(err["loc"]), _message(err)
+    errors = exc.errors()
+    for err in errors:
+        loc = tuple(err["loc"])
+        if err["type"] == "too_short" and any(tuple(o["loc"])[:len(loc)] == loc and len(o["loc"]) > len(loc)
+                                              for o in errors):
+            # An array whose only item failed is also reported as empty
+            # by pydantic: the item's own problem says it all.
+            continue
+        key, msg = key_of(loc), _message(err)
         for line in msg.splitlines():
             # Root-level checks (cross_problems) already name their keys.
             lines.append(f"{key}: {line}" if key else line)

@@ -9,6 +9,7 @@ before any lane thread starts (docs/LITELLM.md).
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
 import time
@@ -141,42 +142,91 @@ def prepare(
     Imports litellm (offline), silences its banners, stops its loggers from
     also propagating to the root logger (each has its own stderr handler, so
     every line would print twice under an application's logging setup), and
-    prices every model served by the simulated provider. ``sim_prices`` maps
-    a served name (``"sim-careful"``) to USD per (input, output) token; when
-    None, models whose ``api_base`` is ``"simulator"`` get the simulator's
-    own ``SIM_PRICES``. Raises ``ValueError`` if a registered price does not
-    make a call cost something (a run would then count free spend).
+    registers every price litellm is to count calls at: a model's own
+    ``price_usd_per_mtok`` from the design, else, for a model served by the
+    simulated provider, the simulator's price. ``sim_prices`` maps a served
+    name (``"sim-careful"``) to USD per (input, output) token; when None,
+    models whose ``api_base`` is ``"simulator"`` get the simulator's own
+    ``SIM_PRICES``. Raises ``ValueError`` if a registered price does not come
+    back from litellm's cost lookup as given (a run would count calls wrong).
     """
     lib = _lib()
     lib.suppress_debug_info = True
     for name in _LITELLM_LOGGERS:
         logging.getLogger(name).propagate = False
     for model in models:
-        prices = _sim_prices_for(model, sim_prices)
-        if prices is None:
+        entry = price_entry(model, sim_prices)
+        if entry is None:
             continue
-        in_cost, out_cost = prices
-        entry = {
-            "input_cost_per_token": float(in_cost),
-            "output_cost_per_token": float(out_cost),
-            "litellm_provider": "openai",
-            "mode": "chat",
-        }
-        # litellm looks the cost up by the model string as requested
-        # ("openai/sim-careful"); registering a custom name also logs a
-        # warning about cache prices that means nothing here.
-        logger = logging.getLogger("LiteLLM")
-        level = logger.level
-        logger.setLevel(logging.ERROR)
-        try:
-            lib.register_model({model.litellm_model: entry})
-        finally:
-            logger.setLevel(level)
-        prompt_usd, completion_usd = lib.cost_per_token(
-            model=model.litellm_model, prompt_tokens=1000, completion_tokens=1000
-        )
-        if not (prompt_usd > 0 and completion_usd > 0):
-            raise ValueError(f"model {model.name!r}: the registered price does not reach litellm's cost lookup")
+        problem = register_price(model.litellm_model, entry)
+        if problem:
+            raise ValueError(f"model {getattr(model, 'name', model.litellm_model)!r}: {problem}")
+
+
+def price_entry(
+    model: ModelLike, sim_prices: Mapping[str, tuple[float, float]] | None = None
+) -> dict[str, float] | None:
+    """The litellm price fields (USD per token) the runner registers for
+    ``model``, or None when litellm's own table prices it."""
+    design_price = getattr(model, "price_usd_per_mtok", None)
+    if design_price is not None:
+        return design_price.per_token()
+    prices = _sim_prices_for(model, sim_prices)
+    if prices is None:
+        return None
+    in_cost, out_cost = (float(p) for p in prices)
+    return {"input_cost_per_token": in_cost, "output_cost_per_token": out_cost,
+            "cache_read_input_token_cost": in_cost, "cache_creation_input_token_cost": in_cost}
+
+
+def register_price(litellm_model: str, entry: Mapping[str, float]) -> str | None:
+    """Register ``entry`` (litellm's per-token price fields) for the model
+    string exactly as calls request it, and check that litellm's cost lookup
+    (the one behind every reply's ``response_cost``) now gives those prices;
+    the problem, or None."""
+    lib = _lib()
+    fields = {**entry, "litellm_provider": provider_of(litellm_model), "mode": "chat"}
+    # Registering a name litellm's table lacks also logs a warning about
+    # cache prices; the runner always gives them, so it means nothing here.
+    logger = logging.getLogger("LiteLLM")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        lib.register_model({litellm_model: fields})
+    finally:
+        logger.setLevel(level)
+    want = (entry["input_cost_per_token"] * 1e6, entry["output_cost_per_token"] * 1e6)
+    try:
+        got = lib.cost_per_token(model=litellm_model, prompt_tokens=1_000_000, completion_tokens=1_000_000)
+    except Exception as exc:  # noqa: BLE001 - any failure means calls would go unpriced
+        return f"the price given for {litellm_model} does not reach litellm's cost lookup ({type(exc).__name__})"
+    if not all(math.isclose(g, w, rel_tol=1e-9, abs_tol=1e-15) for g, w in zip(got, want)):
+        return (f"litellm prices {litellm_model} at {got[0]:g} / {got[1]:g} USD per million input / output "
+                f"tokens, not the {want[0]:g} / {want[1]:g} registered; calls would be counted wrong")
+    return None
+
+
+def price_record(model: ModelLike) -> dict[str, Any]:
+    """What config.json says a model's calls are counted at: the price
+    litellm's lookup now gives for the model string (after ``prepare``), in
+    USD per million tokens, and where it comes from: ``"design"`` (the
+    model's ``price_usd_per_mtok``), ``"simulator"`` or ``"litellm"`` (its
+    own table, of the version the runner identity names). None for each
+    price the lookup cannot give (an Azure deployment: priced by the model
+    each reply names)."""
+    lib = _lib()
+    if getattr(model, "price_usd_per_mtok", None) is not None:
+        source = "design"
+    elif getattr(model, "api_base", None) == "simulator":
+        source = "simulator"
+    else:
+        source = "litellm"
+    try:
+        got = lib.cost_per_token(model=model.litellm_model, prompt_tokens=1_000_000, completion_tokens=1_000_000)
+        prices: tuple[float | None, float | None] = (float(got[0]), float(got[1]))
+    except Exception:  # noqa: BLE001 - unpriced by lookup: said as None
+        prices = (None, None)
+    return {"source": source, "input_usd_per_mtok": prices[0], "output_usd_per_mtok": prices[1]}
 
 
 def _sim_prices_for(

@@ -64,14 +64,21 @@ def model_problems(loaded: Any, *, keys: bool) -> list[str]:
                 "and it is not set"
             )
         # Every dollar must be counted: a model litellm cannot price would
-        # be counted as $0 a call, past its cap and the ceiling. (Simulator
-        # models are priced by llm.prepare. A model on this machine's
-        # loopback is not refused here; an unpriced reply from it still
-        # pauses its model at the first call: llm.UnpricedCall.)
-        if not llm.is_loopback(m.api_base) and llm.provider_of(m.litellm_model) not in PRICED_FROM_RESPONSE:
+        # be counted as $0 a call, past its cap and the ceiling. A price the
+        # design gives is registered and must come back from litellm's
+        # lookup as given. (Simulator models are priced by llm.prepare. A
+        # model on this machine's loopback is not refused here; an unpriced
+        # reply from it still pauses its model at the first call:
+        # llm.UnpricedCall.)
+        if m.price_usd_per_mtok is not None:
+            problem = llm.register_price(m.litellm_model, m.price_usd_per_mtok.per_token())
+            if problem:
+                problems.append(f"models.{m.name}.price_usd_per_mtok: {problem}")
+        elif not llm.is_loopback(m.api_base) and llm.provider_of(m.litellm_model) not in PRICED_FROM_RESPONSE:
             problem = llm.price_problem(m.litellm_model)
             if problem:
-                problems.append(f"models.{m.name}: {problem}")
+                problems.append(f"models.{m.name}: {problem} (give the model a price_usd_per_mtok "
+                                "in the design to count it at a price of the study's own)")
     return problems
 
 
@@ -151,6 +158,9 @@ def _execute(loaded: Any, design: Path, run_dir: Path, *, quiet: bool) -> int:
     from confirmatory.progress import Progress
     from confirmatory.run import Run
 
+    # Before any lane thread, and before the config records the prices:
+    # litellm's globals, every price the design or the simulator gives.
+    llm.prepare(loaded.design.models)
     config = build_config(loaded, argv=list(sys.argv), registry_path=registry_path(design))
     sim = None
     api_bases: dict[str, str] = {}
@@ -161,8 +171,6 @@ def _execute(loaded: Any, design: Path, run_dir: Path, *, quiet: bool) -> int:
 
         sim = SimProvider(FaultPlan.from_table(loaded.design.simulator)).start()
         api_bases = {m.name: sim.url for m in simulated}
-    # Before any lane thread: litellm's globals, the simulated models' prices.
-    llm.prepare(loaded.design.models)
     run = Run(loaded, run_dir, config=config, api_bases=api_bases)
     # Events (a pause, a stop, a failed push) are shown even with --quiet:
     # an unattended run's log must say what needs a person.

@@ -279,6 +279,29 @@ def test_the_root_cause_comes_before_its_follow_on(tmp_path):
     assert lines[1] == f'{study.design}: models[1].matched_with: no model is named "careful"'
 
 
+def test_a_bad_item_of_an_array_is_not_also_reported_as_an_empty_array(tmp_path):
+    # pydantic reports an array whose items all failed as too short as well.
+    from confirmatory.design import DesignError
+
+    study = make_study(tmp_path)
+    study.edit("cap_usd = 0.5", "cap_usd = -1.0")
+    study.edit('name = "sloppy"', 'name = "bad slug"')
+    with pytest.raises(DesignError) as info:
+        load_design(study.design)
+    assert info.value.problems == ["models[0].cap_usd: must be >= 0.0 (got -1.0)",
+                                   "models[1].name: must be a slug of [A-Za-z0-9._-] (got 'bad slug')"]
+
+
+def test_an_empty_array_is_still_reported_as_empty(tmp_path):
+    study = make_study(tmp_path)
+    text = study.design.read_text()
+    start = text.index("[[arms]]")
+    end = text.index("[[models]]")
+    study.design.write_text("arms = []\n" + text[:start] + text[end:])  # a top-level key goes first in TOML
+    output = check(study.design).output
+    assert f"{study.design}: arms: must not be empty" in output, output
+
+
 def test_the_problems_of_different_kinds_are_all_listed_in_one_pass(tmp_path):
     study = make_study(tmp_path)
     study.edit(f"{study.module}:run", f"{study.module}:runn")

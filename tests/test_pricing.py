@@ -75,8 +75,10 @@ def test_preflight_refuses_a_model_litellm_has_no_price_for_naming_the_field_and
     design = design_with(tmp_path, "openai/my-finetune")
     with pytest.raises(Refused) as info:
         preflight(design, tmp_path / "run", workers=None)
-    assert ("models.m0: litellm has no price for openai/my-finetune; the spend ceiling cannot be enforced"
-            in info.value.problems)
+    (problem,) = info.value.problems
+    assert problem.startswith("models.m0: litellm has no price for openai/my-finetune; "
+                              "the spend ceiling cannot be enforced")
+    assert "price_usd_per_mtok" in problem  # and says how to give one
 
 
 def test_run_refuses_an_unpriced_model_before_anything_is_written(tmp_path, keys, capsys):
@@ -236,3 +238,106 @@ def test_an_azure_deployment_is_not_refused_for_a_price_only_its_replies_can_tel
     design = design_with(tmp_path, "azure/my-prod-deployment")
     assert preflight(design, tmp_path / "run", workers=None).design.models[0].litellm_model == \
         "azure/my-prod-deployment"
+
+
+# ---- a price the design gives ----------------------------------------------------------------------
+# A model released after the pinned litellm (or a fine-tune, a private
+# deployment) has no price in litellm's table; the design can pre-register
+# one. It is registered with litellm, so replies are priced through the same
+# response_cost path, and it must come back from the lookup as given.
+
+# Routed to an OpenAI-compatible server, unpriced by litellm, used by no other test.
+DESIGN_PRICED = "custom_openai/sim-careful"
+
+
+def test_a_design_price_lets_a_model_litellm_cannot_price_run_and_is_recorded(tmp_path, keys):
+    price = {"input": 3.0, "output": 15.0}
+    design = write_design(tmp_path / "design", households=2, anchors=NO_WITNESS, models=[
+        {"name": "m0", "litellm_model": "openai/model-released-tomorrow", "api_base": "https://api.example.test/v1",
+         "price_usd_per_mtok": price}])
+    loaded = preflight(design, tmp_path / "run", workers=None)
+    model = loaded.design.models[0]
+    assert (model.price_usd_per_mtok.input, model.price_usd_per_mtok.output) == (3.0, 15.0)
+    llm.prepare(loaded.design.models)
+    assert llm.price_record(model) == {"source": "design", "input_usd_per_mtok": 3.0, "output_usd_per_mtok": 15.0}
+
+
+def test_a_design_price_replaces_the_price_litellm_has(tmp_path, keys):
+    design = write_design(tmp_path / "design", households=2, anchors=NO_WITNESS, models=[
+        {"name": "m0", "litellm_model": "openai/gpt-4o-2024-11-20", "api_base": "https://api.example.test/v1",
+         "price_usd_per_mtok": {"input": 2.0, "output": 9.0}}])
+    loaded = preflight(design, tmp_path / "run", workers=None)
+    llm.prepare(loaded.design.models)
+    record = llm.price_record(loaded.design.models[0])
+    assert (record["input_usd_per_mtok"], record["output_usd_per_mtok"]) == (2.0, 9.0)
+
+
+def test_a_reply_is_counted_at_the_design_price_over_real_http(sim):
+    model = ModelSpec(name="m0", litellm_model=DESIGN_PRICED, cap_usd=1.0, reserve_usd=0.01,
+                      params={"temperature": 0.0, "max_tokens": 400}, timeout_s=5.0, api_base=sim.url,
+                      price_usd_per_mtok={"input": 0.5, "output": 2.5})
+    llm.prepare([model])
+    reply = llm.chat(model, [{"role": "user", "content": USER}])
+    expected = (reply.usage["input_tokens"] * 0.5 + reply.usage["output_tokens"] * 2.5) / 1e6
+    assert reply.cost_usd == pytest.approx(expected) and reply.cost_usd > 0
+
+
+def test_cached_input_is_priced_at_the_input_price_unless_the_design_gives_a_cache_price():
+    from litellm.types.utils import PromptTokensDetailsWrapper, Usage
+
+    from confirmatory.design import Price
+
+    def input_cost(model: str) -> float:
+        usage = Usage(prompt_tokens=1_000_000, completion_tokens=0, total_tokens=1_000_000,
+                      prompt_tokens_details=PromptTokensDetailsWrapper(cached_tokens=500_000))
+        return llm._lib().cost_per_token(model=model, usage_object=usage)[0]
+
+    assert llm.register_price("openai/cache-test-default", Price(input=2.0, output=8.0).per_token()) is None
+    assert input_cost("openai/cache-test-default") == pytest.approx(2.0)  # never counted below an uncached token
+    assert llm.register_price("openai/cache-test-given",
+                              Price(input=2.0, output=8.0, cache_read=0.5).per_token()) is None
+    assert input_cost("openai/cache-test-given") == pytest.approx(0.5 * 0.5 + 2.0 * 0.5)
+
+
+@pytest.mark.parametrize("price, expected", [
+    ({"input": 0.0, "output": 0.0}, "input and output are both 0"),
+    ({"input": -1.0, "output": 2.0}, "must be >= 0"),
+    ({"input": 1.0}, "output"),
+    ({"input": 1.0, "output": 2.0, "cached": 0.1}, "cached"),
+    ({"input": "1.0", "output": 2.0}, "input"),
+])
+def test_a_bad_design_price_is_refused_naming_the_key(tmp_path, keys, capsys, price, expected):
+    from confirmatory.plan import check_command
+
+    design = write_design(tmp_path / "design", households=2, anchors=NO_WITNESS, models=[
+        {"name": "m0", "litellm_model": "openai/gpt-4o", "api_base": "https://api.example.test/v1",
+         "price_usd_per_mtok": price}])
+    assert check_command(design) == 3
+    err = capsys.readouterr().err
+    assert "models" in err and "price_usd_per_mtok" in err and expected in err, err
+    run_dir = tmp_path / "runs" / "r"
+    assert run_command(design, run_dir, quiet=True) == 3 and not run_dir.exists()
+
+
+def test_a_registered_price_that_does_not_reach_the_lookup_is_a_problem():
+    # litellm resolves "openai/gpt-4o" to its own entry when asked for the
+    # bare name; a price registered under a name no call requests never counts.
+    from confirmatory.design import Price
+
+    problem = llm.register_price("not-a-provider/x", Price(input=1.0, output=1.0).per_token())
+    assert problem is not None and "not-a-provider/x" in problem
+
+
+def test_config_json_records_the_price_each_model_is_counted_at(tmp_path):
+    # One model with a design price, one served by the simulator: config.json
+    # (written after llm.prepare registered both) says which price and whence.
+    design = write_design(tmp_path / "design", households=2, anchors=NO_WITNESS, models=[
+        {"name": "m0", "litellm_model": "openai/config-price-test", "price_usd_per_mtok": {"input": 1.5, "output": 6.0}},
+        {"name": "m1", "litellm_model": "openai/sim-sloppy", "api_base": "simulator"}])
+    run_dir = tmp_path / "run"
+    assert run_command(design, run_dir, quiet=True) == 0
+    models = json.loads((run_dir / "config.json").read_text())["models"]
+    assert models["m0"]["price"] == {"source": "design", "input_usd_per_mtok": 1.5, "output_usd_per_mtok": 6.0}
+    in_price, out_price = SIM_PRICES["sim-sloppy"]
+    assert models["m1"]["price"] == {"source": "simulator", "input_usd_per_mtok": pytest.approx(in_price * 1e6),
+                                     "output_usd_per_mtok": pytest.approx(out_price * 1e6)}
