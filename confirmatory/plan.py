@@ -86,6 +86,8 @@ def render_plan(loaded: LoadedDesign) -> str:
             f"lanes {m.lanes}; most it can spend under its cap: {format_usd(most)} "
             f"(if no household costs more than its reserve); covers {covered} of {n_households} households at reserve"
             + (f"; matched with {m.matched_with}" if m.matched_with else "")
+            + (f"; priced by the design at ${m.price_usd_per_mtok.input:g} / ${m.price_usd_per_mtok.output:g}"
+               " per million input / output tokens" if m.price_usd_per_mtok is not None else "")
         )
     per_pass = n_models * n_households * n_arms
     most_attempts = per_pass * (1 + d.rules.max_reruns_per_arm)

@@ -250,11 +250,15 @@ def test_an_azure_deployment_is_not_refused_for_a_price_only_its_replies_can_tel
 DESIGN_PRICED = "custom_openai/sim-careful"
 
 
-def test_a_design_price_lets_a_model_litellm_cannot_price_run_and_is_recorded(tmp_path, keys):
+def test_a_design_price_lets_a_model_litellm_cannot_price_run_and_is_recorded(tmp_path, keys, capsys):
     price = {"input": 3.0, "output": 15.0}
     design = write_design(tmp_path / "design", households=2, anchors=NO_WITNESS, models=[
         {"name": "m0", "litellm_model": "openai/model-released-tomorrow", "api_base": "https://api.example.test/v1",
          "price_usd_per_mtok": price}])
+    from confirmatory.plan import check_command
+
+    assert check_command(design) == 0  # `check` accepts it and shows the price
+    assert "priced by the design at $3 / $15 per million input / output tokens" in capsys.readouterr().out
     loaded = preflight(design, tmp_path / "run", workers=None)
     model = loaded.design.models[0]
     assert (model.price_usd_per_mtok.input, model.price_usd_per_mtok.output) == (3.0, 15.0)
