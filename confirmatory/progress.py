@@ -7,8 +7,10 @@ Two kinds of output, both on stderr (stdout stays clean):
   the ceiling crossed, the run stopping and what it still waits for, a signal
   received while stopping, a witness push that failed. An unattended run's
   log says what needs a person.
-* **the table**, one line per model, every ``interval_s``: every 2 s on a
-  terminal, every 60 s into a file (an hour-long run then writes a few
+* **the table**, one line per model (households decided and ended, attempts,
+  reruns, spend against its cap, and its state: done, paused with the command
+  that resumes it, stopped, or the time its remaining households take at the
+  pace so far), every ``interval_s``: every 2 s on a terminal, every 60 s into a file (an hour-long run then writes a few
   hundred lines, not thousands). Not with ``--quiet``.
 
 Reads the Run's counters without taking its locks (a display may be a moment
@@ -32,6 +34,15 @@ EVENT_POLL_S = 0.5  # how often events are looked for
 def _hms(seconds: float) -> str:
     s = int(seconds)
     return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
+
+
+def time_left(ended: int, total: int, elapsed_s: float) -> str | None:
+    """``"~H:MM:SS left"`` for the households not yet ended, at the pace of
+    those that have (None before the first ends, or when all have). A pace,
+    not a promise: reruns, pauses and a cap that stops admission change it."""
+    if ended <= 0 or ended >= total or elapsed_s <= 0:
+        return None
+    return f"~{_hms((total - ended) * elapsed_s / ended)} left at this pace"
 
 
 def _is_tty(stream: TextIO) -> bool:
@@ -132,7 +143,7 @@ class Progress:
             elif n and m.households_done >= n:
                 state = "done"
             else:
-                state = ""
+                state = time_left(m.households_done, n, time.monotonic() - self._t0) or ""
             out.append(
                 f"  {m.name:<16} households {m.decided:>3}/{n} decided, {m.households_done:>3} ended | "
                 f"attempts {m.attempts:>4}, reruns {m.reruns:>3} | "

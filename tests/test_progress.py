@@ -82,3 +82,35 @@ def test_the_table_comes_every_2_s_on_a_terminal_and_every_60_s_into_a_file(tmp_
     assert Progress(run, stream=Tty()).interval_s == 2.0
     assert Progress(run, stream=io.StringIO()).interval_s == 60.0
     Progress(run, stream=io.StringIO()).stop()  # never started (the run failed to start): no error
+
+
+def test_time_left_is_the_remaining_households_at_the_pace_so_far():
+    from confirmatory.progress import time_left
+
+    assert time_left(0, 12, 30.0) is None  # no pace yet
+    assert time_left(12, 12, 30.0) is None  # nothing left
+    assert time_left(3, 12, 60.0) == "~0:03:00 left at this pace"  # 9 more at 20 s each
+    assert time_left(100, 1000, 3600.0) == "~9:00:00 left at this pace"
+
+
+def test_the_table_of_a_model_under_way_says_how_long_its_remaining_households_take(tmp_path):
+    hh = [{"id": f"hh-{i:03d}", "latency_s": 0.05} for i in range(12)]
+    run = make_run(tmp_path, households=hh, models=1, arms=("alone",), **FAST)
+    out = io.StringIO()
+    progress = Progress(run, stream=out, table=False)
+    run.start()
+    progress.start()
+    seen = []
+
+    def look():
+        m = run.models["m0"]
+        while m.households_done < len(m.draw):
+            if 0 < m.households_done < len(m.draw) - 1:
+                seen.append(progress.lines()[1])
+            time.sleep(0.02)
+
+    watched(run, progress, look)
+    # (a household may end between the look and the line: then it says done)
+    assert any("left at this pace" in line for line in seen), seen
+    assert all("left at this pace" in line or line.endswith("done") for line in seen), seen
+    assert "done" in progress.lines()[1] and "left at this pace" not in progress.lines()[1]
