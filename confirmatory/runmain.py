@@ -66,15 +66,16 @@ def model_problems(loaded: Any, *, keys: bool) -> list[str]:
         # Every dollar must be counted: a model litellm cannot price would
         # be counted as $0 a call, past its cap and the ceiling. A price the
         # design gives is registered and must come back from litellm's
-        # lookup as given. (Simulator models are priced by llm.prepare. A
-        # model on this machine's loopback is not refused here; an unpriced
-        # reply from it still pauses its model at the first call:
-        # llm.UnpricedCall.)
+        # lookup as given. (Simulator models are priced by llm.prepare.
+        # A server on this machine's loopback is no exception: it may front
+        # a paid API, a proxy or a tunnel; and an unpriced reply would pause
+        # its model at every call, llm.UnpricedCall, with nothing an
+        # operator could change in a frozen design.)
         if m.price_usd_per_mtok is not None:
             problem = llm.register_price(m.litellm_model, m.price_usd_per_mtok.per_token())
             if problem:
                 problems.append(f"models.{m.name}.price_usd_per_mtok: {problem}")
-        elif not llm.is_loopback(m.api_base) and llm.provider_of(m.litellm_model) not in PRICED_FROM_RESPONSE:
+        elif llm.provider_of(m.litellm_model) not in PRICED_FROM_RESPONSE:
             problem = llm.price_problem(m.litellm_model)
             if problem:
                 problems.append(f"models.{m.name}: {problem} (give the model a price_usd_per_mtok "

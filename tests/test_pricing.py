@@ -47,7 +47,8 @@ NO_WITNESS = {"command": ["true"]}
 
 def design_with(tmp_path: Path, litellm_model: str, api_base: str = "https://api.example.test/v1") -> Path:
     return write_design(tmp_path / "design", households=2, models=[
-        {"name": "m0", "litellm_model": litellm_model, "api_base": api_base}], anchors=NO_WITNESS)
+        {"name": "m0", "litellm_model": litellm_model, "api_base": api_base, "price_usd_per_mtok": None}],
+        anchors=NO_WITNESS)
 
 
 @pytest.fixture()
@@ -87,6 +88,23 @@ def test_run_refuses_an_unpriced_model_before_anything_is_written(tmp_path, keys
     assert run_command(design, run_dir, quiet=True) == 3
     assert not run_dir.exists() and not (tmp_path / "runs").exists()
     assert "models.m0: litellm has no price for openai/my-finetune" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("api_base", ["http://127.0.0.1:8000/v1", "http://localhost:4000", "http://[::1]:8000/v1"])
+def test_a_model_on_loopback_is_refused_without_a_price_too(tmp_path, keys, capsys, api_base):
+    """A server on this machine may front a paid API (a proxy, a tunnel); its
+    unpriced replies would count as $0 and pause the model at every call, with
+    nothing an operator could change in a frozen design."""
+    design = design_with(tmp_path, "openai/acme-local-7b", api_base=api_base)
+    with pytest.raises(Refused) as info:
+        preflight(design, tmp_path / "run", workers=None)
+    expected = ("models.m0: litellm has no price for openai/acme-local-7b; the spend ceiling cannot be enforced "
+                "(give the model a price_usd_per_mtok")
+    assert any(p.startswith(expected) for p in info.value.problems), info.value.problems
+    from confirmatory.plan import check_command
+
+    assert check_command(design) == 3
+    assert expected in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("litellm_model, api_base", [

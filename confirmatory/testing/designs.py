@@ -81,9 +81,14 @@ def write_design(
     for m in models:
         spec = {"litellm_model": f"openai/fake-{m['name']}", "cap_usd": 10.0, "reserve_usd": 0.01,
                 "lanes": 2, "timeout_s": 5.0, "params": {"temperature": 0.0, "seed": 1},
-                # The fake harness calls no provider; a loopback base needs no key.
-                "api_base": "http://127.0.0.1:9/v1"} | dict(m)
-        parts.append("[[models]]\n" + "".join(f"{k} = {_toml_value(v)}\n" for k, v in spec.items()))
+                # The fake harness calls no provider; a loopback base needs no
+                # key, and a price of the design's own lets `run` count it.
+                # A key given as None is left out.
+                "api_base": "http://127.0.0.1:9/v1", "price_usd_per_mtok": {"input": 1.0, "output": 4.0}} | dict(m)
+        if spec.get("api_base") == "simulator" and "price_usd_per_mtok" not in m:
+            del spec["price_usd_per_mtok"]  # the simulator's own prices
+        parts.append("[[models]]\n" + "".join(f"{k} = {_toml_value(v)}\n" for k, v in spec.items()
+                                              if v is not None))
     parts.append(_table("rules", {"attempt_deadline_s": 30, **(rules or {})}))
     parts.append(_table("host", {"sample_interval_s": 0.05, "max_gap_s": 1.0, "sampler_failure_s": 10,
                                  **(host or {})}))
