@@ -85,6 +85,7 @@ class Lane:
             pass
         self.m.run_log.append({"event": "lane-end", "lane": self.index, "reason": reason, "t": t})
         with self.m.cond:
+            self.m.lane_ends.append(reason)
             self.m.cond.notify_all()
         self.run.wake()
 
@@ -213,7 +214,6 @@ class Lane:
                     break
                 for arm in arms:
                     reruns_used[arm] += 1
-                m.reruns += len(arms)
                 pass_index += 1
         except BaseException:
             finished = False
@@ -293,6 +293,7 @@ class Lane:
                                           last_in_pass=last_in_pass)
                         m.running[key] = running
                         m.attempts += 1
+                        m.reruns += pass_index > 0  # a rerun counts once it starts
                         break
                 # Paused: this lane waits for an accepted resume.
                 m.waiting_resume += 1
@@ -419,11 +420,12 @@ class Lane:
             a.acted = True
             cause = rules.stop_cause_for(cls, a.record) or "harness"
             if cause == "harness":  # a deadline was triggered by the watcher already
-                self.run.trigger(self.m, "harness", a.household, a.arm, a.pass_index)
+                self.run.trigger(self.m, "harness", a.household, a.arm, a.pass_index,
+                                 detail=a.failure(self.m.name))
             return True
         if cls == rules.Cls.OPERATOR:
             a.acted = True
-            self.run.pause(self.m, a.household, a.arm, a.pass_index)
+            self.run.pause(self.m, a.household, a.arm, a.pass_index, detail=a.failure(self.m.name))
         return False
 
     def classify_pass(self, ended: list[Attempt]) -> None:
@@ -452,6 +454,10 @@ class Lane:
         d = self.decide_attempt(a, host_reasons)
         a.cls, a.action, a.signature = str(d.cls), str(d.action), d.signature
         if d.stop_cause == "inconclusive":
-            self.run.trigger(self.m, "inconclusive", a.household, a.arm, a.pass_index)
+            with self.m.cond:
+                n = len(self.m.inconclusive.get(rules.error_signature(a.record.get("error")), ()))
+            detail = (f"{n} households failed inconclusively with one error signature (limit "
+                      f"{self.rules.inconclusive_household_limit}); the last: {a.failure(self.m.name)}")
+            self.run.trigger(self.m, "inconclusive", a.household, a.arm, a.pass_index, detail=detail)
         else:
             self._consequence(a, d.cls)

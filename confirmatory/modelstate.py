@@ -40,6 +40,21 @@ class Attempt:
     def cost_nusd(self) -> int:
         return int(self.record["cost_nusd"])
 
+    def failure(self, model: str, limit: int = 300) -> str:
+        """Where a person finds this attempt's failure and what it was, one
+        line: ``models/<model>/records/...json: Type: message`` (the message
+        is the record's, already redacted)."""
+        where = f"models/{model}/{self.record_rel}"
+        error = self.record.get("error")
+        if not isinstance(error, dict):
+            return where
+        kind = str(error.get("type") or "error")
+        message = " ".join(str(error.get("message") or "").split())
+        text = f"{kind}: {message}" if message else kind
+        if len(text) > limit:
+            text = text[: limit - 3] + "..."
+        return f"{where}: {text}"
+
     def line(self) -> dict[str, Any]:
         return {
             "event": "attempt",
@@ -107,8 +122,10 @@ class ModelState:
     # Stop / pause state (changed under the ceiling's lock; waiters use cond).
     stopped: bool = False
     stop_cause: str | None = None
+    stop_detail: str = ""  # what stopped it, for a person (the record and its error)
     paused: bool = False
     pause_t: float | None = None
+    pause_detail: str = ""  # the failure that paused it: its record and error
     waiting_resume: int = 0  # lanes blocked by the pause (progress display, operators)
     running: dict[str, Running] = field(default_factory=dict)
     # Set when this model can start nothing more (its stop, the run's stop,
@@ -119,4 +136,5 @@ class ModelState:
     decided: int = 0
     households_done: int = 0
     attempts: int = 0
-    reruns: int = 0
+    reruns: int = 0  # attempts started in a pass after the first
+    lane_ends: list[str] = field(default_factory=list)  # each ended lane's reason

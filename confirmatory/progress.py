@@ -99,12 +99,14 @@ class Progress:
         run, out = self.run, []
         where = shlex.quote(str(run.run_dir))
         for m in run.models.values():
-            if m.paused and m.pause_t is not None:
+            if m.paused and m.pause_t is not None and not (m.stopped or run.stopped):
+                failure = m.pause_detail or f"its record is under models/{m.name}/records/"
                 self._once(("paused", m.name, m.pause_t),
-                           f"{m.name}: PAUSED for an operator (its failure is in models/{m.name}/run.jsonl); "
+                           f"{m.name}: PAUSED for an operator: {failure}; "
                            f"when fixed: confirmatory resume {where} --model {m.name}", out)
             if m.stopped:
-                self._once(("stopped", m.name), f"{m.name}: stopped ({m.stop_cause})", out)
+                detail = f": {m.stop_detail}" if m.stop_detail else ""
+                self._once(("stopped", m.name), f"{m.name}: stopped ({m.stop_cause}){detail}", out)
         if run.spend.crossed.is_set():
             self._once(("ceiling",), "the spend ceiling was crossed: every lane stops", out)
         if run.stopped:
@@ -137,11 +139,15 @@ class Progress:
             n = len(m.draw)
             if m.stopped:
                 state = f"stopped ({m.stop_cause})"
+            elif run.stopped:
+                state = f"stopped ({run.stop_cause})"
+            elif run.spend.crossed.is_set():
+                state = "stopped (ceiling)"
             elif m.paused:
                 state = (f"PAUSED, {m.waiting_resume} lane(s) waiting: "
                          f"confirmatory resume {shlex.quote(str(run.run_dir))} --model {m.name}")
-            elif n and m.households_done >= n:
-                state = "done"
+            elif len(m.lane_ends) >= m.spec.lanes:
+                state = "done" if "refused" not in m.lane_ends else "done: its cap admits no more households"
             else:
                 state = time_left(m.households_done, n, time.monotonic() - self._t0) or ""
             out.append(

@@ -263,7 +263,8 @@ class Run:
             line["reason"] = reason
         m.run_log.append(line)
 
-    def trigger(self, m: ModelState, cause: str, household: str, arm: str, pass_index: int) -> None:
+    def trigger(self, m: ModelState, cause: str, household: str, arm: str, pass_index: int,
+                *, detail: str = "") -> None:
         """Log a trigger and stop the model with its cause (at once: well within stop_follow_s).
 
         Every attempt whose action is ``stop`` gets its trigger and a stop of
@@ -274,9 +275,10 @@ class Run:
             if not (m.stopped or self.stopped):
                 m.stopped = True
                 m.stop_cause = cause
+                m.stop_detail = detail
         m.run_log.append({"event": "trigger", "cause": cause, "household": household, "arm": arm,
                           "pass": pass_index, "t": t})
-        self._write_stop(m, cause)
+        self._write_stop(m, cause, detail=detail)
 
     def stop_model(self, m: ModelState, cause: str, *, detail: str = "") -> None:
         with self.spend.ordered():
@@ -284,6 +286,7 @@ class Run:
                 return
             m.stopped = True
             m.stop_cause = cause
+            m.stop_detail = detail
         self._write_stop(m, cause, detail=detail)
 
     def _write_stop(self, m: ModelState, cause: str, *, detail: str = "") -> None:
@@ -327,10 +330,13 @@ class Run:
         self.stop_event.set()
         self._wake.set()
 
-    def pause(self, m: ModelState, household: str, arm: str, pass_index: int) -> None:
+    def pause(self, m: ModelState, household: str, arm: str, pass_index: int, *, detail: str = "") -> None:
+        """``detail`` (the failure, for the person who must act) is shown, not logged:
+        the record holds it."""
         with self.spend.ordered() as t:
             m.paused = True
             m.pause_t = t
+            m.pause_detail = detail
         m.run_log.append({"event": "pause", "household": household, "arm": arm, "pass": pass_index, "t": t})
         self._wake.set()
 
@@ -378,7 +384,9 @@ class Run:
             r.abandoned_mono = time.monotonic()
         finally:
             r.deadline_written.set()
-        self.trigger(m, "deadline", r.household, r.arm, r.pass_index)
+        self.trigger(m, "deadline", r.household, r.arm, r.pass_index,
+                     detail=f"models/{m.name}/{rel}: the attempt passed its deadline "
+                            f"({self.design.rules.attempt_deadline_s:g} s) and was abandoned")
 
     def abandon_grace_s(self, m: ModelState) -> float:
         """How long an abandoned conversation may take to reach its next turn.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import time
 
 from confirmatory.progress import Progress
@@ -45,6 +46,10 @@ def test_a_quiet_run_still_says_once_that_a_model_paused_and_how_to_resume_it(tm
     paused = [line for line in text.splitlines() if "PAUSED" in line]
     assert len(paused) == 1, text
     assert f"confirmatory resume {run.run_dir} --model m0" in paused[0]
+    # ... and where its failure is, and what it was: the record (run.jsonl
+    # has only the pause until the household ends, after the resume).
+    assert "PAUSED for an operator: models/m0/records/hh-000/calculator/0.json: " in paused[0], paused[0]
+    assert "AuthenticationError" in paused[0] and "planted operator fault" in paused[0]
     assert "households" not in text  # no table with table=False
 
 
@@ -71,6 +76,8 @@ def test_a_stopping_run_says_what_it_waits_for_and_that_a_second_signal_changes_
     assert text.count("run stopping (interrupt): calls in flight end within their timeout") == 1, text
     assert "final anchor is written and pushed" in text
     assert run.signals_received == 2 and text.count("signal received again: already stopping") == 1, text
+    # The last table does not call a model cut short "done".
+    assert progress.lines()[1].endswith("stopped (interrupt)"), progress.lines()
 
 
 def test_the_table_comes_every_2_s_on_a_terminal_and_every_60_s_into_a_file(tmp_path):
@@ -114,3 +121,37 @@ def test_the_table_of_a_model_under_way_says_how_long_its_remaining_households_t
     assert any("left at this pace" in line for line in seen), seen
     assert all("left at this pace" in line or line.endswith("done") for line in seen), seen
     assert "done" in progress.lines()[1] and "left at this pace" not in progress.lines()[1]
+
+
+def test_a_harness_stop_says_which_record_and_exception(tmp_path):
+    hh = [{"id": "hh-000", "plan": {"alone/0": "harness"}}, {"id": "hh-001"}]
+    run = make_run(tmp_path, households=hh, models=1, arms=("alone",), **FAST)
+    out = io.StringIO()
+    progress = Progress(run, stream=out, table=False)
+    run.start()
+    progress.start()
+    result = watched(run, progress, lambda: None)
+    assert run.models["m0"].stopped and run.models["m0"].stop_cause == "harness"
+    (line,) = [ln for ln in out.getvalue().splitlines() if "stopped (harness)" in ln]
+    assert "models/m0/records/hh-000/alone/0.json: builtins.KeyError:" in line and "the harness broke" in line, line
+    # The stop line carries it too (RUN.md: `detail`, the exception).
+    stops = [o for o in map(json.loads, (run.run_dir / "models/m0/run.jsonl").read_text().splitlines())
+             if o.get("event") == "stop"]
+    assert [s["cause"] for s in stops] == ["harness"] and "KeyError" in stops[0]["detail"], stops
+    assert result.status == "stopped" and result.stop_cause == "harness", result
+
+
+def test_reruns_are_counted_when_they_start(tmp_path):
+    # hh-000's alone arm fails (provider: rerun) in pass 0; with max_reruns 1
+    # it is rerun once. A model paused for an operator schedules a rerun that
+    # only an accepted resume starts: none here (the run is stopped instead).
+    hh = [{"id": "hh-000", "plan": {"alone/0": "provider"}}, {"id": "hh-001"}]
+    run = make_run(tmp_path, households=hh, models=1, arms=("alone",), rules={"max_reruns_per_arm": 1}, **FAST)
+    run.start()
+    result = run.wait()
+    run.close()
+    verified(run.run_dir)
+    m = run.models["m0"]
+    lines = [json.loads(ln) for ln in (run.run_dir / "models/m0/run.jsonl").read_text().splitlines()]
+    later = [o for o in lines if o.get("event") == "attempt" and o["pass"] > 0]
+    assert result.status == "completed" and len(later) == 1 and m.reruns == 1 and m.attempts == 3
