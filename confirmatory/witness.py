@@ -327,10 +327,17 @@ def preflight_problems(command: Sequence[str] | None, cwd: Path, run_dir: Path) 
 
 # --- check --------------------------------------------------------------------
 
+# What ``main`` prints on success: ``anchors/<run_id>.jsonl: N lines ...``.
+_PUBLISHED = re.compile(r"^anchors/([A-Za-z0-9._-]+)\.jsonl: \d+ lines ")
+
+
 def run_id_from_pushes(run_dir: Path) -> str | None:
-    """The id the last ``push-anchor --run-id ID`` filed the run under (its push
-    line's ``run_id``), if one did. Read leniently: a damaged line is skipped
-    (verify reports the chain); the witness check still compares contents."""
+    """The id the run's anchors were last filed under: a push line's
+    ``run_id`` (``push-anchor --run-id ID``), else the file a successful push
+    of this module's command said it wrote (so a copy of the run under
+    another name still finds its anchors). None if no push says. Read
+    leniently: a damaged line is skipped (verify reports the chain); the
+    witness check still compares contents."""
     found = None
     try:
         with open(Path(run_dir) / "anchor-pushes.jsonl", "rb") as fh:
@@ -339,8 +346,14 @@ def run_id_from_pushes(run_dir: Path) -> str | None:
                     obj = json.loads(raw)
                 except ValueError:
                     continue
-                if isinstance(obj, dict) and obj.get("event") == "push" and isinstance(obj.get("run_id"), str):
+                if not (isinstance(obj, dict) and obj.get("event") == "push"):
+                    continue
+                if isinstance(obj.get("run_id"), str):
                     found = obj["run_id"]
+                elif obj.get("rc") == 0 and isinstance(obj.get("output"), str):
+                    said = next(filter(None, map(_PUBLISHED.match, obj["output"].splitlines())), None)
+                    if said and is_slug(said.group(1)):
+                        found = said.group(1)
     except OSError:
         return None
     return found
@@ -372,9 +385,12 @@ def check_witness(clone: Path, run_dir: Path, run_id: str | None = None) -> list
         gitdir, branch = _open_clone(clone)
     except WitnessError as exc:
         return [str(exc)]
+    candidates = (("the caller", run_id), ("anchor-pushes.jsonl", run_id_from_pushes(run_dir)),
+                  ("the anchor command's --run-id", _run_id_from_manifest(run_dir)),
+                  ("the run directory's name", run_dir.resolve().name))
+    source, chosen = next((where, value) for where, value in candidates if value)
     try:
-        run_id = _check_run_id(run_id or run_id_from_pushes(run_dir) or _run_id_from_manifest(run_dir)
-                               or run_dir.resolve().name)
+        run_id = _check_run_id(chosen)
     except WitnessError as exc:
         return [str(exc)]
     try:
@@ -407,7 +423,9 @@ def check_witness(clone: Path, run_dir: Path, run_id: str | None = None) -> list
     log = _git(clone, "log", "--full-history", "--reverse", "--format=%H %ct", *tips, "--", rel).stdout
     versions = [ln.split() for ln in log.splitlines() if ln.strip()]
     if not versions:
-        return problems + [f"the witness holds no {rel}"]
+        return problems + [f"the witness holds no {rel} (the run id {run_id!r} comes from "
+                           f"{source}; if the witness files this run under another id, that id's "
+                           "file is the one to check)"]
     longest = 0
     for sha, ct in versions:
         where = f"witness commit {sha[:12]} ({_dt.datetime.fromtimestamp(int(ct), _dt.timezone.utc):%Y-%m-%d %H:%M:%SZ})"

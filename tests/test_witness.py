@@ -280,6 +280,30 @@ def test_check_witness_uses_the_run_id_the_anchor_command_was_given(tmp_path, wi
     assert check_witness(clone(remote, tmp_path / "reviewer"), run_dir) == []
 
 
+def test_a_renamed_copy_of_a_run_is_checked_under_the_id_its_pushes_said(tmp_path, witness):
+    # A reviewer's copy rarely keeps the directory's name; the run's own push
+    # lines say which file the witness wrote (the script's output, as the
+    # runner records it in anchor-pushes.jsonl).
+    remote, work = witness
+    run_dir = tmp_path / "study-20261129T120000Z"
+    write_anchors(run_dir, 2)
+    proc = run_script("--clone", str(work), str(run_dir / "anchors.jsonl"))
+    assert proc.returncode == 0, proc.stderr
+    push = {"event": "push", "anchor_seq": 1, "rc": 0, "output": proc.stdout, "seq": 1, "prev": "0" * 64, "t": 1.0}
+    (run_dir / "anchor-pushes.jsonl").write_text(json.dumps(push) + "\n")
+    copy = tmp_path / "for-review" / "renamed"
+    copy.parent.mkdir()
+    run_dir.rename(copy)
+    reviewer = clone(remote, tmp_path / "reviewer")
+    assert check_witness(reviewer, copy) == []
+    # Without that line the directory's name is all there is, and the
+    # problem says where the id came from.
+    (copy / "anchor-pushes.jsonl").unlink()
+    (problem,) = check_witness(reviewer, copy)
+    assert problem.startswith("the witness holds no anchors/renamed.jsonl (the run id 'renamed' comes from "
+                              "the run directory's name"), problem
+
+
 # --- what a failed git command said, in one line ------------------------------------------
 
 GIT_UNREACHABLE = """fatal: '/srv/gone.git' does not appear to be a git repository
