@@ -442,8 +442,8 @@ def cross_problems(data: Any) -> list[str]:
               if isinstance(m, dict) and isinstance(m.get("litellm_model"), str)}
     sim = data.get("simulator") if isinstance(data.get("simulator"), dict) else {}
     for i, fault in enumerate(entries(sim.get("faults"))):
-        if not isinstance(fault, dict):
-            continue
+        if not isinstance(fault, dict) or not served:
+            continue  # (no model to serve: `models` is missing or broken, and said so)
         if isinstance(fault.get("model"), str) and fault["model"].rsplit("/", 1)[-1] not in served:
             problems.append(f'simulator.faults[{i}].model: no model is served as "{fault["model"]}"'
                             f" (served names: {', '.join(sorted(served))})")

@@ -279,6 +279,16 @@ def test_the_root_cause_comes_before_its_follow_on(tmp_path):
     assert lines[1] == f'{study.design}: models[1].matched_with: no model is named "careful"'
 
 
+def test_a_misspelt_models_table_does_not_also_blame_the_simulator_faults(tmp_path):
+    study = make_study(tmp_path)
+    with_fault(study, 'kind = "auth"\nmodel = "sim-sloppy"')
+    assert check(study.design).exit_code == 0  # the fault names a served model
+    study.edit("[[models]]", "[[model]]", count=3)
+    lines = check(study.design).output.splitlines()
+    assert f"{study.design}: models: missing" in lines, lines
+    assert not any("simulator.faults" in line for line in lines), lines
+
+
 def test_a_bad_item_of_an_array_is_not_also_reported_as_an_empty_array(tmp_path):
     # pydantic reports an array whose items all failed as too short as well.
     from confirmatory.design import DesignError
