@@ -32,11 +32,13 @@ def main() -> None:
 @main.command()
 @click.argument("design", type=click.Path(path_type=Path))
 @click.option("--workers", type=int, default=None, help="Must equal the design's engine workers_per_model.")
-def check(design: Path, workers: int | None) -> None:
+@click.option("--out", "run_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Also check the run directory `run --out` would create, and the witness clone it would use.")
+def check(design: Path, workers: int | None, run_dir: Path | None) -> None:
     """Validate DESIGN and print its plan without starting anything."""
     from confirmatory.plan import check_command
 
-    sys.exit(check_command(design, workers=workers))
+    sys.exit(check_command(design, workers=workers, run_dir=run_dir))
 
 
 @main.command()

@@ -22,9 +22,13 @@ EXIT_OK = 0
 EXIT_REFUSED = 3  # the cli's "refused to start"
 
 
-def check_command(design_path: Path | str, workers: int | None = None, *,
+def check_command(design_path: Path | str, workers: int | None = None, *, run_dir: Path | None = None,
                   out: TextIO | None = None, err: TextIO | None = None) -> int:
-    """Print the plan and return 0, or print every problem and return 3."""
+    """Print the plan and return 0, or print every problem and return 3.
+
+    With ``run_dir`` (``check --out``) also what `run --out RUN_DIR` would
+    refuse about the place: the run directory, and the witness clone and run
+    id the anchor command would use (which may depend on ``{run_dir}``)."""
     out = out or sys.stdout
     err = err or sys.stderr
     try:
@@ -34,15 +38,20 @@ def check_command(design_path: Path | str, workers: int | None = None, *,
             print(f"{design_path}: {problem}", file=err)
         print(f"{design_path}: refused ({len(exc.problems)} problem{'s' * (len(exc.problems) != 1)})", file=err)
         return EXIT_REFUSED
-    from confirmatory.runmain import model_problems
+    from confirmatory.runmain import model_problems, run_dir_problems, witness_problems
 
     problems = model_problems(loaded, keys=False)
+    if run_dir is not None:
+        problems += run_dir_problems(Path(run_dir)) + witness_problems(loaded, Path(run_dir))
     if problems:
         for problem in problems:
             print(f"{design_path}: {problem}", file=err)
         print(f"{design_path}: refused ({len(problems)} problem{'s' * (len(problems) != 1)})", file=err)
         return EXIT_REFUSED
     out.write(render_plan(loaded))
+    if run_dir is None and loaded.design.anchors.command:
+        out.write("witness: not checked (check --out RUN_DIR checks the run directory and the witness "
+                  "clone as run --out RUN_DIR will)\n")
     return EXIT_OK
 
 

@@ -83,19 +83,35 @@ def model_problems(loaded: Any, *, keys: bool) -> list[str]:
     return problems
 
 
+def run_dir_problems(run_dir: Path) -> list[str]:
+    """Why a run could not be created at ``run_dir``."""
+    if run_dir.exists():
+        return [f"{run_dir}: the run directory already exists; a run never writes into an old one"]
+    existing = next((p for p in run_dir.parents if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        return [f"{run_dir}: cannot be created: {existing} is a file, not a directory"]
+    if existing is not None and not os.access(existing, os.W_OK | os.X_OK):
+        return [f"{run_dir}: cannot be created: {existing} is not writable"]
+    return []
+
+
+def witness_problems(loaded: Any, run_dir: Path) -> list[str]:
+    """Why the witness would refuse this run's pushes (a run id that is not a
+    slug, one it already holds, a missing clone): said before the run, not
+    after hours of unwitnessed work."""
+    from confirmatory.witness import preflight_problems
+
+    try:
+        return preflight_problems(loaded.design.anchors.command, loaded.base_dir, run_dir)
+    except OSError as exc:  # git itself missing or not runnable
+        return [f"anchors.command: the witness clone cannot be checked ({exc}): is git installed?"]
+
+
 def preflight(design: Path, run_dir: Path, *, workers: int | None) -> Any:
     """Load and check everything; raise ``Refused`` naming every problem."""
     from confirmatory.design import DesignError, load_design, resolve_entry
 
-    problems = []
-    if run_dir.exists():
-        problems.append(f"{run_dir}: the run directory already exists; a run never writes into an old one")
-    else:
-        existing = next((p for p in run_dir.parents if p.exists()), None)
-        if existing is not None and not existing.is_dir():
-            problems.append(f"{run_dir}: cannot be created: {existing} is a file, not a directory")
-        elif existing is not None and not os.access(existing, os.W_OK | os.X_OK):
-            problems.append(f"{run_dir}: cannot be created: {existing} is not writable")
+    problems = run_dir_problems(run_dir)
     try:
         loaded = load_design(design, workers=workers)
     except DesignError as exc:
@@ -107,14 +123,7 @@ def preflight(design: Path, run_dir: Path, *, workers: int | None) -> Any:
         except DesignError as exc:
             problems.extend(exc.problems)
     problems.extend(model_problems(loaded, keys=True))
-    # The witness would refuse this run's pushes (a run id that is not a slug,
-    # or one it already holds): said now, not after hours of unwitnessed work.
-    from confirmatory.witness import preflight_problems
-
-    try:
-        problems.extend(preflight_problems(loaded.design.anchors.command, loaded.base_dir, run_dir))
-    except OSError as exc:  # git itself missing or not runnable
-        problems.append(f"anchors.command: the witness clone cannot be checked ({exc}): is git installed?")
+    problems.extend(witness_problems(loaded, run_dir))
     if problems:
         raise Refused(problems)
     return loaded

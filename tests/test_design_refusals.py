@@ -406,3 +406,23 @@ def test_a_run_directory_under_a_file_is_refused_before_anything_is_written(tmp_
     assert run_command(design, blocker / "sub" / "run", quiet=True) == 3
     assert f"{blocker} is a file, not a directory" in capsys.readouterr().err
     assert blocker.read_text() == "not a directory"
+
+
+def test_check_with_out_also_checks_the_witness_clone_and_the_run_directory(tmp_path):
+    from confirmatory.witness import init_local_witness
+
+    study = make_study(tmp_path / "study")
+    run_dir = tmp_path / "runs" / "r1"  # the design's clone: {run_dir}/../.witness/clone
+    plain = check(study.design)
+    assert plain.exit_code == 0 and "witness: not checked (check --out RUN_DIR" in plain.output
+    missing = CliRunner().invoke(main, ["check", str(study.design), "--out", str(run_dir)])
+    assert missing.exit_code == 3
+    assert any(line.startswith(f"{study.design}: anchors.command: ") and "every push would fail" in line
+               for line in missing.output.splitlines()), missing.output
+    init_local_witness(tmp_path / "runs" / ".witness")
+    ready = CliRunner().invoke(main, ["check", str(study.design), "--out", str(run_dir)])
+    assert ready.exit_code == 0, ready.output
+    assert "witness: not checked" not in ready.output
+    run_dir.mkdir()
+    exists = CliRunner().invoke(main, ["check", str(study.design), "--out", str(run_dir)])
+    assert exists.exit_code == 3 and "the run directory already exists" in exists.output
