@@ -46,21 +46,23 @@ def model_problems(loaded: Any, *, keys: bool) -> list[str]:
     a model string litellm cannot route, one it cannot price, and (with
     ``keys``) a key missing from the environment. `run` refuses on any of
     them; `check` reports the first two (the keys may be set elsewhere)."""
-    real = [m for m in loaded.design.models if m.api_base != "simulator"]
+    real = [(i, m) for i, m in enumerate(loaded.design.models) if m.api_base != "simulator"]
     if not real:
         return []
     from confirmatory import llm
 
     problems = []
-    for m in real:
+    for i, m in real:
+        # Keyed as the design's other problems are: models[i].<key>.
+        key = f"models[{i}].litellm_model"
         route = llm.route_problem(m.litellm_model, m.api_base)
         if route:
-            problems.append(f"models.{m.name}: {route}")
+            problems.append(f"{key}: {route}")
             continue
         missing = llm.missing_keys(m.litellm_model, m.api_base) if keys else []
         if missing:
             problems.append(
-                f"models.{m.name}: {m.litellm_model} needs {', '.join(missing)} in the environment, "
+                f"{key}: {m.litellm_model} needs {', '.join(missing)} in the environment, "
                 "and it is not set"
             )
         # Every dollar must be counted: a model litellm cannot price would
@@ -74,11 +76,11 @@ def model_problems(loaded: Any, *, keys: bool) -> list[str]:
         if m.price_usd_per_mtok is not None:
             problem = llm.register_price(m.litellm_model, m.price_usd_per_mtok.per_token())
             if problem:
-                problems.append(f"models.{m.name}.price_usd_per_mtok: {problem}")
+                problems.append(f"models[{i}].price_usd_per_mtok: {problem}")
         elif llm.provider_of(m.litellm_model) not in PRICED_FROM_RESPONSE:
             problem = llm.price_problem(m.litellm_model)
             if problem:
-                problems.append(f"models.{m.name}: {problem} (give the model a price_usd_per_mtok "
+                problems.append(f"{key}: {problem} (give the model a price_usd_per_mtok "
                                 "in the design to count it at a price of the study's own)")
     return problems
 

@@ -77,7 +77,7 @@ def test_preflight_refuses_a_model_litellm_has_no_price_for_naming_the_field_and
     with pytest.raises(Refused) as info:
         preflight(design, tmp_path / "run", workers=None)
     (problem,) = info.value.problems
-    assert problem.startswith("models.m0: litellm has no price for openai/my-finetune; "
+    assert problem.startswith("models[0].litellm_model: litellm has no price for openai/my-finetune; "
                               "the spend ceiling cannot be enforced")
     assert "price_usd_per_mtok" in problem  # and says how to give one
 
@@ -87,7 +87,7 @@ def test_run_refuses_an_unpriced_model_before_anything_is_written(tmp_path, keys
     run_dir = tmp_path / "runs" / "r"
     assert run_command(design, run_dir, quiet=True) == 3
     assert not run_dir.exists() and not (tmp_path / "runs").exists()
-    assert "models.m0: litellm has no price for openai/my-finetune" in capsys.readouterr().err
+    assert "models[0].litellm_model: litellm has no price for openai/my-finetune" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("api_base", ["http://127.0.0.1:8000/v1", "http://localhost:4000", "http://[::1]:8000/v1"])
@@ -98,7 +98,7 @@ def test_a_model_on_loopback_is_refused_without_a_price_too(tmp_path, keys, caps
     design = design_with(tmp_path, "openai/acme-local-7b", api_base=api_base)
     with pytest.raises(Refused) as info:
         preflight(design, tmp_path / "run", workers=None)
-    expected = ("models.m0: litellm has no price for openai/acme-local-7b; the spend ceiling cannot be enforced "
+    expected = ("models[0].litellm_model: litellm has no price for openai/acme-local-7b; the spend ceiling cannot be enforced "
                 "(give the model a price_usd_per_mtok")
     assert any(p.startswith(expected) for p in info.value.problems), info.value.problems
     from confirmatory.plan import check_command
@@ -117,7 +117,7 @@ def test_preflight_refuses_a_model_string_litellm_cannot_route(tmp_path, keys, l
     design = design_with(tmp_path, litellm_model, api_base=api_base)
     with pytest.raises(Refused) as info:
         preflight(design, tmp_path / "run", workers=None)
-    assert any(p.startswith(f"models.m0: litellm cannot route {litellm_model!r} to a provider")
+    assert any(p.startswith(f"models[0].litellm_model: litellm cannot route {litellm_model!r} to a provider")
                and "openai/<name>" in p for p in info.value.problems), info.value.problems
 
 
@@ -125,7 +125,7 @@ def test_preflight_refuses_a_model_litellm_prices_at_zero(tmp_path, keys):
     design = design_with(tmp_path, "ollama/llama3", api_base="https://ollama.example.test")
     with pytest.raises(Refused) as info:
         preflight(design, tmp_path / "run", workers=None)
-    assert any(p.startswith("models.m0: litellm prices ollama/llama3 at $0 per token") for p in info.value.problems)
+    assert any(p.startswith("models[0].litellm_model: litellm prices ollama/llama3 at $0 per token") for p in info.value.problems)
 
 
 @pytest.mark.parametrize("litellm_model", ["openai/gpt-4o", "anthropic/claude-sonnet-4-5",
@@ -230,7 +230,7 @@ def test_check_reports_an_unroutable_or_unpriced_model_as_run_would(tmp_path, ca
                                     ("openai/my-finetune", "litellm has no price for openai/my-finetune")):
         design = design_with(tmp_path / litellm_model.replace("/", "_"), litellm_model)
         assert check_command(design) == 3
-        assert f"models.m0: {expected}" in capsys.readouterr().err
+        assert f"models[0].litellm_model: {expected}" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("value", ["", "   "])
@@ -241,7 +241,7 @@ def test_a_key_set_to_blanks_is_missing(tmp_path, monkeypatch, value):
     design = design_with(tmp_path, "openai/gpt-4o")
     with pytest.raises(Refused) as info:
         preflight(design, tmp_path / "run", workers=None)
-    assert any(p.startswith("models.m0: openai/gpt-4o needs OPENAI_API_KEY in the environment")
+    assert any(p.startswith("models[0].litellm_model: openai/gpt-4o needs OPENAI_API_KEY in the environment")
                for p in info.value.problems), info.value.problems
     import os
     assert os.environ["OPENAI_API_KEY"] == value  # the environment is left as it was
