@@ -65,12 +65,25 @@ def build_config(loaded: LoadedDesign, *, argv: list[str], registry_path: Path) 
                        "count": len(loaded.households)},
         "arms": {arm.name: arm.features for arm in design.arms},
         "models": models,
+        # Which registry the identities came from (runmain.registry_path: beside
+        # the design, else the working directory, else the project's).
+        "model_registry": {"path": str(registry_path),
+                           "sha256": _sha256_or_none(registry_path)},
         "not_pinned_down": not_pinned,
         "known_confounds": known_confounds(design.models, registry),
     }
     # A last pass over every string: a secret that slipped into a prompt, a
     # feature or a note is still not written.
     return redact_obj(cfg)
+
+
+def _sha256_or_none(path: Path) -> str | None:
+    import hashlib
+
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return None
 
 
 def write_config(run_dir: Path, cfg: dict[str, Any]) -> str:

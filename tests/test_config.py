@@ -94,6 +94,10 @@ def test_the_config_records_the_runner_the_design_the_harness_and_each_arm(tmp_p
     assert careful["token_parameter"] == {"name": "max_tokens", "value": 512}
     assert careful["provider"] == "openai" and "seed" in careful["supported_params"]
     assert cfg["not_pinned_down"][0].startswith("The model registry")
+    assert cfg["model_registry"] == {"path": str(tmp_path / "absent.json"), "sha256": None}
+    present = registry(tmp_path, {})
+    assert build_config(loaded, argv=[], registry_path=present)["model_registry"] == {
+        "path": str(present), "sha256": hashlib.sha256(present.read_bytes()).hexdigest()}
 
 
 def test_an_undeclaring_harness_is_named_as_not_pinned_down(tmp_path):

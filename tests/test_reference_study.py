@@ -115,6 +115,21 @@ def test_a_real_provider_design_without_its_key_is_refused_before_anything_start
     assert not any((tmp_path / "runs").iterdir()) if (tmp_path / "runs").exists() else True
 
 
+def test_the_real_provider_design_names_dated_snapshots_litellm_prices_and_models_json_describes():
+    from confirmatory.config import load_registry
+    from confirmatory.design import load_design
+    from confirmatory.runmain import model_problems, registry_path
+
+    design = DEMO / "real-provider.toml"
+    loaded = load_design(design)
+    assert model_problems(loaded, keys=False) == []  # routable and priced by the pinned litellm
+    registry = load_registry(registry_path(design))
+    for m in loaded.design.models:
+        entry = registry.get(m.litellm_model)
+        assert entry is not None, f"{m.litellm_model} has no models.json entry"
+        assert entry["snapshot"] and m.litellm_model.endswith(entry["snapshot"]), entry
+
+
 def test_the_refusal_names_the_missing_environment_variable(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
     proc = subprocess.run(
