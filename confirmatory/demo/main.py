@@ -82,7 +82,18 @@ def guide(run_dir: Path, *, run_rc: int, verify_rc: int) -> str:
         f"  models/<model>/records/<household>/<arm>/<pass>.json   {records} attempt records",
         "",
         f"Verify again:  confirmatory verify {shlex.quote(str(run_dir))}",
-        "See a pause:   confirmatory demo --design confirmatory/demo/operator-pause.toml",
-        f"               (while it runs: confirmatory resume RUN_DIR --model {example})",
     ]
+    paused = [m for m in models if b'"event":"pause"' in _read(models_dir / m / "run.jsonl")]
+    if paused:
+        lines.append(f"The pause:     its pause and resume lines are in models/{paused[0]}/run.jsonl")
+    else:
+        lines += ["See a pause:   confirmatory demo --design confirmatory/demo/operator-pause.toml",
+                  f"               (while it runs: confirmatory resume RUN_DIR --model {example})"]
     return "\n".join(lines)
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""
