@@ -106,8 +106,16 @@ def _fast_canonical(obj: Any, line: bytes) -> bool:
       exponent (``_SIGNED_EXPONENTS``), looking for ``e+`` and ``e-`` is
       enough, and cheaper.
     """
-    return (_fast_dumps(obj, option=_SORT_KEYS) == line and b"\\" not in line and b"0.0000" not in line
-            and _no_exponent(line))
+    return _fast_dumps(obj, option=_SORT_KEYS) == line and _guards_hold(line)
+
+
+def _guards_hold(data: bytes) -> bool:
+    """No backslash, no ``0.0000`` and no exponent anywhere in ``data``: the
+    byte half of ``_fast_canonical``. None of the patterns holds a newline,
+    so on a run of whole lines joined by newlines (a reader's batch) it
+    holds exactly when it holds for every one of them: ``ChainReader`` asks
+    once per batch, and per line only in a batch where it fails."""
+    return b"\\" not in data and b"0.0000" not in data and _no_exponent(data)
 
 
 _EXPONENT = re.compile(rb"e[-+]?[0-9]+[,}\]]").search
@@ -284,9 +292,11 @@ def _line_problem(line: bytes, n: int, head: str) -> str | None:
     return None
 
 
-def _batches(f: Any, start: int = 0, stop: int | None = None) -> Iterator[tuple[int, list[bytes], bool]]:
+def _batches(f: Any, start: int = 0, stop: int | None = None, *, guard: Any = None) -> Iterator[tuple]:
     """(offset of the first, lines without their newline, is_tail) per chunk
-    of the bytes from ``start`` to ``stop`` (the end when None).
+    of the bytes from ``start`` to ``stop`` (the end when None); with
+    ``guard``, a fourth item: ``guard`` of bytes that hold every line of the
+    batch joined by newlines (and perhaps the start of the next line).
 
     The last batch, if those bytes do not end in a newline, is the
     unterminated tail alone with ``is_tail`` set.
@@ -299,12 +309,20 @@ def _batches(f: Any, start: int = 0, stop: int | None = None) -> Iterator[tuple[
     while chunk := f.read(_CHUNK if left is None else min(_CHUNK, left)):
         if left is not None:
             left -= len(chunk)
-        parts = (rest + chunk if rest else chunk).split(b"\n")
+        data = rest + chunk if rest else chunk
+        del chunk
+        parts = data.split(b"\n")
         rest = parts.pop()
-        yield base, parts, False
+        if guard is None:
+            del data
+            yield base, parts, False
+        else:
+            clean = guard(data)
+            del data  # hold no more than the lines themselves
+            yield base, parts, False, clean
         base += sum(map(len, parts)) + len(parts)
     if rest:
-        yield base, [rest], True
+        yield (base, [rest], True) if guard is None else (base, [rest], True, False)
 
 
 def _links(obj: Any, text: str, head: str, n: int) -> bool:
@@ -418,7 +436,9 @@ class ChainReader:
     and its object passes a canonical test (orjson's guarded one,
     ``_fast_canonical``, else the standard encoder's): then the standard
     parser would give an equal object. Otherwise it is the standard parser's,
-    so what is accepted and yielded does not depend on orjson;
+    so what is accepted and yielded does not depend on orjson (the byte
+    guards of ``_fast_canonical`` are asked once per batch of lines, and line
+    by line only in a batch where they fail: ``_guards_hold``);
     ``fast_overruled`` counts the lines accepted only by the standard parser. Iteration ends at the first line
     that is not a valid link, or at a torn tail. Afterwards ``result`` is the
     ``ChainCheck`` that ``check_chain`` would have returned (None until the
@@ -448,7 +468,7 @@ class ChainReader:
 
     def __iter__(self) -> Iterator[tuple[int, dict]]:
         parse, links, sha256, fast = _parse_line, _links, hashlib.sha256, _fast_loads
-        fast_canonical = _fast_canonical
+        fast_dumps, sort_keys, guards_hold = _fast_dumps, _SORT_KEYS, _guards_hold
         wanted, heads = self.heads_at, self.heads
         head, n, end = self.seed, 0, self.start
         try:
@@ -457,17 +477,21 @@ class ChainReader:
             self.result = ChainCheck(False, 0, head, problem=f"{self.path}: no such file", problem_line=0)
             return
         with f:
-            batches = _batches(f, self.start, self.stop)
+            batches = _batches(f, self.start, self.stop, guard=guards_hold if fast is not None else None)
             if self.start:
                 batch = next(batches, None)
                 head, n = self._take_first(batch)
                 if head is None:
                     return
                 batches = itertools.chain([batch], batches)  # its first line is checked as a link too
-            for base, parts, is_tail in batches:
+            for base, parts, is_tail, *asked in batches:
                 if is_tail:
                     self.result = _torn_check(base, parts[0], n, head)
                     return
+                # The byte guards of _fast_canonical, asked once for the whole
+                # batch (its lines joined by newlines, which no guard pattern
+                # holds); where they fail, asked again line by line.
+                clean = fast is not None and asked[0]
                 first = n
                 for line in parts:
                     good = proposed = False
@@ -477,7 +501,9 @@ class ChainReader:
                             proposed = True
                             good = (obj.__class__ is dict and obj.get("prev") == head and obj.get("seq") == n
                                     and type(obj["seq"]) is int
-                                    and (fast_canonical(obj, line) or links(obj, line.decode(), head, n)))
+                                    and ((fast_dumps(obj, option=sort_keys) == line
+                                          and (clean or guards_hold(line)))
+                                         or links(obj, line.decode(), head, n)))
                         except Exception:  # noqa: BLE001 - decided by the standard parser below
                             good = False
                     if not good:

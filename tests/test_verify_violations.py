@@ -431,3 +431,38 @@ def test_a_line_of_no_known_event_in_any_log_fails(run, rel, event, invariant):
         next(o for o in objs if o.get("event") == event)["event"] = "note"
     edit_log(run, rel, rename)
     assert "line of no known event ('note')" in fails(run, invariant).to_table()
+
+
+@pytest.mark.parametrize("field, value", [
+    ("load1", "0.7"), ("wall", None), ("mono", [1.0]), ("mem_available", 1.5), ("swap_used", True),
+    ("mem_pressure", "high"), ("clock_back_max_s", False), ("t", "late"), ("reads_began", "x"), ("load1", "missing"),
+])
+def test_a_host_sample_field_of_the_wrong_kind_fails_invariant_2(run, field, value):
+    """Every field of a host sample is of its kind (RECORDS.md host.jsonl,
+    docs/HOST.md): numbers, the byte counts integers; none missing. Also
+    those no rule reads (wall, mono, load1, the byte counts), in one process
+    and with host.jsonl checked in spans by workers."""
+    def odd(objs):
+        sample = [o for o in objs if o.get("event") == "sample"][3]
+        if value == "missing":
+            del sample[field]
+        else:
+            sample[field] = value
+    edit_log(run, "host.jsonl", odd)
+    reseal(run)
+    said = f"{field} missing" if value == "missing" else f"{field} is {value!r}"
+    for workers in (1, 2):
+        report = verify_run(run, workers=workers)
+        assert 2 in report.failed() and said in report.to_table(), report.to_table()
+
+
+def test_host_samples_of_every_kind_the_contract_allows_pass(run):
+    """The control: integers where a number is asked, no `reads_began`."""
+    def plain(objs):
+        samples = [o for o in objs if o.get("event") == "sample"]
+        samples[2].update(wall=int(samples[2]["wall"]), mono=7, load1=0, mem_pressure=0)
+        samples[3].pop("reads_began", None)
+    edit_log(run, "host.jsonl", plain)
+    reseal(run)
+    for workers in (1, 2):
+        assert 2 not in verify_run(run, workers=workers).failed()

@@ -137,6 +137,47 @@ def summarize_host(objs, rv: RulesView) -> HostSummary:
     return summary
 
 
+# The fields of a host sample (RECORDS.md, docs/HOST.md) and their kinds. A
+# sample never lacks one; `reads_began` is an extra field, a number when there.
+SAMPLE_NUMBERS = ("t", "wall", "mono", "mem_pressure", "load1", "clock_back_max_s")
+SAMPLE_INTEGERS = ("mem_available", "swap_used")
+_ABSENT = object()
+
+
+def sample_problem(obj: dict) -> str | None:
+    """What is wrong with a sample line's fields (None: each is of its kind)."""
+    bad = []
+    for name in (*SAMPLE_NUMBERS, *SAMPLE_INTEGERS, "reads_began"):
+        v = obj.get(name, _ABSENT)
+        if v is _ABSENT:
+            if name != "reads_began":
+                bad.append(f"{name} missing")
+        elif not (type(v) is int or (type(v) is float and name not in SAMPLE_INTEGERS)):
+            bad.append(f"{name} is {v!r}, not {'an integer' if name in SAMPLE_INTEGERS else 'a number'}")
+    return "; ".join(bad) or None
+
+
+def summarize_checked(pairs, summary: HostSummary, found: Findings) -> None:
+    """Feed host.jsonl's (seq, obj) to ``summary``; every sample's fields of
+    their kinds (invariant 2: the host lines' shape), counted in ``found``."""
+    add, samples = summary.add, 0
+    for seq, obj in pairs:
+        if obj.get("event") == "sample":
+            samples += 1
+            # the common sample, every field a float or an integer as the
+            # sampler writes them; anything else is looked at closely
+            if not (type(obj.get("t")) is float and type(obj.get("wall")) is float
+                    and type(obj.get("mono")) is float and type(obj.get("mem_pressure")) is float
+                    and type(obj.get("load1")) is float and type(obj.get("clock_back_max_s")) is float
+                    and type(obj.get("mem_available")) is int and type(obj.get("swap_used")) is int
+                    and type(obj.get("reads_began", 0.0)) is float):
+                problem = sample_problem(obj)
+                if problem is not None:
+                    found.fail(2, "host.jsonl", seq, f"sample: {problem}")
+        add(obj)
+    found.check(2, samples)
+
+
 def iter_objects_or_none(path: Path):
     try:
         yield from iter_objects(path)
@@ -157,8 +198,9 @@ def read_host(logs: LogPass, rv: RulesView) -> tuple[HostSummary | HostIndex, tu
     """host.jsonl read once in this process: the verdicts' view and the chain's findings."""
     own = Findings()
     outer, logs.f = logs.f, own
+    summary = HostSummary(max_gap_s=rv.max_gap_s, pressure_threshold=rv.pressure_threshold)
     try:
-        summary = summarize_host((obj for _, obj in logs.lines("host.jsonl")), rv)
+        summarize_checked(logs.lines("host.jsonl"), summary, own)
     finally:
         logs.f = outer
     host = summary if not summary.irregular else host_from(logs.layout.root / "host.jsonl", summary.lines, rv)
@@ -228,14 +270,13 @@ def _host_span(logs: LogPass, rv: RulesView, start: int, stop: int | None) -> tu
     reader = ChainReader(logs.layout.root / "host.jsonl", logs.specs["host.jsonl"].seed,
                          heads_at=logs.wanted.get("host.jsonl", ()), start=start, stop=stop)
     first_event = first_t = None
-    lines, add = iter(reader), summary.add
-    for _, obj in lines:
+    lines, shape = iter(reader), Findings()
+    for seq, obj in lines:
         first_event, first_t = obj.get("event"), obj.get("t")
-        add(obj)
+        summarize_checked([(seq, obj)], summary, shape)
         break
-    for _, obj in lines:
-        add(obj)
-    return reader.result, reader.heads, reader.first, first_event, first_t, summary
+    summarize_checked(lines, summary, shape)
+    return reader.result, reader.heads, reader.first, first_event, first_t, summary, shape
 
 
 def join_host_spans(parts: list, logs: LogPass, rv: RulesView):
@@ -245,20 +286,22 @@ def join_host_spans(parts: list, logs: LogPass, rv: RulesView):
     then say exactly what and where."""
     heads: dict[int, str] = {}
     before = None
-    for k, (result, span_heads, first, first_event, _, _) in enumerate(parts):
+    for k, (result, span_heads, first, first_event, *_) in enumerate(parts):
         clean = result is not None and result.ok and (
             first_event == "open" if k == 0 else first == (before.lines, before.head))
         if not clean:
             return read_host(logs, rv)
         heads.update(span_heads)
         before = result
-    host = HostSummary.join([(summary, first_t) for *_, first_t, summary in parts])
+    host = HostSummary.join([(summary, first_t) for *_, first_t, summary, _ in parts])
     if host is None:
         return read_host(logs, rv)
     if host.irregular:  # as in one process: an index over every line
         host = host_from(logs.layout.root / "host.jsonl", host.lines, rv)
     own = Findings()
     own.check(11)  # line 0 is an open line chained from the seed
+    for *_, shape in parts:  # the samples' fields, in line order
+        own.merge(shape)
     own.check(8)   # the chain
     return host, (own, {"host.jsonl": before.lines}, {"host.jsonl": heads})
 
