@@ -123,4 +123,7 @@ MUTANTS = (
            'if type(hl.get("spend_nusd")) is not int or hl.get("spend_nusd") != spend:',
            'if hl.get("spend_nusd") != spend:',
            f"{VIOLATIONS}::test_money_written_as_a_float_fails_invariant_7"),
+    Mutant("accept host sample fields of any kind", "confirmatory/verify/__init__.py",
+           "problem = sample_problem(obj)", "problem = None",
+           f"{VIOLATIONS}::test_a_host_sample_field_of_the_wrong_kind_fails_invariant_2"),
 )

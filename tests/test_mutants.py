@@ -48,3 +48,10 @@ def test_the_named_test_catches_the_planted_fault(project_copy, mutant):
     assert proc.returncode == 1, (
         f"mutant {mutant.name!r} survived {mutant.test} (rc {proc.returncode}):\n{proc.stdout[-3000:]}"
     )
+
+
+def test_docs_mutants_lists_every_mutant_with_its_test():
+    text = (ROOT / "docs" / "MUTANTS.md").read_text()
+    for m in MUTANTS:
+        test = m.test.partition("::")[2]
+        assert f"| {m.name} | `{m.path}` |" in text and f"`{test}`" in text, m.name
