@@ -283,7 +283,9 @@ def _line_problem(line: bytes, n: int, head: str) -> str | None:
     if type(obj.get("seq")) is not int or obj["seq"] != n:
         return f"seq is {obj.get('seq')!r}, expected {n}"
     if obj.get("prev") != head:
-        return f"prev is {obj.get('prev')!r}, expected {head}"
+        return (f"prev is {obj.get('prev')!r}, expected {head} (the sha256 of line {n - 1}: "
+                f"line {n - 1} was changed, or this line's prev, or a line was removed or inserted here)"
+                if n else f"prev is {obj.get('prev')!r}, expected the log's seed {head}")
     try:
         if dumps(obj) != line:
             return "not in canonical encoding (sorted keys, no spaces, UTF-8)"

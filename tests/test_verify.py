@@ -46,6 +46,50 @@ def test_the_command_prints_a_table_and_exits_zero_only_when_all_hold(run, capsy
     assert data["ok"] is True and len(data["invariants"]) == 11
 
 
+def test_without_a_witness_the_report_says_it_was_not_checked(run):
+    report = verify_run(run)
+    assert report.ok and report.witness is None
+    assert "witness: not checked (verify --witness CLONE" in report.to_table()
+    assert json.loads(report.to_json())["witness"] == {"checked": False, "clone": None, "problems": None}
+
+
+def test_the_report_says_how_the_records_say_the_run_ended(run, tmp_path):
+    import re
+
+    # The module's run: gamma's harness failure stops gamma; the cap stops admission.
+    report = verify_run(run)
+    assert report.to_table().splitlines()[1] == f"the records say: {report.outcome}"
+    assert report.outcome.startswith("stopped; alpha: "), report.outcome
+    assert re.search(r"; gamma: \d+ of 24 households ended \(\d+ unfinished\), stopped \(harness\)$",
+                     report.outcome), report.outcome
+    clean = verify_run(generate_run(tmp_path / "clean", Plan(households=6, harness=None)))
+    assert clean.ok and re.fullmatch(r"completed(; \w+: 6 of 6 households ended){3}", clean.outcome), clean.outcome
+
+
+def test_a_chain_break_is_shown_first_as_where_to_start(run, tmp_path):
+    import shutil
+
+    bad = tmp_path / "bad"
+    shutil.copytree(run, bad)
+    path = bad / "models/alpha/run.jsonl"
+    data = path.read_bytes().split(b"\n")
+    data[5] = data[5].replace(b'"cost_nusd":', b'"cost_nusd":1', 1)  # a number edited
+    assert b'"cost_nusd":1' in data[5]
+    path.write_bytes(b"\n".join(data))
+    report = verify_run(bad)
+    (root,) = report.start_here
+    # The edited line still links to the one before; the next one no longer links to it.
+    assert (root.file, root.line, root.invariant) == ("models/alpha/run.jsonl", 6, 8)
+    assert root.message.startswith("chain: ") and "line 5 was changed" in root.message
+    table = report.to_table().splitlines()
+    start = table.index("START HERE (checks read each log only up to its first break; violations below "
+                        "may follow from these):")
+    assert table[start + 1].startswith("  models/alpha/run.jsonl:6: chain: ")
+    assert start < next(i for i, line in enumerate(table) if line.lstrip().startswith("#  invariant"))
+    assert json.loads(report.to_json())["start_here"][0]["line"] == 6
+    assert verify_run(run).start_here == ()
+
+
 def test_a_violation_is_reported_with_its_file_and_line(run, tmp_path):
     import shutil
 
@@ -95,7 +139,10 @@ def test_a_witness_that_holds_every_anchor_passes_and_one_that_diverges_fails(ru
     subprocess.run(["git", "clone", "-q", str(remote), str(clone)], check=True, capture_output=True)
     subprocess.run(["git", "-C", str(clone), "checkout", "-q", "-b", "main"], check=True)
     publish(clone, run / "anchors.jsonl", run_id=run.name)
-    assert verify_run(run, witness=clone).ok
+    honest = verify_run(run, witness=clone)
+    assert honest.ok
+    assert honest.witness_line() == f"witness: {clone} holds every anchor of the run, unchanged"
+    assert json.loads(honest.to_json())["witness"] == {"checked": True, "clone": str(clone), "problems": 0}
     # a forger re-chains anchors.jsonl after changing its open line: nothing in the
     # run can tell, the witness can
     import shutil
@@ -117,6 +164,7 @@ def test_a_witness_that_holds_every_anchor_passes_and_one_that_diverges_fails(ru
     report = verify_run(forged, witness=clone)
     assert report.failed() == {8}
     assert any(v.file == "witness" for v in report.result(8).first)
+    assert report.witness_problems >= 1 and "problem(s), listed under invariant 8" in report.to_table()
 
 
 def _random_host_log(rng, n=300):

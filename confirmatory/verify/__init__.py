@@ -54,7 +54,9 @@ def verify_run(run_dir: Path | str, witness: Path | str | None = None, *, worker
     f = Findings()
     layout = load_layout(root)
     man = layout.manifest.obj if isinstance(layout.manifest.obj, dict) else {}
-    f.expect(11, layout.manifest.problem is None, "manifest.json", None, f"run manifest: {layout.manifest.problem}")
+    f.check(11)
+    if layout.manifest.problem is not None:
+        f.fail_root(11, "manifest.json", None, f"run manifest: {layout.manifest.problem}")
     logs = LogPass(layout, f)
     run_events = list(logs.lines("run.jsonl"))
     rv = RulesView.from_manifest(man, f)
@@ -109,8 +111,9 @@ def verify_run(run_dir: Path | str, witness: Path | str | None = None, *, worker
     results_by = dict(zip(names, results))
     states = []
     for name in layout.models:
-        if not f.expect(11, layout.models[name].problem is None, f"models/{name}/manifest.json", None,
-                        f"model manifest: {layout.models[name].problem}"):
+        f.check(11)
+        if layout.models[name].problem is not None:
+            f.fail_root(11, f"models/{name}/manifest.json", None, f"model manifest: {layout.models[name].problem}")
             continue
         found, valid, heads, st = results_by[name]
         f.merge(found)
@@ -120,7 +123,44 @@ def verify_run(run_dir: Path | str, witness: Path | str | None = None, *, worker
     guarded(f, 9, "run.jsonl", check_run_stops, ctx, states)
     guarded(f, 11, "design.toml", check_design, ctx, man)
     guarded(f, 8, "anchors.jsonl", logs.finish, Path(witness) if witness is not None else None)
+    try:
+        f.outcome = outcome(run_events, states)
+    except Exception:  # noqa: BLE001 - a description only; the checks above judge the lines
+        f.outcome = None
     return f.report(str(root))
+
+
+def outcome(run_events: list[tuple[int, dict]], states: list[ModelState]) -> str:
+    """How the run ended, as its chain-valid lines say (a description for the
+    reader of the report, not a check): the close line's status, the run's
+    stop causes, and per model the households ended of its draw, how many
+    unfinished, and its own stop."""
+    closes = [o for _, o in run_events if o.get("event") == "close"]
+    if not closes:
+        head = "no close line (the runner did not end the run: killed, or still running)"
+    else:
+        head = str(closes[-1].get("status"))
+        causes = sorted({str(o.get("cause")) for _, o in run_events if o.get("event") == "stop"})
+        if causes:
+            head += f" ({', '.join(causes)})"
+    return "; ".join([head, *(st.outcome for st in states if st.outcome)])
+
+
+def model_outcome(st: ModelState) -> str:
+    """One model's part of ``outcome``: households ended of its draw, how many
+    unfinished, its own stop."""
+    try:
+        draw = st.manifest.get("draw") if isinstance(st.manifest.get("draw"), list) else []
+        unfinished = sum(1 for e in st.ends.values() if not e.finished)
+        text = f"{st.name}: {len(st.ends)} of {len(draw)} households ended"
+        if unfinished:
+            text += f" ({unfinished} unfinished)"
+        own = [str(o.get("cause")) for _, o in st.events("stop") if o.get("scope") == "model"]
+        if own:
+            text += f", stopped ({own[0]})"
+        return text
+    except Exception:  # noqa: BLE001 - a description only
+        return ""
 
 
 def _add_log_results(logs: LogPass, valid: dict, heads: dict) -> None:
@@ -238,7 +278,7 @@ def _check_one(ctx: RunContext, name: str) -> tuple[Findings, dict, dict, ModelS
         guarded(own, 4, model_log(name, "admission.jsonl"), check_admission, ctx, st)
         guarded(own, 9, log, check_stops, ctx, st)
         guarded(own, 10, log, check_resumes, ctx, st)
-    slim = ModelState(st.name, {}, st.control, attempt_cost=st.attempt_cost)
+    slim = ModelState(st.name, {}, st.control, attempt_cost=st.attempt_cost, outcome=model_outcome(st))
     return (*_log_part(own, ctx.logs, [model_log(name, n) for n in MODEL_LOG_NAMES]), slim)
 
 

@@ -139,6 +139,7 @@ class ModelState:
     halt_t: float = float("inf")
     trigger_t: float = float("inf")
     pauses: list[tuple[float, float]] = field(default_factory=list)
+    outcome: str = ""  # how its households ended, for the report (verify.model_outcome)
 
     def events(self, name: str) -> list[tuple[int, dict]]:
         return [(s, o) for s, o in self.control if o.get("event") == name]

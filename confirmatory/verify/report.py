@@ -62,6 +62,17 @@ class Report:
     run_dir: str
     results: tuple[Result, ...]
     unanchored_tail: int  # lines after the final anchor, summed over logs
+    # Violations other checks may follow from (a chain break: the checks
+    # read only the lines before it; a missing log; a manifest that changed):
+    # shown first, so a reviewer starts at the cause, not at its echoes.
+    start_here: tuple[Violation, ...] = ()
+    # None: no witness was asked (--witness); else the clone and how many
+    # problems its check found (invariant 8 lists them).
+    witness: str | None = None
+    witness_problems: int = 0
+    # What the run's own records say of how it ended (not a check): the
+    # close line's status, the stops' causes, households ended per model.
+    outcome: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -73,16 +84,38 @@ class Report:
     def failed(self) -> set[int]:
         return {r.invariant for r in self.results if r.status is not Status.PASS}
 
+    def witness_line(self) -> str:
+        if self.witness is None:
+            return ("witness: not checked (verify --witness CLONE checks that the witness holds every "
+                    "anchor, unchanged)")
+        if self.witness_problems:
+            return f"witness: {self.witness}: {self.witness_problems} problem(s), listed under invariant 8"
+        return f"witness: {self.witness} holds every anchor of the run, unchanged"
+
     def to_json(self) -> str:
         return json.dumps({
             "run_dir": self.run_dir, "ok": self.ok, "unanchored_tail": self.unanchored_tail,
+            "start_here": [asdict(v) for v in self.start_here],
+            "witness": {"checked": self.witness is not None, "clone": self.witness,
+                        "problems": self.witness_problems if self.witness is not None else None},
+            "outcome": self.outcome,
             "invariants": [{**asdict(r), "status": str(r.status),
                             "first": [asdict(v) for v in r.first]} for r in self.results],
         }, indent=2, sort_keys=True)
 
     def to_table(self, shown: int = 3) -> str:
-        rows = [f"verify {self.run_dir}", "",
-                f"{'#':>2}  {'invariant':<55} {'status':<10} {'checked':>9}  first violations"]
+        rows = [f"verify {self.run_dir}"]
+        if self.outcome:
+            rows.append(f"the records say: {self.outcome}")
+        rows.append("")
+        if self.start_here:
+            rows.append("START HERE (checks read each log only up to its first break; violations "
+                        "below may follow from these):")
+            rows.extend(f"  {v.where()}: {v.message}" for v in self.start_here[:shown])
+            if len(self.start_here) > shown:
+                rows.append(f"  ... {len(self.start_here)} in all")
+            rows.append("")
+        rows.append(f"{'#':>2}  {'invariant':<55} {'status':<10} {'checked':>9}  first violations")
         for r in self.results:
             status = "UNANCHORED" if r.status is Status.UNANCHORED else r.status.value.upper()
             firsts = [f"{v.where()}: {v.message}" for v in r.first[:shown]]
@@ -95,6 +128,7 @@ class Report:
             if r.violations > len(r.first[:shown]):
                 rows.append(pad + f"... {r.violations} violations in all")
         rows.append("")
+        rows.append(self.witness_line())
         if self.unanchored_tail:
             rows.append(f"unanchored tail: {self.unanchored_tail} lines")
         rows.append("ALL INVARIANTS HOLD" if self.ok else
@@ -111,6 +145,10 @@ class Findings:
     first: dict[int, list[Violation]] = field(default_factory=lambda: {i: [] for i in INVARIANTS})
     notes: dict[int, str] = field(default_factory=dict)
     unanchored: int = 0
+    root: list[Violation] = field(default_factory=list)  # Report.start_here
+    witness: str | None = None
+    witness_problems: int = 0
+    outcome: str | None = None
 
     def check(self, invariant: int, n: int = 1) -> None:
         self.checked[invariant] += n
@@ -119,6 +157,12 @@ class Findings:
         self.count[invariant] += 1
         if len(self.first[invariant]) < KEEP_PER_INVARIANT:
             self.first[invariant].append(Violation(invariant, file, line, message))
+
+    def fail_root(self, invariant: int, file: str, line: int | None, message: str) -> None:
+        """A violation other checks may follow from: counted as any, and shown first."""
+        self.fail(invariant, file, line, message)
+        if len(self.root) < KEEP_PER_INVARIANT:
+            self.root.append(Violation(invariant, file, line, message))
 
     def expect(self, invariant: int, ok: bool, file: str, line: int | None, message: str) -> bool:
         self.checked[invariant] += 1
@@ -136,6 +180,7 @@ class Findings:
         for i, note in other.notes.items():
             self.notes[i] = f"{self.notes[i]} {note}".strip() if i in self.notes else note
         self.unanchored += other.unanchored
+        self.root.extend(other.root[: KEEP_PER_INVARIANT - len(self.root)])
 
     def report(self, run_dir: str) -> Report:
         results = []
@@ -151,4 +196,5 @@ class Findings:
                 note = f"unanchored tail: {self.unanchored} lines" + (f"; {note}" if note else "")
             results.append(Result(i, name, status, self.checked[i], self.count[i],
                                   tuple(self.first[i]), note))
-        return Report(run_dir, tuple(results), self.unanchored)
+        return Report(run_dir, tuple(results), self.unanchored, tuple(self.root), self.witness,
+                      self.witness_problems, self.outcome)
