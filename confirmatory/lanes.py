@@ -83,7 +83,9 @@ class Lane:
             return  # the main thread settled this lane and wrote it
         with self.run.spend.ordered() as t:
             pass
-        self.m.run_log.append({"event": "lane-end", "lane": self.index, "reason": reason, "t": t})
+        # Written at the lane's end, perhaps after its log failed (a full
+        # disk: the run is stopping then); the failure goes to the report.
+        self.run._append_at_end(self.m.run_log, {"event": "lane-end", "lane": self.index, "reason": reason, "t": t})
         with self.m.cond:
             self.m.lane_ends.append(reason)
             self.m.cond.notify_all()

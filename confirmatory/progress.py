@@ -111,8 +111,10 @@ class Progress:
             self._once(("ceiling",), "the spend ceiling was crossed: every lane stops", out)
         if run.stopped:
             longest = max((float(m.spec.timeout_s) for m in run.models.values()), default=0.0)
+            detail = getattr(run, "stop_detail", "")
             self._once(("stopping",),
-                       f"run stopping ({run.stop_cause}): calls in flight end within their timeout "
+                       f"run stopping ({run.stop_cause}{': ' + detail if detail else ''}): "
+                       "calls in flight end within their timeout "
                        f"(at most {longest:g} s), then the final anchor is written and pushed "
                        f"(at most {FINAL_PUSH_TIMEOUT_S:g} s)", out)
         signals = getattr(run, "signals_received", 0)

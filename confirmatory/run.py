@@ -13,6 +13,7 @@ ordered against attempt starts), wake every waiter, join.
 
 from __future__ import annotations
 
+import shutil
 import signal
 import threading
 import time
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from confirmatory import rules
-from confirmatory.chain import write_json_durable
+from confirmatory.chain import ChainError, write_json_durable
 from confirmatory.redaction import Guard
 from confirmatory.clock import Clock
 from confirmatory.lanes import Lane
@@ -33,6 +34,12 @@ from confirmatory.spend import Spend
 
 POLL_S = 0.05
 
+
+# The run stops (cause runner-error) when its disk has less free than this,
+# while the stop, the close lines and the final anchor can still be written;
+# `run` refuses to start below it. Looked at every DISK_CHECK_S.
+DISK_FLOOR_BYTES = 64 << 20
+DISK_CHECK_S = 5.0
 
 # Signals that stop a run as an interrupt (SIGHUP where the platform has it).
 INTERRUPT_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
@@ -46,6 +53,10 @@ class RunResult:
     run_dir: Path
     final_push_rc: int | None
     abandoned_lanes: int = 0  # lanes still stuck in an abandoned conversation (settled by the Run)
+    stop_detail: str = ""  # what stopped it, for a person (the stop line's detail)
+    # Lines the end of the run could not write (a full disk, a failed log):
+    # everything acknowledged before is on disk; verify says what is missing.
+    write_failures: tuple[str, ...] = ()
 
 
 class Run:
@@ -61,6 +72,7 @@ class Run:
         config: dict[str, Any] | None = None,
         install_signals: bool = True,
         api_bases: dict[str, str] | None = None,
+        disk_floor_bytes: int = DISK_FLOOR_BYTES,
     ) -> None:
         self.loaded = loaded
         self.design = loaded.design
@@ -82,6 +94,10 @@ class Run:
         self._fatal_lock = threading.Lock()
         self.stopped = False
         self.stop_cause: str | None = None
+        self.stop_detail = ""
+        self.disk_floor_bytes = disk_floor_bytes
+        self._next_disk_check = 0.0
+        self.write_failures: list[str] = []
         self.files: RunFiles | None = None
         self.models: dict[str, ModelState] = {}
         self._threads: list[threading.Thread] = []
@@ -212,6 +228,7 @@ class Run:
             # A memory reading that never returns stops the sampler from
             # checking itself: the main thread checks its health too.
             self.host.check_health()
+        self._check_disk()
         now = time.monotonic()  # deadlines run on the monotonic clock (modelstate.Running)
         deadline = self.design.rules.attempt_deadline_s
         for m in self.models.values():
@@ -227,6 +244,36 @@ class Run:
                 self.stop_model(m, "pool", detail="engine pool died")
             if m.paused:
                 self._check_resume()
+
+    def _check_disk(self) -> None:
+        """Stop (runner-error) before the disk is full: a full disk would
+        leave the stop, the close lines and the final anchor unwritten."""
+        now = time.monotonic()
+        if self.stopped or now < self._next_disk_check:
+            return
+        self._next_disk_check = now + DISK_CHECK_S
+        try:
+            free = shutil.disk_usage(self.run_dir).free
+        except OSError:
+            return  # no answer is no reason to stop; a failed write still is
+        if free < self.disk_floor_bytes:
+            self.stop_run("runner-error", detail=(
+                f"the run's disk has {free / 2**20:.1f} MiB free, below the {self.disk_floor_bytes / 2**20:g} MiB "
+                "floor: stopped while the stop, the close lines and the final anchor can still be written"))
+
+    def _append_at_end(self, log: Any, line: dict[str, Any]) -> bool:
+        """Append a line the run's ending writes (a stop, a close): a log that
+        can no longer be written (a full disk) must not keep the others, or
+        the final anchor, from being written. The failure is kept for the
+        report (``RunResult.write_failures``)."""
+        try:
+            log.append(line)
+            return True
+        except (ChainError, OSError) as exc:
+            text = str(exc)
+            where = str(getattr(log, "path", ""))
+            self.write_failures.append(text if where and where in text else f"{where or '?'}: {text}")
+            return False
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         # Only note it: the main loop stops the lanes.
@@ -295,7 +342,7 @@ class Run:
         line = {"event": "stop", "cause": cause, "scope": rules.STOP_SCOPE.get(cause, "model"), "t": t}
         if detail:
             line["detail"] = detail
-        m.run_log.append(line)
+        self._append_at_end(m.run_log, line)
         m.halt.set()
         with m.cond:
             m.cond.notify_all()
@@ -307,14 +354,15 @@ class Run:
                 return
             self.stopped = True
             self.stop_cause = cause
+            self.stop_detail = detail
         self.stop_event.set()
         line = {"event": "stop", "cause": cause, "scope": "run", "t": t}
         if detail:
             line["detail"] = detail
         assert self.files is not None
-        self.files.run_log.append(line)
+        self._append_at_end(self.files.run_log, line)
         for m in self.models.values():
-            m.run_log.append(line)
+            self._append_at_end(m.run_log, line)
             m.halt.set()
             with m.cond:
                 m.cond.notify_all()
@@ -423,21 +471,28 @@ class Run:
             self.stop_run(fatal[0][0], detail=fatal[0][1])
         total = self.spend.total_nusd
         for m in self.models.values():
-            m.run_log.append({"event": "close", "t": self.clock.now(), "spend_nusd": self.spend.model_total(m.name)})
+            self._append_at_end(m.run_log, {"event": "close", "t": self.clock.now(),
+                                            "spend_nusd": self.spend.model_total(m.name)})
         if self.spend.crossed.is_set():
             status = "ceiling"
         elif self.stopped or any(m.stopped for m in self.models.values()):
             status = "stopped"
         else:
             status = "completed"
-        cause = self.stop_cause or next((m.stop_cause for m in self.models.values() if m.stop_cause), None)
-        self.files.run_log.append({"event": "close", "t": self.clock.now(), "status": status,
-                                   "spend_total_nusd": total})
-        rc = self.anchorer.finish() if self.anchorer is not None else None
+        first = next((m for m in self.models.values() if m.stop_cause), None)
+        cause = self.stop_cause or (first.stop_cause if first else None)
+        detail = self.stop_detail if self.stop_cause else (first.stop_detail if first else "")
+        self._append_at_end(self.files.run_log, {"event": "close", "t": self.clock.now(), "status": status,
+                                                 "spend_total_nusd": total})
+        try:
+            rc = self.anchorer.finish() if self.anchorer is not None else None
+        except (ChainError, OSError) as exc:  # the final anchor could not be written
+            self.write_failures.append(f"the final anchor: {exc}")
+            rc = -1
         self._finished = True
         self.close()
         stuck = sum(1 for t, lane in self._lanes if lane.settled and t.is_alive())
-        return RunResult(status, cause, total, self.run_dir, rc, stuck)
+        return RunResult(status, cause, total, self.run_dir, rc, stuck, detail, tuple(self.write_failures))
 
     def close(self) -> None:
         """Idempotent: join what is left, close pools and writers, restore signal handlers."""

@@ -85,8 +85,14 @@ def model_problems(loaded: Any, *, keys: bool) -> list[str]:
     return problems
 
 
-def run_dir_problems(run_dir: Path) -> list[str]:
-    """Why a run could not be created at ``run_dir``."""
+def run_dir_problems(run_dir: Path, *, disk_floor_bytes: int | None = None) -> list[str]:
+    """Why a run could not be created at ``run_dir`` (or would stop at once:
+    less free disk than the run's floor, ``run.DISK_FLOOR_BYTES``)."""
+    import shutil
+
+    from confirmatory.run import DISK_FLOOR_BYTES
+
+    floor = DISK_FLOOR_BYTES if disk_floor_bytes is None else disk_floor_bytes
     if run_dir.exists():
         return [f"{run_dir}: the run directory already exists; a run never writes into an old one"]
     existing = next((p for p in run_dir.parents if p.exists()), None)
@@ -94,6 +100,14 @@ def run_dir_problems(run_dir: Path) -> list[str]:
         return [f"{run_dir}: cannot be created: {existing} is a file, not a directory"]
     if existing is not None and not os.access(existing, os.W_OK | os.X_OK):
         return [f"{run_dir}: cannot be created: {existing} is not writable"]
+    if existing is not None:
+        try:
+            free = shutil.disk_usage(existing).free
+        except OSError:
+            free = None
+        if free is not None and free < floor:
+            return [f"{run_dir}: its disk has {free / 2**20:.1f} MiB free, below the {floor / 2**20:g} MiB "
+                    "the run stops at (it keeps that much to write its stop, close lines and final anchor)"]
     return []
 
 
@@ -230,10 +244,16 @@ def report(result: Any) -> int:
     if unwitnessed:
         _say(f"  the witness does not hold the final anchor yet (push rc {result.final_push_rc}); "
               f"retry with: confirmatory push-anchor {shlex.quote(str(result.run_dir))}")
+    failures = getattr(result, "write_failures", ())
+    if failures:
+        _say(f"  NOT EVERY LINE OF THE RUN'S END COULD BE WRITTEN ({len(failures)}): {failures[0]}")
+        _say("  everything acknowledged before that is on disk; confirmatory verify "
+             f"{shlex.quote(str(result.run_dir))} says what is missing")
     if result.status == "ceiling":
         _say("  the spend ceiling was crossed: every lane stopped")
         return EXIT_CEILING
     if result.status == "stopped":
-        _say(f"  stopped, cause {result.stop_cause} (see run.jsonl and models/*/run.jsonl)")
+        detail = f": {result.stop_detail}" if getattr(result, "stop_detail", "") else ""
+        _say(f"  stopped, cause {result.stop_cause}{detail} (see run.jsonl and models/*/run.jsonl)")
         return EXIT_STOPPED
     return EXIT_WITNESS if unwitnessed else EXIT_OK

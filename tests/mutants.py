@@ -89,6 +89,13 @@ MUTANTS = (
     Mutant("complete an attempt by a sample whose reads began before its end", "confirmatory/hostrules.py",
            "        if completion_key(line) > end:", "        if line[\"t\"] > end:",
            "tests/test_hostrules.py::test_a_sample_whose_step_began_reading_before_the_attempt_ended_does_not_complete_it"),
+    Mutant("let a failed write at the run's end raise", "confirmatory/run.py",
+           "        except (ChainError, OSError) as exc:\n            text = str(exc)",
+           "        except ZeroDivisionError as exc:\n            text = str(exc)",
+           "tests/test_run_faults.py::test_logs_that_can_no_longer_be_written_end_the_run_with_a_report_not_a_traceback"),
+    Mutant("never look at the free disk", "confirmatory/run.py",
+           "        self._check_disk()\n", "",
+           "tests/test_run_faults.py::test_a_disk_below_the_floor_stops_the_run_while_its_end_can_still_be_written"),
     # verify: gaps an audit found, each closed by a check that these undo
     Mutant("skip a control line with a nested event", "confirmatory/verify/model.py",
            "(_SKIP[0] in raw or _SKIP[1] in raw) and raw.count(b'\"event\":') == 1",

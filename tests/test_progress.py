@@ -73,7 +73,9 @@ def test_a_stopping_run_says_what_it_waits_for_and_that_a_second_signal_changes_
     result = watched(run, progress, interrupt)
     text = out.getvalue()
     assert result.status == "stopped" and result.stop_cause == "interrupt"
-    assert text.count("run stopping (interrupt): calls in flight end within their timeout") == 1, text
+    # (the first signal is what stopped it: SIGHUP, the detail of the run's stop line)
+    assert text.count(f"run stopping (interrupt: signal {int(signal.SIGHUP)}): calls in flight end within "
+                      "their timeout") == 1, text
     assert "final anchor is written and pushed" in text
     assert run.signals_received == 2 and text.count("signal received again: already stopping") == 1, text
     # The last table does not call a model cut short "done".

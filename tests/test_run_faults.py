@@ -275,3 +275,56 @@ def test_a_run_closed_without_its_main_loop_stops_its_lanes_instead_of_waiting_f
     assert not closer.is_alive(), "close() waited for a paused lane for ever"
     stops = of(events(run.run_dir), "stop")
     assert [s["cause"] for s in stops] == ["runner-error"]
+
+
+# --- the disk ------------------------------------------------------------------------------
+
+def test_a_disk_below_the_floor_stops_the_run_while_its_end_can_still_be_written(tmp_path):
+    # A floor above any disk's free space: the first look (real statvfs) stops the run.
+    hh = [{"id": f"hh-{i:03d}", "latency_s": 0.05} for i in range(40)]
+    result, run_dir = execute(tmp_path, households=hh, models=1, disk_floor_bytes=1 << 62, **FAST)
+    verified(run_dir)  # the stop, the close lines and the final anchor were all written
+    assert result.status == "stopped" and result.stop_cause == "runner-error"
+    assert "MiB free, below the" in result.stop_detail and result.write_failures == ()
+    (stop,) = of(events(run_dir), "stop")
+    assert stop["cause"] == "runner-error" and "the run's disk has" in stop["detail"]
+
+
+def test_run_refuses_to_start_with_less_free_disk_than_the_floor(tmp_path):
+    from confirmatory.runmain import run_dir_problems
+
+    (problem,) = run_dir_problems(tmp_path / "runs" / "r", disk_floor_bytes=1 << 62)
+    assert problem.startswith(f"{tmp_path / 'runs' / 'r'}: its disk has ") and "MiB the run stops at" in problem
+    assert run_dir_problems(tmp_path / "runs" / "r", disk_floor_bytes=0) == []
+
+
+def test_logs_that_can_no_longer_be_written_end_the_run_with_a_report_not_a_traceback(tmp_path):
+    # Real write failures: the runner in a process whose files may not grow
+    # past 40 kB (RLIMIT_FSIZE; Python ignores SIGXFSZ, so a write past it
+    # fails with EFBIG). A model log fills first, mid-run.
+    import subprocess
+    import sys
+
+    from confirmatory.testing.designs import write_design
+
+    design = write_design(tmp_path / "design", households=[{"id": f"hh-{i:03d}"} for i in range(200)], models=2,
+                          anchors={"command": ["true"]}, **FAST)
+    code = ("import resource, sys\n"
+            "from pathlib import Path\n"
+            "import confirmatory.run as r\n"
+            "from confirmatory.runmain import run_command\n"
+            "r.DISK_FLOOR_BYTES = 0\n"  # this test is about the failure itself, not the floor that avoids it
+            "resource.setrlimit(resource.RLIMIT_FSIZE, (40000, 40000))\n"
+            "sys.exit(run_command(Path(sys.argv[1]), Path(sys.argv[2]), quiet=True))\n")
+    run_dir = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-c", code, str(design), str(run_dir)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 4, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert "NOT EVERY LINE OF THE RUN'S END COULD BE WRITTEN" in proc.stderr
+    assert "File too large" in proc.stderr and "says what is missing" in proc.stderr
+    from confirmatory.verify import verify_run
+
+    report = verify_run(run_dir)
+    assert not report.ok and report.start_here  # the torn log, shown first
+    assert report.outcome.startswith("stopped (runner-error)")
