@@ -150,6 +150,9 @@ def test_the_main_job_with_no_arguments_runs_the_demo_and_verifies_it(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
     assert "ALL INVARIANTS HOLD" in proc.stdout + proc.stderr
+    # ... against the witness too: the demo shows the whole machinery.
+    witness = tmp_path / "runs" / ".witness" / "clone"
+    assert f"witness: {witness} holds every anchor of the run, unchanged" in proc.stdout, proc.stdout[-3000:]
     runs = [p for p in (tmp_path / "runs").iterdir() if not p.name.startswith(".")]
     assert len(runs) == 1 and (runs[0] / "manifest.json").is_file()
 

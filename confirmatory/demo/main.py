@@ -47,22 +47,24 @@ def demo_command(run_dir: Path | None = None, design: Path | None = None) -> int
     from confirmatory.witness import init_local_witness  # noqa: PLC0415
 
     # The bundled designs push their anchors to {run_dir}/../.witness/clone.
-    init_local_witness(run_dir.parent / ".witness")
+    witness = init_local_witness(run_dir.parent / ".witness")
     run_rc = run_command(design, run_dir, workers=None, quiet=False)
     if not (run_dir / "manifest.json").is_file():
         # Refused before starting: nothing to verify or show.
         print(f"confirmatory demo: the run did not start (exit status {run_rc})", file=sys.stderr)
         return run_rc or 1
 
-    print("\nconfirmatory demo: verifying the run records", file=sys.stderr)
-    verify_rc = verify_command(run_dir)
-    print(guide(run_dir, run_rc=run_rc, verify_rc=verify_rc))
+    # Against the witness too, as a reviewer would: it fetches the protected
+    # remote the run pushed every anchor to, and compares.
+    print("\nconfirmatory demo: verifying the run records and the witness", file=sys.stderr)
+    verify_rc = verify_command(run_dir, witness=witness)
+    print(guide(run_dir, run_rc=run_rc, verify_rc=verify_rc, witness=witness))
     if run_rc != 0:
         return run_rc
     return verify_rc
 
 
-def guide(run_dir: Path, *, run_rc: int, verify_rc: int) -> str:
+def guide(run_dir: Path, *, run_rc: int, verify_rc: int, witness: Path | None = None) -> str:
     """Where everything is, and the commands to go on with."""
     models_dir = run_dir / "models"
     models = sorted(p.name for p in models_dir.iterdir() if p.is_dir()) if models_dir.is_dir() else []
@@ -81,7 +83,8 @@ def guide(run_dir: Path, *, run_rc: int, verify_rc: int) -> str:
         "  models/<model>/admission.jsonl admission decisions",
         f"  models/<model>/records/<household>/<arm>/<pass>.json   {records} attempt records",
         "",
-        f"Verify again:  confirmatory verify {shlex.quote(str(run_dir))}",
+        f"Verify again:  confirmatory verify {shlex.quote(str(run_dir))}"
+        + (f" --witness {shlex.quote(str(witness))}" if witness is not None else ""),
     ]
     paused = [m for m in models if b'"event":"pause"' in _read(models_dir / m / "run.jsonl")]
     if paused:
