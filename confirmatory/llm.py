@@ -103,6 +103,13 @@ def route_problem(litellm_model: str, api_base: str | None) -> str | None:
     return None
 
 
+# Providers whose model string names a deployment, not a model: litellm
+# prices their replies by the model the response names, which cannot be
+# known before the first call. Their price is checked at each reply instead
+# (UnpricedCall pauses the model if one comes back unpriced).
+PRICED_FROM_RESPONSE = ("azure", "azure_ai")
+
+
 def price_problem(litellm_model: str) -> str | None:
     """Why litellm cannot price a call to ``litellm_model``, or None when it can.
 
@@ -211,14 +218,16 @@ def price_record(model: ModelLike) -> dict[str, Any]:
     litellm's lookup now gives for the model string (after ``prepare``), in
     USD per million tokens, and where it comes from: ``"design"`` (the
     model's ``price_usd_per_mtok``), ``"simulator"`` or ``"litellm"`` (its
-    own table, of the version the runner identity names). None for each
-    price the lookup cannot give (an Azure deployment: priced by the model
-    each reply names)."""
+    own table, of the version the runner identity names), or ``"reply"``
+    with no price for an Azure deployment without a design price (litellm
+    prices each reply by the model the reply names)."""
     lib = _lib()
     if getattr(model, "price_usd_per_mtok", None) is not None:
         source = "design"
     elif getattr(model, "api_base", None) == "simulator":
         source = "simulator"
+    elif provider_of(model.litellm_model) in PRICED_FROM_RESPONSE:
+        return {"source": "reply", "input_usd_per_mtok": None, "output_usd_per_mtok": None}
     else:
         source = "litellm"
     try:

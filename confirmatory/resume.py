@@ -51,13 +51,15 @@ def _objects(path: Path) -> list[dict[str, Any]]:
 
 def model_state(run_dir: Path, model: str) -> tuple[str, float | None]:
     """What ``models/<model>/run.jsonl`` says: ("stopped", t of the stop),
-    ("paused", t of the pause after its last accepted resume) or ("running", None)."""
+    ("paused", t of the latest pause since its last accepted resume: several
+    lanes may pause it, and the runner, like verify, compares a request with
+    the latest) or ("running", None)."""
     paused, paused_t = False, None
     for obj in _objects(Path(run_dir) / "models" / model / "run.jsonl"):
         event = obj.get("event")
         if event == "stop":
             return "stopped", obj.get("t")
-        if event == "pause" and not paused:
+        if event == "pause":
             paused, paused_t = True, obj.get("t")
         elif event == "resume" and obj.get("accepted") is True:
             paused, paused_t = False, None

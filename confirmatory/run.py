@@ -72,7 +72,7 @@ class Run:
         config: dict[str, Any] | None = None,
         install_signals: bool = True,
         api_bases: dict[str, str] | None = None,
-        disk_floor_bytes: int = DISK_FLOOR_BYTES,
+        disk_floor_bytes: int | None = None,
     ) -> None:
         self.loaded = loaded
         self.design = loaded.design
@@ -95,7 +95,7 @@ class Run:
         self.stopped = False
         self.stop_cause: str | None = None
         self.stop_detail = ""
-        self.disk_floor_bytes = disk_floor_bytes
+        self.disk_floor_bytes = DISK_FLOOR_BYTES if disk_floor_bytes is None else disk_floor_bytes
         self._next_disk_check = 0.0
         self.write_failures: list[str] = []
         self.files: RunFiles | None = None

@@ -34,11 +34,6 @@ def registry_path(design_path: Path) -> Path:
     return Path.cwd() / "models.json"
 
 
-# Providers whose model string names a deployment, not a model: litellm
-# prices their replies by the model the response names, which cannot be
-# known before the first call. Their price is checked at each reply instead
-# (llm.UnpricedCall pauses the model if one comes back unpriced).
-PRICED_FROM_RESPONSE = ("azure", "azure_ai")
 
 
 def model_problems(loaded: Any, *, keys: bool) -> list[str]:
@@ -77,7 +72,7 @@ def model_problems(loaded: Any, *, keys: bool) -> list[str]:
             problem = llm.register_price(m.litellm_model, m.price_usd_per_mtok.per_token())
             if problem:
                 problems.append(f"models[{i}].price_usd_per_mtok: {problem}")
-        elif llm.provider_of(m.litellm_model) not in PRICED_FROM_RESPONSE:
+        elif llm.provider_of(m.litellm_model) not in llm.PRICED_FROM_RESPONSE:
             problem = llm.price_problem(m.litellm_model)
             if problem:
                 problems.append(f"{key}: {problem} (give the model a price_usd_per_mtok "

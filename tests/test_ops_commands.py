@@ -135,7 +135,9 @@ def test_resume_while_the_wall_clock_is_behind_the_pause_is_refused_and_writes_n
     # stepped back, a request (raw wall time) would predate it and be rejected.
     run = Run(tmp_path)
     ahead = time.time() + 3600.0
-    run.event("m0", event="pause", household="h", arm="a", **{"pass": 0}, t=ahead)
+    # Two lanes paused it: the runner compares a request with the latest pause.
+    run.event("m0", event="pause", household="h", arm="a", **{"pass": 0}, t=time.time() - 60.0)
+    run.event("m0", event="pause", household="h2", arm="a", **{"pass": 0}, t=ahead)
     before = run.bytes("resume.jsonl")
     with run.lock():
         assert resume_command(run.path, "m0") == 3

@@ -254,8 +254,11 @@ def test_an_azure_deployment_is_not_refused_for_a_price_only_its_replies_can_tel
     for name in ("AZURE_API_KEY", "AZURE_API_BASE", "AZURE_API_VERSION"):
         monkeypatch.setenv(name, "set-for-the-test-000")
     design = design_with(tmp_path, "azure/my-prod-deployment")
-    assert preflight(design, tmp_path / "run", workers=None).design.models[0].litellm_model == \
-        "azure/my-prod-deployment"
+    loaded = preflight(design, tmp_path / "run", workers=None)
+    assert loaded.design.models[0].litellm_model == "azure/my-prod-deployment"
+    # config.json says so: priced from each reply, no price known before
+    assert llm.price_record(loaded.design.models[0]) == {
+        "source": "reply", "input_usd_per_mtok": None, "output_usd_per_mtok": None}
 
 
 # ---- a price the design gives ----------------------------------------------------------------------

@@ -480,3 +480,26 @@ def test_the_report_is_the_same_without_orjson(run, tmp_path, monkeypatch):
             slow = {w: _report_key(verify_run(root, workers=w)) for w in (1, 3)}
         assert fast == slow and fast[1] == fast[3], root.name
     assert not verify_run(bad, workers=1).ok
+
+
+def test_a_witness_asked_for_but_not_reached_is_not_reported_as_not_asked(run, tmp_path):
+    # An anchor line whose count is not a number makes the anchors unreadable
+    # for the witness check: the report must not tell the reader to pass --witness.
+    import shutil
+
+    from confirmatory.chain import dumps, log_seed, sha256_hex
+
+    bad = tmp_path / "bad"
+    shutil.copytree(run, bad)
+    objs = [json.loads(x) for x in (bad / "anchors.jsonl").read_bytes().split(b"\n")[:-1]]
+    rel = next(iter(objs[-1]["logs"]))
+    objs[-1]["logs"][rel]["lines"] = "x"  # in the final anchor
+    head, out = log_seed(sha256_hex((bad / "manifest.json").read_bytes()), "anchors.jsonl"), []
+    for k, o in enumerate(objs):
+        line = dumps({**o, "seq": k, "prev": head})
+        out.append(line + b"\n")
+        head = sha256_hex(line)
+    (bad / "anchors.jsonl").write_bytes(b"".join(out))
+    report = verify_run(bad, witness=tmp_path / "some-clone")
+    assert report.witness == str(tmp_path / "some-clone") and report.witness_problems >= 1
+    assert "not checked (verify --witness" not in report.to_table()

@@ -123,6 +123,9 @@ def verify_run(run_dir: Path | str, witness: Path | str | None = None, *, worker
     guarded(f, 9, "run.jsonl", check_run_stops, ctx, states)
     guarded(f, 11, "design.toml", check_design, ctx, man)
     guarded(f, 8, "anchors.jsonl", logs.finish, Path(witness) if witness is not None else None)
+    if witness is not None and f.witness is None:  # finish failed before it got to the witness
+        f.witness, f.witness_problems = str(witness), 1
+        f.fail(8, "witness", None, "not checked: the anchors could not be read (see the violations above)")
     try:
         f.outcome = outcome(run_events, states)
     except Exception:  # noqa: BLE001 - a description only; the checks above judge the lines
