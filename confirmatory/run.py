@@ -57,6 +57,7 @@ class RunResult:
     # Lines the end of the run could not write (a full disk, a failed log):
     # everything acknowledged before is on disk; verify says what is missing.
     write_failures: tuple[str, ...] = ()
+    final_anchor_written: bool = True
 
 
 class Run:
@@ -272,7 +273,12 @@ class Run:
         except (ChainError, OSError) as exc:
             text = str(exc)
             where = str(getattr(log, "path", ""))
-            self.write_failures.append(text if where and where in text else f"{where or '?'}: {text}")
+            text = text if where and where in text else f"{where or '?'}: {text}"
+            self.write_failures.append(text)
+            # Not yet stopping (a lane's end line failed while the others go
+            # on): a log the run cannot write is a runner error; the main
+            # loop stops the run.
+            self.fatal("runner-error", f"a log could not be written: {text}")
             return False
 
     def _on_signal(self, signum: int, frame: Any) -> None:
@@ -467,7 +473,7 @@ class Run:
             self.host.join()
         with self._fatal_lock:
             fatal = list(self._fatal)
-        if fatal and not self.stopped:  # the sampler died while the lanes ended
+        if fatal and not self.stopped:  # the sampler died, or a lane's last line failed, while the lanes ended
             self.stop_run(fatal[0][0], detail=fatal[0][1])
         total = self.spend.total_nusd
         for m in self.models.values():
@@ -475,8 +481,8 @@ class Run:
                                             "spend_nusd": self.spend.model_total(m.name)})
         if self.spend.crossed.is_set():
             status = "ceiling"
-        elif self.stopped or any(m.stopped for m in self.models.values()):
-            status = "stopped"
+        elif self.stopped or any(m.stopped for m in self.models.values()) or self.write_failures:
+            status = "stopped"  # (a close line that failed just now: the records did not end complete)
         else:
             status = "completed"
         first = next((m for m in self.models.values() if m.stop_cause), None)
@@ -484,15 +490,17 @@ class Run:
         detail = self.stop_detail if self.stop_cause else (first.stop_detail if first else "")
         self._append_at_end(self.files.run_log, {"event": "close", "t": self.clock.now(), "status": status,
                                                  "spend_total_nusd": total})
+        anchored = True
         try:
             rc = self.anchorer.finish() if self.anchorer is not None else None
         except (ChainError, OSError) as exc:  # the final anchor could not be written
             self.write_failures.append(f"the final anchor: {exc}")
-            rc = -1
+            rc, anchored = None, False
         self._finished = True
         self.close()
         stuck = sum(1 for t, lane in self._lanes if lane.settled and t.is_alive())
-        return RunResult(status, cause, total, self.run_dir, rc, stuck, detail, tuple(self.write_failures))
+        return RunResult(status, cause, total, self.run_dir, rc, stuck, detail, tuple(self.write_failures),
+                         final_anchor_written=anchored)
 
     def close(self) -> None:
         """Idempotent: join what is left, close pools and writers, restore signal handlers."""

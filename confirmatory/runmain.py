@@ -236,7 +236,10 @@ def report(result: Any) -> int:
     _say(f"  spend {format_usd(result.spend_total_nusd)}")
     # Whatever the ending, the reviewer needs the witness to hold the final anchor.
     unwitnessed = result.final_push_rc not in (None, 0)
-    if unwitnessed:
+    if not getattr(result, "final_anchor_written", True):
+        _say("  the final anchor could not be written: the records are not anchored at their end "
+             "(verify reports it)")
+    elif unwitnessed:
         _say(f"  the witness does not hold the final anchor yet (push rc {result.final_push_rc}); "
               f"retry with: confirmatory push-anchor {shlex.quote(str(result.run_dir))}")
     failures = getattr(result, "write_failures", ())
@@ -244,6 +247,9 @@ def report(result: Any) -> int:
         _say(f"  NOT EVERY LINE OF THE RUN'S END COULD BE WRITTEN ({len(failures)}): {failures[0]}")
         _say("  everything acknowledged before that is on disk; confirmatory verify "
              f"{shlex.quote(str(result.run_dir))} says what is missing")
+    if failures and result.status != "ceiling":
+        _say(f"  stopped, cause {result.stop_cause or 'runner-error'}")
+        return EXIT_STOPPED
     if result.status == "ceiling":
         _say("  the spend ceiling was crossed: every lane stopped")
         return EXIT_CEILING

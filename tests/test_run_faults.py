@@ -328,3 +328,7 @@ def test_logs_that_can_no_longer_be_written_end_the_run_with_a_report_not_a_trac
     report = verify_run(run_dir)
     assert not report.ok and report.start_here  # the torn log, shown first
     assert report.outcome.startswith("stopped (runner-error)")
+    (stop,) = of(events(run_dir), "stop")  # run.jsonl itself stayed writable
+    assert stop["cause"] == "runner-error" and "File too large" in stop["detail"]
+    (close,) = of(events(run_dir), "close")
+    assert close["status"] == "stopped"
