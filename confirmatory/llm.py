@@ -154,20 +154,17 @@ def prepare(
     simulated provider, the simulator's price. ``sim_prices`` maps a served
     name (``"sim-careful"``) to USD per (input, output) token; when None,
     models whose ``api_base`` is ``"simulator"`` get the simulator's own
-    ``SIM_PRICES``. Raises ``ValueError`` if a registered price does not come
-    back from litellm's cost lookup as given (a run would count calls wrong).
+    ``SIM_PRICES``. Raises ``ValueError`` if a price does not come back from
+    litellm's cost lookup as given, or one registration changed another
+    model's price (``register_prices``: a run would count calls wrong).
     """
     lib = _lib()
     lib.suppress_debug_info = True
     for name in _LITELLM_LOGGERS:
         logging.getLogger(name).propagate = False
-    for model in models:
-        entry = price_entry(model, sim_prices)
-        if entry is None:
-            continue
-        problem = register_price(model.litellm_model, entry)
-        if problem:
-            raise ValueError(f"model {getattr(model, 'name', model.litellm_model)!r}: {problem}")
+    problems = register_prices(models, sim_prices)
+    if problems:
+        raise ValueError("; ".join(problems))
 
 
 def price_entry(
@@ -186,11 +183,7 @@ def price_entry(
             "cache_read_input_token_cost": in_cost, "cache_creation_input_token_cost": in_cost}
 
 
-def register_price(litellm_model: str, entry: Mapping[str, float]) -> str | None:
-    """Register ``entry`` (litellm's per-token price fields) for the model
-    string exactly as calls request it, and check that litellm's cost lookup
-    (the one behind every reply's ``response_cost``) now gives those prices;
-    the problem, or None."""
+def _register(litellm_model: str, entry: Mapping[str, float]) -> None:
     lib = _lib()
     fields = {**entry, "litellm_provider": provider_of(litellm_model), "mode": "chat"}
     # Registering a name litellm's table lacks also logs a warning about
@@ -202,15 +195,86 @@ def register_price(litellm_model: str, entry: Mapping[str, float]) -> str | None
         lib.register_model({litellm_model: fields})
     finally:
         logger.setLevel(level)
-    want = (entry["input_cost_per_token"] * 1e6, entry["output_cost_per_token"] * 1e6)
+
+
+def _lookup(litellm_model: str) -> tuple[float, float] | None:
+    """USD per million input / output tokens as litellm's cost lookup gives
+    them now (the lookup behind every reply's ``response_cost``); None when
+    it cannot price the model string."""
     try:
-        got = lib.cost_per_token(model=litellm_model, prompt_tokens=1_000_000, completion_tokens=1_000_000)
-    except Exception as exc:  # noqa: BLE001 - any failure means calls would go unpriced
-        return f"the price given for {litellm_model} does not reach litellm's cost lookup ({type(exc).__name__})"
-    if not all(math.isclose(g, w, rel_tol=1e-9, abs_tol=1e-15) for g, w in zip(got, want)):
+        got = _lib().cost_per_token(model=litellm_model, prompt_tokens=1_000_000, completion_tokens=1_000_000)
+    except Exception:  # noqa: BLE001 - unpriced
+        return None
+    return float(got[0]), float(got[1])
+
+
+def _same(got: tuple[float, float] | None, want: tuple[float, float] | None) -> bool:
+    if got is None or want is None:
+        return got is want
+    return all(math.isclose(g, w, rel_tol=1e-9, abs_tol=1e-15) for g, w in zip(got, want))
+
+
+def _wanted(entry: Mapping[str, float]) -> tuple[float, float]:
+    return entry["input_cost_per_token"] * 1e6, entry["output_cost_per_token"] * 1e6
+
+
+def _readback_problem(litellm_model: str, entry: Mapping[str, float]) -> str | None:
+    got, want = _lookup(litellm_model), _wanted(entry)
+    if got is None:
+        return f"the price given for {litellm_model} does not reach litellm's cost lookup"
+    if not _same(got, want):
         return (f"litellm prices {litellm_model} at {got[0]:g} / {got[1]:g} USD per million input / output "
                 f"tokens, not the {want[0]:g} / {want[1]:g} registered; calls would be counted wrong")
     return None
+
+
+def register_price(litellm_model: str, entry: Mapping[str, float]) -> str | None:
+    """Register ``entry`` (litellm's per-token price fields) for the model
+    string as calls request it, and check that litellm's cost lookup now
+    gives those prices; the problem, or None. One model alone: a design's
+    models together go through ``register_prices``."""
+    _register(litellm_model, entry)
+    return _readback_problem(litellm_model, entry)
+
+
+def register_prices(
+    models: Sequence[ModelLike], sim_prices: Mapping[str, tuple[float, float]] | None = None
+) -> list[str]:
+    """Register every price the design (or the simulator) gives, then check
+    every model's price, each problem keyed ``models[i]...``.
+
+    litellm files a registered price under its own table key, not only the
+    string given (registering ``openai/gpt-4o-2024-08-06`` re-prices
+    ``gpt-4o-2024-08-06`` too), and keeps one price per key: one model's
+    registration can change another's price. So after all are registered,
+    each model with a price of its own must read back at that price, and
+    each model priced by litellm's table at the price it had before."""
+    entries = [price_entry(m, sim_prices) for m in models]
+    before = {i: _lookup(m.litellm_model) for i, (m, e) in enumerate(zip(models, entries)) if e is None}
+    problems: list[str] = []
+    first: dict[str, tuple[int, tuple[float, float]]] = {}
+    for i, (m, e) in enumerate(zip(models, entries)):
+        if e is None:
+            continue
+        if m.litellm_model in first and not _same(first[m.litellm_model][1], _wanted(e)):
+            problems.append(f"models[{i}].price_usd_per_mtok: models[{first[m.litellm_model][0]}] names the same "
+                            f"litellm_model {m.litellm_model!r} at another price; litellm keeps one price per "
+                            "model string, so one of them would be counted at the other's price")
+        first.setdefault(m.litellm_model, (i, _wanted(e)))
+        _register(m.litellm_model, e)
+    for i, (m, e) in enumerate(zip(models, entries)):
+        if e is not None:
+            problem = _readback_problem(m.litellm_model, e)
+            if problem and not any(p.startswith(f"models[{i}].") for p in problems):
+                problems.append(f"models[{i}].price_usd_per_mtok: {problem} (another model's price shares "
+                                "litellm's entry for it?)")
+        elif not _same(_lookup(m.litellm_model), before[i]):
+            now, was = _lookup(m.litellm_model), before[i]
+            problems.append(
+                f"models[{i}].litellm_model: registering the other models' prices changed litellm's price for "
+                f"{m.litellm_model} (from {was} to {now} USD per million input / output tokens: they share a "
+                "price entry); give it a price_usd_per_mtok of its own, the same as the other's, or name it apart")
+    return problems
 
 
 def price_record(model: ModelLike) -> dict[str, Any]:

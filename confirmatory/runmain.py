@@ -46,7 +46,9 @@ def model_problems(loaded: Any, *, keys: bool) -> list[str]:
         return []
     from confirmatory import llm
 
-    problems = []
+    # Every price the design gives, registered together and read back: one
+    # model's registration must not change another's (llm.register_prices).
+    problems = llm.register_prices(loaded.design.models)
     for i, m in real:
         # Keyed as the design's other problems are: models[i].<key>.
         key = f"models[{i}].litellm_model"
@@ -68,11 +70,7 @@ def model_problems(loaded: Any, *, keys: bool) -> list[str]:
         # a paid API, a proxy or a tunnel; and an unpriced reply would pause
         # its model at every call, llm.UnpricedCall, with nothing an
         # operator could change in a frozen design.)
-        if m.price_usd_per_mtok is not None:
-            problem = llm.register_price(m.litellm_model, m.price_usd_per_mtok.per_token())
-            if problem:
-                problems.append(f"models[{i}].price_usd_per_mtok: {problem}")
-        elif llm.provider_of(m.litellm_model) not in llm.PRICED_FROM_RESPONSE:
+        if m.price_usd_per_mtok is None and llm.provider_of(m.litellm_model) not in llm.PRICED_FROM_RESPONSE:
             problem = llm.price_problem(m.litellm_model)
             if problem:
                 problems.append(f"{key}: {problem} (give the model a price_usd_per_mtok "

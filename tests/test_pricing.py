@@ -366,3 +366,44 @@ def test_config_json_records_the_price_each_model_is_counted_at(tmp_path):
     in_price, out_price = SIM_PRICES["sim-sloppy"]
     assert models["m1"]["price"] == {"source": "simulator", "input_usd_per_mtok": pytest.approx(in_price * 1e6),
                                      "output_usd_per_mtok": pytest.approx(out_price * 1e6)}
+
+
+@pytest.fixture()
+def litellm_prices():
+    """litellm's price table as it was before the test (registration is process-wide)."""
+    import copy
+
+    lib = llm._lib()
+    saved = copy.deepcopy(lib.model_cost)
+    yield lib
+    lib.model_cost.clear()
+    lib.model_cost.update(saved)
+
+
+def test_two_models_naming_one_model_string_at_two_prices_are_refused(litellm_prices):
+    from confirmatory.design import Price
+
+    a = llm.AdHocModel(name="a", litellm_model="openai/my-llama-twice", api_base="http://127.0.0.1:8001/v1")
+    b = llm.AdHocModel(name="b", litellm_model="openai/my-llama-twice", api_base="http://127.0.0.1:8002/v1")
+    object.__setattr__(a, "price_usd_per_mtok", Price(input=1.0, output=1.0))
+    object.__setattr__(b, "price_usd_per_mtok", Price(input=9.0, output=9.0))
+    problems = llm.register_prices([a, b])
+    assert problems and problems[0].startswith("models[1].price_usd_per_mtok: models[0] names the same "
+                                               "litellm_model 'openai/my-llama-twice' at another price"), problems
+    with pytest.raises(ValueError, match="names the same litellm_model"):
+        llm.prepare([a, b])
+
+
+def test_a_design_price_that_would_change_another_models_table_price_is_refused(litellm_prices):
+    # litellm files openai/gpt-4-0613's price under its table key, which the
+    # bare "gpt-4-0613" shares: registering one re-prices the other.
+    from confirmatory.design import Price
+
+    proxied = llm.AdHocModel(name="proxied", litellm_model="openai/gpt-4-0613", api_base="http://127.0.0.1:4000/v1")
+    object.__setattr__(proxied, "price_usd_per_mtok", Price(input=100.0, output=200.0))
+    direct = llm.AdHocModel(name="direct", litellm_model="gpt-4-0613")
+    table = llm._lookup("gpt-4-0613")
+    assert table is not None and table != (100.0, 200.0)
+    problems = llm.register_prices([proxied, direct])
+    assert any(p.startswith("models[1].litellm_model: registering the other models' prices changed litellm's "
+                            "price for gpt-4-0613") for p in problems), problems
