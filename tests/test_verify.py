@@ -503,3 +503,16 @@ def test_a_witness_asked_for_but_not_reached_is_not_reported_as_not_asked(run, t
     report = verify_run(bad, witness=tmp_path / "some-clone")
     assert report.witness == str(tmp_path / "some-clone") and report.witness_problems >= 1
     assert "not checked (verify --witness" not in report.to_table()
+
+
+def test_a_changed_manifest_is_shown_once_where_to_start(run, tmp_path):
+    import shutil
+
+    bad = tmp_path / "bad"
+    shutil.copytree(run, bad)
+    path = bad / "models/alpha/manifest.json"
+    path.write_bytes(path.read_bytes().replace(b'"lanes":', b'"lanes": ', 1))  # same JSON, other bytes
+    report = verify_run(bad)
+    roots = [v.message for v in report.start_here]
+    assert roots.count("manifest models/alpha/manifest.json does not hash as anchored") == 1, roots
+    assert report.result(8).violations > 1  # every anchor that lists it still fails

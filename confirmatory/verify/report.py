@@ -161,7 +161,8 @@ class Findings:
     def fail_root(self, invariant: int, file: str, line: int | None, message: str) -> None:
         """A violation other checks may follow from: counted as any, and shown first."""
         self.fail(invariant, file, line, message)
-        if len(self.root) < KEEP_PER_INVARIANT:
+        # once per cause (a changed manifest fails every anchor that lists it)
+        if len(self.root) < KEEP_PER_INVARIANT and all(v.message != message for v in self.root):
             self.root.append(Violation(invariant, file, line, message))
 
     def expect(self, invariant: int, ok: bool, file: str, line: int | None, message: str) -> bool:
