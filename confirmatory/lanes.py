@@ -309,6 +309,8 @@ class Lane:
             result = self.run.harness(self.spec, m.households[household], arm_spec, m.pool, aspend, self.run.clock)
             if not isinstance(result, dict):
                 raise HarnessContractError(f"the harness returned {type(result).__name__}, not a dict")
+            if "answer" not in result:
+                raise HarnessContractError("the harness's result has no 'answer' (give None when there is none)")
             answer = result.get("answer")
             extra = {k: v for k, v in result.items() if k != "answer"} or None
             try:
@@ -317,7 +319,8 @@ class Lane:
                 raise HarnessContractError(f"the harness's result is not JSON: {exc}") from None
         except BudgetStop as exc:
             status, error = "budget_stop", record_error(exc)
-        except Exception as exc:  # noqa: BLE001 - every failure becomes a record
+        except BaseException as exc:  # noqa: BLE001 - every failure becomes a record (SystemExit too)
+            answer, extra = None, None  # an answer that is not JSON must not keep the record from being written
             error = record_error(
                 exc, escalated_after_truncation=bool(getattr(exc, "escalated_after_truncation", False))
             )

@@ -31,6 +31,9 @@ STUCK_RELEASE = threading.Event()
 FAULT_KINDS = (
     "ok", "provider", "unavailable", "timeout", "model", "truncated", "operator", "forbidden",
     "harness", "inconclusive", "hang", "interrupt", "expensive", "pool-kill", "slow", "echo-key", "stuck",
+    # harness contract breaches: an answer JSON cannot hold, a result without
+    # an answer, a SystemExit out of the harness
+    "nan-answer", "no-answer", "system-exit",
 )
 
 # What a litellm call raises for each planted provider-side fault.
@@ -91,6 +94,15 @@ def harness(model: Any, household: Any, arm: Any, pool: Any, spend: Any, clock: 
             raise exc
         if kind == "harness":
             raise KeyError("the harness broke: no such field")
+        if kind == "system-exit":
+            spend.add_call("chat", start, time.time(), cost_usd=cost, finish_reason="stop")
+            raise SystemExit(1)
+        if kind == "nan-answer":
+            spend.add_call("chat", start, time.time(), cost_usd=cost, finish_reason="stop")
+            return {"answer": float("nan")}
+        if kind == "no-answer":
+            spend.add_call("chat", start, time.time(), cost_usd=cost, finish_reason="stop")
+            return {"result": 1}
         if kind == "echo-key":
             # A provider that echoes the caller's credentials in its error message.
             from confirmatory.llm import _lib
