@@ -20,7 +20,8 @@ are leaves.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import time
+from typing import TYPE_CHECKING, Any
 
 from confirmatory import rules
 from confirmatory.chain import dumps
@@ -30,6 +31,23 @@ from confirmatory.spend import AttemptSpend, record_error
 
 if TYPE_CHECKING:  # pragma: no cover
     from confirmatory.run import Run
+
+
+def unreported_breach(aspend: Any) -> tuple[int, HarnessContractError] | None:
+    """What the harness left unreported in this attempt, as the error the
+    record gets: (nano-dollars of confirmatory.llm replies it did not report,
+    the error), or None when it reported every call it made."""
+    missing, direct = aspend.unreported()
+    if not (missing or direct):
+        return None
+    parts = []
+    if missing:
+        parts.append(f"did not report {missing} nano-dollars of confirmatory.llm replies with spend.add_call "
+                     "(counted here, as a call of this record)")
+    if direct:
+        parts.append(f"called litellm directly {direct} time(s), not through confirmatory.llm.chat or "
+                     "responses: the runner cannot tell whether those calls' cost was reported")
+    return missing, HarnessContractError("the harness " + "; and it ".join(parts))
 
 
 class Lane:
@@ -306,7 +324,9 @@ class Lane:
         arm_spec = self.run.arms[arm]
         status, error, answer, extra = "ok", None, None, None
         try:
-            result = self.run.harness(self.spec, m.households[household], arm_spec, m.pool, aspend, self.run.clock)
+            with aspend.bound():  # confirmatory.llm tells it of the calls made in this thread
+                result = self.run.harness(self.spec, m.households[household], arm_spec, m.pool, aspend,
+                                          self.run.clock)
             if not isinstance(result, dict):
                 raise HarnessContractError(f"the harness returned {type(result).__name__}, not a dict")
             if "answer" not in result:
@@ -329,6 +349,15 @@ class Lane:
                 # The engine pool died: the model is stopped (cause pool) and
                 # the conversation ended because of it; the error is kept.
                 status = "budget_stop"
+        breach = unreported_breach(aspend)
+        if breach is not None:
+            # Money the harness did not report is counted here, in the record,
+            # and the attempt is the harness's failure: its model stops.
+            missing, exc = breach
+            if missing:
+                now = time.time()
+                aspend.add_call("chat", now, now, cost_nusd=missing, error=exc)
+            status, error, answer, extra = "error", record_error(exc), None, None
         with m.cond:
             # The pass's classes are pending from the instant it ends, taken
             # in the same lock order as a start (m.cond, then the ceiling's):

@@ -162,6 +162,7 @@ def prepare(
     lib.suppress_debug_info = True
     for name in _LITELLM_LOGGERS:
         logging.getLogger(name).propagate = False
+    _install_direct_call_hook(lib)
     problems = register_prices(models, sim_prices)
     if problems:
         raise ValueError("; ".join(problems))
@@ -469,6 +470,7 @@ def _priced(model: ModelLike, reply: Reply) -> Reply:
     None), so a None is never "free": counting it as $0 would let the
     model's cap and the spend ceiling pass unnoticed (docs/LITELLM.md).
     """
+    _note_reply(reply)
     if reply.cost_usd is not None or not getattr(model, "require_price", True):
         return reply
     usage = reply.usage
@@ -493,16 +495,63 @@ def _stamp(exc: BaseException, start: float, end: float) -> None:
         pass
 
 
+# Set while this module's own litellm call runs in the thread: the pre-call
+# hook (``_DirectCalls``) tells a call made around it from one of ours.
+_ours = threading.local()
+
+
 def _timed(call: Any, **kwargs: Any) -> tuple[Any, float, float]:
     """``call(**kwargs)`` with its raw start and end times; a raised exception
     carries them too (``call_start``/``call_end``), and propagates unchanged."""
     start = time.time()
+    _ours.active = True
     try:
         response = call(**kwargs)
     except BaseException as exc:
         _stamp(exc, start, time.time())
         raise
+    finally:
+        _ours.active = False
     return response, start, time.time()
+
+
+def _note_reply(reply: "Reply") -> None:
+    """Tell the attempt bound to this thread (if any) what this reply cost:
+    the lane checks that the harness reported it (spend.AttemptSpend.unreported)."""
+    from confirmatory.spend import bound_attempt
+
+    attempt = bound_attempt()
+    if attempt is not None and reply.cost_usd is not None:
+        attempt.note_llm_cost(reply.cost_usd)
+
+
+_hook_lock = threading.Lock()
+_hook_installed = False
+
+
+def _install_direct_call_hook(lib: Any) -> None:
+    """A litellm pre-call hook (run in the calling thread, measured) that
+    tells the attempt bound to the thread of every litellm call not made
+    through this module: its cost would be counted only if the harness
+    reported it, and the runner cannot see that it did."""
+    global _hook_installed
+    with _hook_lock:
+        if _hook_installed:
+            return
+        from litellm.integrations.custom_logger import CustomLogger  # noqa: PLC0415
+
+        class _DirectCalls(CustomLogger):  # type: ignore[misc, valid-type]
+            def log_pre_api_call(self, model: Any, messages: Any, kwargs: Any) -> None:
+                if getattr(_ours, "active", False):
+                    return
+                from confirmatory.spend import bound_attempt  # noqa: PLC0415
+
+                attempt = bound_attempt()
+                if attempt is not None:
+                    attempt.note_direct_call()
+
+        lib.callbacks.append(_DirectCalls())
+        _hook_installed = True
 
 
 def chat(

@@ -91,6 +91,20 @@ class Spend:
             yield self._clock.now()
 
 
+# The attempt whose harness runs in this thread (``AttemptSpend.bound``):
+# confirmatory.llm tells it of every call it made and its cost, and of every
+# litellm call made around it, so the lane can check that the harness
+# reported them (``unreported``).
+_bound = threading.local()
+
+LLM_KINDS = ("chat", "responses")
+
+
+def bound_attempt() -> "AttemptSpend | None":
+    """The attempt bound to this thread, or None (outside any attempt)."""
+    return getattr(_bound, "attempt", None)
+
+
 class AttemptSpend:
     """One attempt's view of the spend: its calls, its cost, its stop flag.
 
@@ -126,6 +140,35 @@ class AttemptSpend:
         self._late = 0
         self.abandoned = False
         self.finished = False
+        self._llm_seen = 0  # nano-dollars of priced replies confirmatory.llm returned in this attempt
+        self._llm_reported = 0  # ... and of chat/responses calls the harness reported
+        self._direct = 0  # litellm calls made in this thread not through confirmatory.llm
+
+    @contextmanager
+    def bound(self) -> Iterator["AttemptSpend"]:
+        """Bind this attempt to the calling thread while its harness runs."""
+        previous = getattr(_bound, "attempt", None)
+        _bound.attempt = self
+        try:
+            yield self
+        finally:
+            _bound.attempt = previous
+
+    def note_llm_cost(self, cost_usd: float) -> None:
+        """confirmatory.llm returned a reply priced at ``cost_usd`` (counted only when reported)."""
+        with self._lock:
+            self._llm_seen += to_nusd(cost_usd)
+
+    def note_direct_call(self) -> None:
+        """litellm was called in this thread, not through confirmatory.llm."""
+        with self._lock:
+            self._direct += 1
+
+    def unreported(self) -> tuple[int, int]:
+        """(nano-dollars of confirmatory.llm replies the harness did not report
+        with ``add_call``, litellm calls made around confirmatory.llm)."""
+        with self._lock:
+            return max(0, self._llm_seen - self._llm_reported), self._direct
 
     def checkpoint(self) -> None:
         """Raise ``BudgetStop`` if the runner has ended this conversation."""
@@ -169,6 +212,8 @@ class AttemptSpend:
         # Under this lock a cost is either inside the deadline record or a
         # late cost, never both and never neither.
         with self._lock:
+            if kind in LLM_KINDS:
+                self._llm_reported += nusd
             late = self.abandoned
             if late:
                 self._late += nusd

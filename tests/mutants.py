@@ -96,6 +96,12 @@ MUTANTS = (
     Mutant("never look at the free disk", "confirmatory/run.py",
            "        self._check_disk()\n", "",
            "tests/test_run_faults.py::test_a_disk_below_the_floor_stops_the_run_while_its_end_can_still_be_written"),
+    Mutant("trust the harness to report every call", "confirmatory/lanes.py",
+           "        breach = unreported_breach(aspend)\n", "        breach = None\n",
+           "tests/test_harness_contract.py::test_a_reply_the_harness_did_not_report_is_counted_and_stops_its_model"),
+    Mutant("ignore litellm calls made around confirmatory.llm", "confirmatory/llm.py",
+           "                    attempt.note_direct_call()", "                    pass",
+           "tests/test_harness_contract.py::test_a_harness_calling_litellm_directly_is_stopped_at_its_first_attempt"),
     # verify: gaps an audit found, each closed by a check that these undo
     Mutant("skip a control line with a nested event", "confirmatory/verify/model.py",
            "(_SKIP[0] in raw or _SKIP[1] in raw) and raw.count(b'\"event\":') == 1",

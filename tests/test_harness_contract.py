@@ -35,3 +35,78 @@ def test_a_contract_breach_is_a_harness_failure_of_its_own_model_with_its_spend_
     assert record["status"] == "error" and says in json.dumps(record["error"]), record["error"]
     assert record["answer"] is None and record["cost_nusd"] > 0 and record["calls"]
     assert not of(events(run_dir, "m0"), "late-cost")  # nothing lost on the way
+
+
+# --- money the harness does not report -------------------------------------------------------
+# Real parts: the runner, litellm over real HTTP to the simulated provider,
+# harness modules written here (pinned by the design).
+
+UNREPORTED = '''
+from confirmatory import llm
+
+def run(model, household, arm, pool, spend, clock):
+    spend.checkpoint()
+    llm.chat(model, [{"role": "user", "content": "What is 2 + 2?"}])  # its cost never reported
+    return {"answer": None}
+'''
+
+DIRECT = '''
+import time
+from confirmatory import llm
+
+def run(model, household, arm, pool, spend, clock):
+    spend.checkpoint()
+    lib = llm._lib()
+    start = time.time()
+    response = lib.completion(model=model.litellm_model, api_base=model.api_base, api_key="sim-no-key",
+                              messages=[{"role": "user", "content": "What is 2 + 2?"}], num_retries=0)
+    spend.add_call("chat", start, time.time(), cost_usd=response._hidden_params.get("response_cost"))
+    return {"answer": None}
+'''
+
+
+def run_study(tmp_path, name, src):
+    from confirmatory.runmain import run_command
+    from confirmatory.witness import init_local_witness
+    from runhelpers import minimal_design
+
+    study = tmp_path / "study"
+    study.mkdir()
+    design = minimal_design(study, f"{name}_{tmp_path.name[-8:].replace('-', '_')}", src)
+    init_local_witness(tmp_path / "runs" / ".witness")
+    run_dir = tmp_path / "runs" / "r"
+    return run_command(design, run_dir, quiet=True), run_dir
+
+
+def first_records(run_dir):
+    out = {}
+    for model in ("careful", "sloppy", "truncates"):
+        (attempt,) = [a for a in of(events(run_dir, model), "attempt")][:1]
+        out[model] = json.loads((run_dir / "models" / model / attempt["record"]).read_text())
+    return out
+
+
+def test_a_reply_the_harness_did_not_report_is_counted_and_stops_its_model(tmp_path):
+    rc, run_dir = run_study(tmp_path, "unreported", UNREPORTED)
+    assert rc == 4  # stopped: every model's harness failed
+    verified(run_dir)  # and every nano-dollar is in a record
+    for model, record in first_records(run_dir).items():
+        (call,) = record["calls"]
+        assert call["cost_nusd"] > 0 and record["cost_nusd"] == call["cost_nusd"], model
+        assert "did not report" in record["error"]["message"] and "HarnessContractError" in record["error"]["type"]
+        stops = of(events(run_dir, model), "stop")  # one per lane whose attempt failed so
+        assert stops and all(s["cause"] == "harness" and "did not report" in s["detail"] for s in stops)
+    (close,) = of(events(run_dir), "close")
+    counted = sum(a["cost_nusd"] for m in ("careful", "sloppy", "truncates") for a in of(events(run_dir, m), "attempt"))
+    assert close["spend_total_nusd"] == counted > 0
+
+
+def test_a_harness_calling_litellm_directly_is_stopped_at_its_first_attempt(tmp_path):
+    rc, run_dir = run_study(tmp_path, "direct", DIRECT)
+    assert rc == 4
+    verified(run_dir)
+    for model, record in first_records(run_dir).items():
+        assert "called litellm directly 1 time(s)" in record["error"]["message"], (model, record["error"])
+        # what it did report is kept
+        assert record["cost_nusd"] > 0 and record["calls"][0]["error"] is None
+        assert len(of(events(run_dir, model), "attempt")) <= 2  # its lanes stop at once
