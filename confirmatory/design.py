@@ -322,7 +322,9 @@ class Host(_Frozen):
 
 class Anchors(_Frozen):
     interval_s: Num = Field(default=900, gt=0)
-    command: tuple[StrictStr, ...] | None = Field(default=None, min_length=1)
+    # Required: a run whose anchors are never pushed can never verify
+    # (RECORDS.md: the final anchor's push must have returned 0).
+    command: tuple[StrictStr, ...] = Field(min_length=1)
 
     _fin = field_validator("interval_s")(_finite)
 
@@ -355,7 +357,7 @@ class Design(_Frozen):
     models: tuple[ModelSpec, ...] = Field(min_length=1)
     rules: Rules = Rules()
     host: Host = Host()
-    anchors: Anchors = Anchors()
+    anchors: Anchors
     simulator: Simulator | None = None
 
     @model_validator(mode="after")

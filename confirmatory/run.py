@@ -148,7 +148,16 @@ class Run:
         self._start_host()
         for m in self.models.values():
             try:
-                m.pool = factory(self.design.engine.workers_per_model)
+                pool = factory(self.design.engine.workers_per_model)
+                lacking = [name for name in ("call", "alive", "close") if not callable(getattr(pool, name, None))]
+                if lacking:
+                    # (closed if it can be: it may hold worker processes)
+                    if callable(getattr(pool, "close", None)):
+                        pool.close()
+                    raise TypeError(f"the engine factory {self.design.engine.factory} returned "
+                                    f"{type(pool).__name__}, which has no {', '.join(lacking)} "
+                                    "(an engine pool has call, alive and close: docs/HARNESS.md)")
+                m.pool = pool
             except Exception as exc:  # noqa: BLE001 - a pool that fails to start stops its model
                 self.stop_model(m, "pool", detail=f"engine pool failed to start: {exc!r}")
         self._start_anchorer()

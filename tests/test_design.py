@@ -69,6 +69,7 @@ def test_omitted_sections_take_the_documented_defaults(tmp_path):
     design = copy_design(tmp_path, "defaults_harness")
     text = design.read_text()
     text = text[: text.index("[rules]")]  # drop rules, host, anchors, simulator
+    text += '[anchors]\ncommand = ["true"]\n'  # the one key without a default (a run must push its anchors)
     text = text.replace("margin_usd = 0.5\n", "").replace("spend_before_stage_usd = 0.0\n", "")
     text = text.replace("lanes = 1\n", "").replace("timeout_s = 10.0\napi_base", "api_base")
     design.write_text(text)
@@ -82,7 +83,7 @@ def test_omitted_sections_take_the_documented_defaults(tmp_path):
     h = d.host
     assert (h.sample_interval_s, h.max_gap_s, h.sampler_failure_s, h.read_tries, h.pressure_threshold) == (30, 45, 300, 5, 10.0)
     assert h.window is None and h.evidence == ()
-    assert d.anchors.interval_s == 900 and d.anchors.command is None
+    assert d.anchors.interval_s == 900 and d.anchors.command == ("true",)
     assert d.simulator is None
 
 
@@ -227,3 +228,15 @@ def test_a_design_built_directly_checks_matched_pairs_too():
     data["models"][1]["matched_with"] = "ghost"
     with pytest.raises(ValidationError, match='models\\[1\\].matched_with: no model is named "ghost"'):
         Design.model_validate(data)
+
+
+def test_a_design_without_an_anchor_command_is_refused(tmp_path):
+    # A run whose anchors are never pushed could never pass verify.
+    design = copy_design(tmp_path, "no_anchor_cmd_harness")
+    text = design.read_text()
+    start = text.index("[anchors]")
+    end = text.index("\n[simulator]", start)
+    design.write_text(text[:start] + text[end:])
+    with pytest.raises(DesignError) as info:
+        load_design(design)
+    assert "anchors: missing" in info.value.problems

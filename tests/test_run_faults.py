@@ -332,3 +332,12 @@ def test_logs_that_can_no_longer_be_written_end_the_run_with_a_report_not_a_trac
     assert stop["cause"] == "runner-error" and "File too large" in stop["detail"]
     (close,) = of(events(run_dir), "close")
     assert close["status"] == "stopped"
+
+
+def test_an_engine_factory_that_returns_no_pool_stops_its_model_with_cause_pool(tmp_path):
+    result, run_dir = execute(tmp_path, households=3, models=1,
+                              engine_factory="confirmatory.testing.fakes:unusable_engine")
+    verified(run_dir)  # closed properly: stops, close lines, the final anchor
+    assert result.status == "stopped" and result.stop_cause == "pool"
+    (stop,) = of(events(run_dir, "m0"), "stop")
+    assert stop["cause"] == "pool" and "returned function, which has no call, alive, close" in stop["detail"], stop

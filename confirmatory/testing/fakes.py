@@ -207,6 +207,11 @@ def null_engine(workers: int) -> NullPool:
     return NullPool()
 
 
+def unusable_engine(workers: int) -> Any:
+    """An engine factory that returns something that is not a pool (a harness author's slip)."""
+    return engine_op
+
+
 def broken_engine(workers: int) -> Any:
     """An engine factory that cannot start its pool (its model stops, cause pool)."""
     from confirmatory.pool import ProcessEnginePool
