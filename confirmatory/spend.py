@@ -16,11 +16,12 @@ verbs: a call that has happened is always counted, even when the answer is
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from confirmatory.errors import BudgetStop, describe_exception
+from confirmatory.errors import BudgetStop, HarnessContractError, describe_exception
 from confirmatory.money import to_nusd
 
 CALL_KINDS = ("chat", "responses", "tool", "explain")
@@ -98,11 +99,27 @@ class Spend:
 _bound = threading.local()
 
 LLM_KINDS = ("chat", "responses")
+# A reported call time this far outside the attempt (or not a number) is not
+# time.time() seconds (time.monotonic, perf_counter, milliseconds ...): a
+# harness error at once, not a run that fails verify's invariant 5 for good.
+# Wide enough for a stepped wall clock; verify judges the times finely.
+CALL_TIME_TOLERANCE_S = 300.0
 
 
 def bound_attempt() -> "AttemptSpend | None":
     """The attempt bound to this thread, or None (outside any attempt)."""
     return getattr(_bound, "attempt", None)
+
+
+def _bad_times(start: Any, end: Any, opened: float) -> str | None:
+    """Why (start, end) are not a call's time.time() seconds within the attempt, or None."""
+    now = time.time()
+    ok = (type(start) in (int, float) and type(end) in (int, float)
+          and opened - CALL_TIME_TOLERANCE_S <= start <= end <= now + CALL_TIME_TOLERANCE_S)
+    if ok:
+        return None
+    return (f"the call's times {start!r}..{end!r} are not time.time() seconds within this attempt (it began "
+            f"at {opened:.3f}, now {now:.3f}; start must not follow end): report calls with time.time()")
 
 
 class AttemptSpend:
@@ -143,6 +160,7 @@ class AttemptSpend:
         self._llm_seen = 0  # nano-dollars of priced replies confirmatory.llm returned in this attempt
         self._llm_reported = 0  # ... and of chat/responses calls the harness reported
         self._direct = 0  # litellm calls made in this thread not through confirmatory.llm
+        self._opened = time.time()  # raw, as the calls' times are
 
     @contextmanager
     def bound(self) -> Iterator["AttemptSpend"]:
@@ -197,6 +215,12 @@ class AttemptSpend:
         nusd = cost_nusd if cost_nusd is not None else to_nusd(cost_usd)
         if isinstance(error, BaseException):
             error = record_error(error, escalated_after_truncation=escalated_after_truncation)
+        bad_times = _bad_times(start, end, self._opened)
+        if bad_times:
+            # Counted all the same, at the time it was reported; what the
+            # harness said is kept beside it.
+            extra = {**extra, "reported_times": [repr(start), repr(end)]}
+            start = end = time.time()
         call = {
             "kind": kind,
             "start": float(start),
@@ -223,6 +247,8 @@ class AttemptSpend:
             self._spend.add(self.model, nusd)
         if late and nusd:
             self._on_late_cost(nusd)
+        if bad_times:
+            raise HarnessContractError(f"spend.add_call({kind!r}, ...): {bad_times}")
         return nusd
 
     def abandon(self) -> tuple[int, list[dict[str, Any]]] | None:

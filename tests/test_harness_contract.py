@@ -21,6 +21,7 @@ FAST = {"engine_factory": "confirmatory.testing.fakes:null_engine"}
     ("nan-answer", "the harness's result is not JSON"),
     ("no-answer", "the harness's result has no 'answer'"),
     ("system-exit", "SystemExit"),
+    ("monotonic-times", "are not time.time() seconds within this attempt"),
 ])
 def test_a_contract_breach_is_a_harness_failure_of_its_own_model_with_its_spend_recorded(tmp_path, kind, says):
     hh = [{"id": f"hh-{i:03d}", "latency_s": 0.02, "plan": {"m0:alone/0": kind} if i == 0 else {}}

@@ -33,7 +33,7 @@ FAULT_KINDS = (
     "harness", "inconclusive", "hang", "interrupt", "expensive", "pool-kill", "slow", "echo-key", "stuck",
     # harness contract breaches: an answer JSON cannot hold, a result without
     # an answer, a SystemExit out of the harness
-    "nan-answer", "no-answer", "system-exit",
+    "nan-answer", "no-answer", "system-exit", "monotonic-times",
 )
 
 # What a litellm call raises for each planted provider-side fault.
@@ -94,6 +94,8 @@ def harness(model: Any, household: Any, arm: Any, pool: Any, spend: Any, clock: 
             raise exc
         if kind == "harness":
             raise KeyError("the harness broke: no such field")
+        if kind == "monotonic-times":  # a call timed with the wrong clock
+            spend.add_call("chat", time.monotonic(), time.monotonic(), cost_usd=cost, finish_reason="stop")
         if kind == "system-exit":
             spend.add_call("chat", start, time.time(), cost_usd=cost, finish_reason="stop")
             raise SystemExit(1)
