@@ -38,9 +38,9 @@ def check_command(design_path: Path | str, workers: int | None = None, *, run_di
             print(f"{design_path}: {problem}", file=err)
         print(f"{design_path}: refused ({len(exc.problems)} problem{'s' * (len(exc.problems) != 1)})", file=err)
         return EXIT_REFUSED
-    from confirmatory.runmain import model_problems, run_dir_problems, witness_problems
+    from confirmatory.runmain import entry_problems, model_problems, run_dir_problems, witness_problems
 
-    problems = model_problems(loaded, keys=False)
+    problems = entry_problems(loaded) + model_problems(loaded, keys=False)
     if run_dir is not None:
         problems += run_dir_problems(Path(run_dir)) + witness_problems(loaded, Path(run_dir))
     if problems:

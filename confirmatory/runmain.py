@@ -116,21 +116,56 @@ def witness_problems(loaded: Any, run_dir: Path) -> list[str]:
         return [f"anchors.command: the witness clone cannot be checked ({exc}): is git installed?"]
 
 
+def entry_problems(loaded: Any) -> list[str]:
+    """The harness and engine modules must import and name callables, and the
+    engine factory must start a pool (call, alive, close) that is then closed
+    again: a factory that fails would otherwise stop every model at the
+    start of the one confirmatory run, its run directory and witness id spent."""
+    from confirmatory.design import DesignError, resolve_entry
+
+    problems: list[str] = []
+    factory = None
+    for key, entry in (("harness.entry", loaded.design.harness.entry),
+                       ("engine.factory", loaded.design.engine.factory)):
+        try:
+            obj = resolve_entry(entry, loaded.base_dir, key=key)
+        except DesignError as exc:
+            problems.extend(exc.problems)
+            continue
+        if key == "engine.factory":
+            factory = obj
+    if factory is None:
+        return problems
+    try:
+        pool = factory(loaded.design.engine.workers_per_model)
+    except Exception as exc:  # noqa: BLE001 - any failure to start is the design's problem
+        return problems + [f"engine.factory: starting a pool raised {type(exc).__name__}: {exc}"]
+    lacking = [name for name in ("call", "alive", "close") if not callable(getattr(pool, name, None))]
+    try:
+        if lacking:
+            return problems + [f"engine.factory: returned {type(pool).__name__}, which has no "
+                               f"{', '.join(lacking)} (an engine pool has call, alive and close: docs/HARNESS.md)"]
+        if not pool.alive():
+            return problems + ["engine.factory: the pool it started is not alive"]
+    finally:
+        if callable(getattr(pool, "close", None)):
+            try:
+                pool.close()
+            except Exception as exc:  # noqa: BLE001
+                problems.append(f"engine.factory: closing the pool it started raised {type(exc).__name__}: {exc}")
+    return problems
+
+
 def preflight(design: Path, run_dir: Path, *, workers: int | None) -> Any:
     """Load and check everything; raise ``Refused`` naming every problem."""
-    from confirmatory.design import DesignError, load_design, resolve_entry
+    from confirmatory.design import DesignError, load_design
 
     problems = run_dir_problems(run_dir)
     try:
         loaded = load_design(design, workers=workers)
     except DesignError as exc:
         raise Refused([f"{design}: {p}" for p in exc.problems] + problems) from None
-    for key, entry in (("harness.entry", loaded.design.harness.entry),
-                       ("engine.factory", loaded.design.engine.factory)):
-        try:
-            resolve_entry(entry, loaded.base_dir, key=key)
-        except DesignError as exc:
-            problems.extend(exc.problems)
+    problems.extend(entry_problems(loaded))
     problems.extend(model_problems(loaded, keys=True))
     problems.extend(witness_problems(loaded, run_dir))
     if problems:

@@ -426,3 +426,19 @@ def test_check_with_out_also_checks_the_witness_clone_and_the_run_directory(tmp_
     run_dir.mkdir()
     exists = CliRunner().invoke(main, ["check", str(study.design), "--out", str(run_dir)])
     assert exists.exit_code == 3 and "the run directory already exists" in exists.output
+
+
+@pytest.mark.parametrize("factory, expected", [
+    ("confirmatory.testing.fakes:unusable_engine", "engine.factory: returned function, which has no call, alive, close"),
+    ("confirmatory.testing.fakes:broken_engine", "engine.factory: starting a pool raised PoolFailure: engine worker 0 "
+                                                 "did not start"),
+])
+def test_an_engine_factory_that_cannot_start_a_pool_is_refused_before_the_run(tmp_path, capsys, factory, expected):
+    study = make_study(tmp_path / "study")
+    study.edit('factory = "confirmatory.demo.engine:start"', f'factory = "{factory}"')
+    result = check(study.design)
+    assert result.exit_code == 3 and f"{study.design}: {expected}" in result.output, result.output
+    runs = tmp_path / "runs"
+    assert run_command(study.design, runs / "r1", quiet=True) == 3
+    assert expected in capsys.readouterr().err
+    assert not runs.exists()
