@@ -166,6 +166,45 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def describe_problems(described: Any) -> list[str]:
+    """What is wrong with a harness's DESCRIBE (or describe()) value; [] when
+    it is absent or well formed: a table of ``prompts``, ``documents`` and
+    ``tool_schemas``, each a table of name -> text or JSON value."""
+    from confirmatory.chain import dumps
+
+    if described is None:
+        return []
+    if not isinstance(described, dict):
+        return [f"harness DESCRIBE: must be a dict of {', '.join(DECLARED)} (got {type(described).__name__})"]
+    problems = [f"harness DESCRIBE: unknown key {key!r} (the keys are {', '.join(DECLARED)})"
+                for key in described if key not in DECLARED]
+    for kind in DECLARED:
+        items = described.get(kind)
+        if items is None:
+            continue
+        if not isinstance(items, dict):
+            problems.append(f"harness DESCRIBE[{kind!r}]: must be a dict of name -> text or JSON value "
+                            f"(got {type(items).__name__})")
+            continue
+        for name, value in items.items():
+            if not isinstance(name, str):
+                problems.append(f"harness DESCRIBE[{kind!r}]: names must be strings (got {name!r})")
+            elif not isinstance(value, str):
+                try:
+                    dumps(value if isinstance(value, dict) else {"value": value})
+                except (TypeError, ValueError) as exc:
+                    problems.append(f"harness DESCRIBE[{kind!r}][{name!r}]: not JSON ({exc})")
+    return problems
+
+
+def harness_described(module: Any) -> Any:
+    """The module's DESCRIBE, else what its describe() returns, else None."""
+    described = getattr(module, "DESCRIBE", None)
+    if described is None and callable(getattr(module, "describe", None)):
+        described = module.describe()
+    return described
+
+
 def _harness(loaded: LoadedDesign, not_pinned: list[str]) -> dict[str, Any]:
     from confirmatory.chain import dumps
 
@@ -173,16 +212,14 @@ def _harness(loaded: LoadedDesign, not_pinned: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {"entry": spec.entry, "pins": dict(loaded.pins), "declared": False}
     try:
         module = entry_module(spec.entry, loaded.base_dir)
-        described = getattr(module, "DESCRIBE", None)
-        if described is None and callable(getattr(module, "describe", None)):
-            described = module.describe()
+        described = harness_described(module)
     except Exception as exc:  # the run itself will refuse it; the config says why
         not_pinned.append(f"The harness module could not be imported to read its declarations: "
                           f"{type(exc).__name__}: {exc}.")
         return out
-    if not isinstance(described, dict):
-        not_pinned.append("The harness does not declare its prompts, documents and tool schemas (no DESCRIBE);"
-                          " they are fixed only through the pinned file hashes.")
+    if not isinstance(described, dict) or describe_problems(described):
+        not_pinned.append("The harness does not declare its prompts, documents and tool schemas (no DESCRIBE,"
+                          " or one `run` would refuse); they are fixed only through the pinned file hashes.")
         return out
     out["declared"] = True
     for kind in DECLARED:

@@ -123,6 +123,9 @@ def entry_problems(loaded: Any) -> list[str]:
     start of the one confirmatory run, its run directory and witness id spent."""
     from confirmatory.design import DesignError, resolve_entry
 
+    from confirmatory.config import describe_problems, harness_described
+    from confirmatory.design_load import entry_module
+
     problems: list[str] = []
     factory = None
     for key, entry in (("harness.entry", loaded.design.harness.entry),
@@ -134,6 +137,12 @@ def entry_problems(loaded: Any) -> list[str]:
             continue
         if key == "engine.factory":
             factory = obj
+        else:
+            # What the harness declares the model is shown goes to config.json: well formed.
+            try:
+                problems.extend(describe_problems(harness_described(entry_module(entry, loaded.base_dir))))
+            except Exception as exc:  # noqa: BLE001 - describe() itself failed
+                problems.append(f"harness describe(): raised {type(exc).__name__}: {exc}")
     if factory is None:
         return problems
     try:

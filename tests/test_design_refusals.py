@@ -442,3 +442,18 @@ def test_an_engine_factory_that_cannot_start_a_pool_is_refused_before_the_run(tm
     assert run_command(study.design, runs / "r1", quiet=True) == 3
     assert expected in capsys.readouterr().err
     assert not runs.exists()
+
+
+@pytest.mark.parametrize("describe, expected", [
+    ("DESCRIBE = {'prompts': ['Be exact.']}", "harness DESCRIBE['prompts']: must be a dict of name -> text or JSON value (got list)"),
+    ("DESCRIBE = {'prompt': {'system': 'Be exact.'}}", "harness DESCRIBE: unknown key 'prompt'"),
+    ("DESCRIBE = {'documents': {'rules': {1, 2}}}", "harness DESCRIBE['documents']['rules']: not JSON"),
+])
+def test_a_malformed_harness_describe_is_refused_by_check_and_run(tmp_path, capsys, describe, expected):
+    study = make_study(tmp_path / "study")
+    study.harness(describe + "\n\n" + HARNESS_SRC)
+    result = check(study.design)
+    assert result.exit_code == 3 and f"{study.design}: {expected}" in result.output, result.output
+    runs = tmp_path / "runs"
+    assert run_command(study.design, runs / "r1", quiet=True) == 3
+    assert expected in capsys.readouterr().err and not runs.exists()
