@@ -54,6 +54,10 @@ def build_config(loaded: LoadedDesign, *, argv: list[str], registry_path: Path) 
         models[spec.name] = _model(spec, entry, not_pinned)
     if not registry_path.is_file():
         not_pinned.insert(0, f"The model registry {registry_path} was not found, so no model's identity is recorded.")
+    unpinned = unpinned_local_modules(loaded)
+    if unpinned:
+        not_pinned.append(f"These files beside the design were imported by the harness or the engine and are not "
+                          f"pinned, so nothing holds them fixed: {', '.join(unpinned)}.")
     cfg = {
         "format": CONFIG_FORMAT,
         "runner": runner_identity(argv),
@@ -195,6 +199,42 @@ def describe_problems(described: Any) -> list[str]:
                 except (TypeError, ValueError) as exc:
                     problems.append(f"harness DESCRIBE[{kind!r}][{name!r}]: not JSON ({exc})")
     return problems
+
+
+def unpinned_local_modules(loaded: LoadedDesign) -> list[str]:
+    """Python files under the design's directory that this process has
+    imported (the harness, the engine and what they import) and the design
+    does not pin, relative to the design: the run executes them, and nothing
+    holds them fixed. (Files under a virtualenv or site-packages there are
+    libraries, not the study's code.)"""
+    base = Path(loaded.base_dir).resolve()
+    pinned = {str(Path(p)) for p in loaded.pins}
+    found = set()
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if not path:
+            continue
+        try:
+            rel = Path(path).resolve().relative_to(base)
+        except (ValueError, OSError):
+            continue
+        if rel.suffix != ".py" or {"site-packages", ".venv", "venv"} & set(rel.parts):
+            continue
+        if str(rel) not in pinned and not _only_a_docstring(base / rel):
+            found.add(str(rel))
+    return sorted(found)
+
+
+def _only_a_docstring(path: Path) -> bool:
+    """A file with no code (empty, or a docstring alone: a package's __init__.py)."""
+    import ast
+
+    try:
+        body = ast.parse(path.read_bytes()).body
+    except (OSError, SyntaxError, ValueError):
+        return False
+    return not body or (len(body) == 1 and isinstance(body[0], ast.Expr)
+                        and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str))
 
 
 def harness_described(module: Any) -> Any:

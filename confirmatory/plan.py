@@ -49,6 +49,12 @@ def check_command(design_path: Path | str, workers: int | None = None, *, run_di
         print(f"{design_path}: refused ({len(problems)} problem{'s' * (len(problems) != 1)})", file=err)
         return EXIT_REFUSED
     out.write(render_plan(loaded))
+    from confirmatory.config import unpinned_local_modules
+
+    unpinned = unpinned_local_modules(loaded)  # imported above, by the entry checks
+    if unpinned:
+        out.write(f"note: not pinned, though the harness or engine imported them from beside the design: "
+                  f"{', '.join(unpinned)} (pin them in [harness] pins; config.json will list them as not pinned down)\n")
     if run_dir is None and loaded.design.anchors.command:
         out.write("witness: not checked (check --out RUN_DIR checks the run directory and the witness "
                   "clone as run --out RUN_DIR will)\n")

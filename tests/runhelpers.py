@@ -28,6 +28,9 @@ def minimal_design(tmp_path: Path, module: str, harness_src: str, extra_model_li
     text = text.replace("confirmatory.demo.minimal_harness:run", f"{module}:run")
     pin = hashlib.sha256(harness.read_bytes()).hexdigest()
     text = text.replace(f'"minimal_harness.py" = "{old_pin}"', f'"{module}.py" = "{pin}"')
+    # The engine stays the package's (confirmatory.demo.engine), not beside the copy: unpinned here.
+    text = "".join(line for line in text.splitlines(keepends=True)
+                   if not line.startswith(('"engine.py" = ', '"calculator.py" = ')))
     text = text.replace('name = "truncates"\n', 'name = "truncates"\n' + extra_model_lines)
     design = tmp_path / "design.toml"
     design.write_text(text)

@@ -57,7 +57,9 @@ def test_the_bundled_minimal_design_loads_with_its_households_sorted_and_pins_ve
     assert [h.id for h in loaded.households] == ["m-01", "m-02", "m-03", "m-04", "m-05", "m-06"]
     assert loaded.households[0].payload["id"] == "m-01" and "adults" in loaded.households[0].payload
     pinned = hashlib.sha256((DEMO / "minimal_harness.py").read_bytes()).hexdigest()
-    assert loaded.pins == {"minimal_harness.py": pinned}
+    assert loaded.pins == {"minimal_harness.py": pinned,  # and the engine it runs
+                           **{f: hashlib.sha256((DEMO / f).read_bytes()).hexdigest()
+                              for f in ("engine.py", "calculator.py")}}
     d = loaded.design
     assert [m.name for m in d.models] == ["careful", "sloppy", "truncates"]
     assert all(m.simulated for m in d.models) and d.models[0].served_name == "sim-careful"

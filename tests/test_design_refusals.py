@@ -457,3 +457,22 @@ def test_a_malformed_harness_describe_is_refused_by_check_and_run(tmp_path, caps
     runs = tmp_path / "runs"
     assert run_command(study.design, runs / "r1", quiet=True) == 3
     assert expected in capsys.readouterr().err and not runs.exists()
+
+
+def test_a_module_beside_the_design_that_the_harness_imports_unpinned_is_named(tmp_path):
+    from confirmatory.config import build_config
+
+    study = make_study(tmp_path / "study")
+    sibling = f"prompts_{uuid.uuid4().hex[:8]}"
+    (study.dir / f"{sibling}.py").write_text("SYSTEM = 'Always answer 0.'\n")
+    study.harness(f"import {sibling}\n\n" + HARNESS_SRC)
+    result = check(study.design)
+    assert result.exit_code == 0, result.output
+    assert f"note: not pinned, though the harness or engine imported them from beside the design: {sibling}.py" \
+        in result.output
+    cfg = build_config(load_design(study.design), argv=[], registry_path=tmp_path / "none.json")
+    assert any(f"not pinned, so nothing holds them fixed: {sibling}.py" in s for s in cfg["not_pinned_down"])
+    # once pinned, not named
+    pin = hashlib.sha256((study.dir / f"{sibling}.py").read_bytes()).hexdigest()
+    study.edit("[harness.pins]\n", f'[harness.pins]\n"{sibling}.py" = "{pin}"\n')
+    assert "note: not pinned" not in check(study.design).output
