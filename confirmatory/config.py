@@ -201,28 +201,91 @@ def describe_problems(described: Any) -> list[str]:
     return problems
 
 
+# Engine worker targets ("module:function") seen when a pool was started for
+# a design (runmain.entry_problems), by design directory: the workers import
+# them in their own processes, out of this one's sight.
+_ENGINE_TARGETS: dict[str, set[str]] = {}
+
+
+def note_engine_target(loaded: LoadedDesign, target: Any) -> None:
+    if isinstance(target, str) and ":" in target:
+        _ENGINE_TARGETS.setdefault(str(Path(loaded.base_dir).resolve()), set()).add(target.split(":", 1)[0])
+
+
 def unpinned_local_modules(loaded: LoadedDesign) -> list[str]:
-    """Python files under the design's directory that this process has
-    imported (the harness, the engine and what they import) and the design
-    does not pin, relative to the design: the run executes them, and nothing
-    holds them fixed. (Files under a virtualenv or site-packages there are
-    libraries, not the study's code.)"""
+    """Python files beside the design that the run executes and the design
+    does not pin, relative to the design: the harness's and the engine
+    factory's modules, every module beside the design they import (followed
+    through their import statements, wherever they are in a file: a lazy
+    import inside ``run`` too) and the engine workers' module. (Files with
+    no code, such as an empty ``__init__.py``, are left out.)"""
+    import ast
+
     base = Path(loaded.base_dir).resolve()
     pinned = {str(Path(p)) for p in loaded.pins}
-    found = set()
-    for module in list(sys.modules.values()):
-        path = getattr(module, "__file__", None)
-        if not path:
+    design = loaded.design
+
+    def local_file(name: str, root: Path | None = None) -> Path | None:
+        """The file beside the design (or under ``root``, for a relative
+        import) that ``name`` imports, else None."""
+        parts = name.split(".") if name else []
+        for top in ((root,) if root is not None else (base,)):
+            for candidate in (top.joinpath(*parts).with_suffix(".py") if parts else None,
+                              top.joinpath(*parts, "__init__.py")):
+                if candidate is not None and candidate.is_file():
+                    return candidate.resolve()
+        if root is None:
+            # a package-qualified name (the bundled study's confirmatory.demo.harness)
+            import importlib.util
+
+            try:
+                spec = importlib.util.find_spec(name)
+            except (ImportError, ValueError):
+                return None
+            origin = Path(spec.origin).resolve() if spec is not None and spec.origin else None
+            if origin is not None and origin.suffix == ".py" and base in origin.parents:
+                return origin
+        return None
+
+    start = [design.harness.entry.split(":", 1)[0], design.engine.factory.split(":", 1)[0],
+             *sorted(_ENGINE_TARGETS.get(str(base), ()))]
+    todo = [f for f in (local_file(n) for n in start) if f is not None]
+    if not todo:
+        return []
+    seen: set[Path] = set()
+    while todo:
+        path = todo.pop()
+        if path in seen:
             continue
+        seen.add(path)
         try:
-            rel = Path(path).resolve().relative_to(base)
-        except (ValueError, OSError):
+            tree = ast.parse(path.read_bytes())
+        except (OSError, SyntaxError, ValueError):
             continue
-        if rel.suffix != ".py" or {"site-packages", ".venv", "venv"} & set(rel.parts):
+        for node in ast.walk(tree):
+            names: list[str] = []
+            root = None
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level:
+                root = path.parents[node.level - 1]
+                prefix = f"{node.module}." if node.module else ""
+                names = ([node.module] if node.module else []) + [prefix + a.name for a in node.names]
+            for name in names:
+                for k in range(1, name.count(".") + 2):  # a package's __init__ runs too
+                    found = local_file(".".join(name.split(".")[:k]), root)
+                    if found is not None and found not in seen:
+                        todo.append(found)
+    out = set()
+    for path in seen:
+        rel = path.relative_to(base)
+        if {"site-packages", ".venv", "venv"} & set(rel.parts):
             continue
-        if str(rel) not in pinned and not _only_a_docstring(base / rel):
-            found.add(str(rel))
-    return sorted(found)
+        if str(rel) not in pinned and not _only_a_docstring(path):
+            out.add(str(rel))
+    return sorted(out)
 
 
 def _only_a_docstring(path: Path) -> bool:

@@ -354,6 +354,10 @@ class Lane:
             # Money the harness did not report is counted here, in the record,
             # and the attempt is the harness's failure: its model stops.
             missing, exc = breach
+            if error is not None and "unreported" not in str(error.get("message", "")):
+                # what ended the conversation otherwise is kept in the message
+                exc = HarnessContractError(f"{exc}; the conversation had ended with "
+                                           f"{error.get('type')}: {str(error.get('message'))[:300]}")
             if missing:
                 now = time.time()
                 aspend.add_call("chat", now, now, cost_nusd=missing, error=exc)

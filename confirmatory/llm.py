@@ -38,6 +38,9 @@ def _lib() -> Any:
             litellm.suppress_debug_info = True
             litellm.num_retries = None
             _litellm = litellm
+            # Whoever imports litellm through this module (prepare, a harness's
+            # first call): litellm calls made around it are told to the attempt.
+            _install_direct_call_hook(litellm)
         return _litellm
 
 

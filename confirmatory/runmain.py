@@ -150,18 +150,23 @@ def entry_problems(loaded: Any) -> list[str]:
     except Exception as exc:  # noqa: BLE001 - any failure to start is the design's problem
         return problems + [f"engine.factory: starting a pool raised {type(exc).__name__}: {exc}"]
     lacking = [name for name in ("call", "alive", "close") if not callable(getattr(pool, name, None))]
-    try:
-        if lacking:
-            return problems + [f"engine.factory: returned {type(pool).__name__}, which has no "
-                               f"{', '.join(lacking)} (an engine pool has call, alive and close: docs/HARNESS.md)"]
-        if not pool.alive():
-            return problems + ["engine.factory: the pool it started is not alive"]
-    finally:
-        if callable(getattr(pool, "close", None)):
-            try:
-                pool.close()
-            except Exception as exc:  # noqa: BLE001
-                problems.append(f"engine.factory: closing the pool it started raised {type(exc).__name__}: {exc}")
+    if lacking:
+        problems.append(f"engine.factory: returned {type(pool).__name__}, which has no "
+                        f"{', '.join(lacking)} (an engine pool has call, alive and close: docs/HARNESS.md)")
+    else:
+        try:
+            if not pool.alive():
+                problems.append("engine.factory: the pool it started is not alive")
+        except Exception as exc:  # noqa: BLE001
+            problems.append(f"engine.factory: the pool's alive() raised {type(exc).__name__}: {exc}")
+    from confirmatory.config import note_engine_target
+
+    note_engine_target(loaded, getattr(pool, "target", None))  # its worker module runs the study's code too
+    if callable(getattr(pool, "close", None)):
+        try:
+            pool.close()
+        except Exception as exc:  # noqa: BLE001
+            problems.append(f"engine.factory: closing the pool it started raised {type(exc).__name__}: {exc}")
     return problems
 
 

@@ -15,6 +15,7 @@ verbs: a call that has happened is always counted, even when the answer is
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -98,7 +99,6 @@ class Spend:
 # reported them (``unreported``).
 _bound = threading.local()
 
-LLM_KINDS = ("chat", "responses")
 # A reported call time this far outside the attempt (or not a number) is not
 # time.time() seconds (time.monotonic, perf_counter, milliseconds ...): a
 # harness error at once, not a run that fails verify's invariant 5 for good.
@@ -116,7 +116,12 @@ def _bad_times(start: Any, end: Any, opened: float) -> str | None:
     now = time.time()
     # (end may precede start by a wall-clock step back during the call: verify allows for it)
     lo, hi = opened - CALL_TIME_TOLERANCE_S, now + CALL_TIME_TOLERANCE_S
-    ok = type(start) in (int, float) and type(end) in (int, float) and lo <= start <= hi and lo <= end <= hi
+
+    def fits(x: Any) -> bool:
+        return (isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+                and lo <= x <= hi)
+
+    ok = fits(start) and fits(end)
     if ok:
         return None
     return (f"the call's times {start!r}..{end!r} are not time.time() seconds within this attempt (it began "
@@ -190,7 +195,12 @@ class AttemptSpend:
             return max(0, self._llm_seen - self._llm_reported), self._direct
 
     def checkpoint(self) -> None:
-        """Raise ``BudgetStop`` if the runner has ended this conversation."""
+        """Raise ``BudgetStop`` if the runner has ended this conversation, and
+        ``HarnessContractError`` if the harness left a call unreported (its
+        cost would otherwise escape the ceiling until the attempt ends)."""
+        missing, direct = self.unreported()
+        if missing or direct:
+            raise HarnessContractError("a call was left unreported before this turn (the lane counts it)")
         if self.abandoned:
             raise BudgetStop("attempt abandoned past its deadline")
         reason = self._stop_reason()
@@ -213,6 +223,14 @@ class AttemptSpend:
         """Record one call as it ends and count its cost; returns the nano-dollars counted."""
         if kind not in CALL_KINDS:
             raise ValueError(f"call kind must be one of {CALL_KINDS}, got {kind!r}")
+        # Refused before anything is counted: a record and the spend must agree.
+        if cost_nusd is not None and (type(cost_nusd) is not int or cost_nusd < 0):
+            raise HarnessContractError(f"spend.add_call({kind!r}, ...): cost_nusd must be a non-negative integer "
+                                       f"(got {cost_nusd!r})")
+        if cost_usd is not None and (isinstance(cost_usd, bool) or not isinstance(cost_usd, (int, float))
+                                     or not math.isfinite(cost_usd) or cost_usd < 0):
+            raise HarnessContractError(f"spend.add_call({kind!r}, ...): cost_usd must be a non-negative number "
+                                       f"or None (got {cost_usd!r})")
         nusd = cost_nusd if cost_nusd is not None else to_nusd(cost_usd)
         if isinstance(error, BaseException):
             error = record_error(error, escalated_after_truncation=escalated_after_truncation)
@@ -237,8 +255,9 @@ class AttemptSpend:
         # Under this lock a cost is either inside the deadline record or a
         # late cost, never both and never neither.
         with self._lock:
-            if kind in LLM_KINDS:
-                self._llm_reported += nusd
+            # Whatever the kind: a model reply reported as a "tool" or
+            # "explain" call is reported all the same (counted once).
+            self._llm_reported += nusd
             late = self.abandoned
             if late:
                 self._late += nusd

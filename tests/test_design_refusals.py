@@ -476,3 +476,20 @@ def test_a_module_beside_the_design_that_the_harness_imports_unpinned_is_named(t
     pin = hashlib.sha256((study.dir / f"{sibling}.py").read_bytes()).hexdigest()
     study.edit("[harness.pins]\n", f'[harness.pins]\n"{sibling}.py" = "{pin}"\n')
     assert "note: not pinned" not in check(study.design).output
+
+
+def test_unpinned_files_are_found_through_lazy_imports_and_the_engine_workers_module(tmp_path):
+    study = make_study(tmp_path / "study")
+    lazy, worker, unrelated = (f"{kind}_{uuid.uuid4().hex[:8]}" for kind in ("lazy", "worker", "unrelated"))
+    (study.dir / f"{lazy}.py").write_text("PROMPT = 'x'\n")
+    (study.dir / f"{unrelated}.py").write_text("print('a script nobody imports')\n")
+    (study.dir / f"{worker}.py").write_text(
+        "from confirmatory.pool import ProcessEnginePool\n\n"
+        "def serve(op, payload, features):\n    return 1\n\n"
+        f"def start(workers):\n    return ProcessEnginePool('{worker}:serve', workers)\n")
+    # the harness imports its helper only when it runs
+    study.harness(HARNESS_SRC.replace("    return {'answer': None}", f"    import {lazy}\n    return {{'answer': None}}"))
+    study.edit('factory = "confirmatory.demo.engine:start"', f'factory = "{worker}:start"')
+    output = check(study.design).output
+    (note,) = [line for line in output.splitlines() if line.startswith("note: not pinned")]
+    assert f"{lazy}.py" in note and f"{worker}.py" in note and unrelated not in note, note

@@ -407,3 +407,38 @@ def test_a_design_price_that_would_change_another_models_table_price_is_refused(
     problems = llm.register_prices([proxied, direct])
     assert any(p.startswith("models[1].litellm_model: registering the other models' prices changed litellm's "
                             "price for gpt-4-0613") for p in problems), problems
+
+
+def test_a_turn_after_an_unreported_reply_is_refused_so_the_ceiling_holds(sim):
+    from confirmatory.errors import HarnessContractError
+    from confirmatory.money import to_nusd
+
+    spend = Spend(ceiling_nusd=10**12, before_nusd=0, clock=Clock())
+    attempt = AttemptSpend(spend, model="m0", household="hh-x", arm="alone", pass_index=0,
+                           stop_reason=lambda: None, on_late_cost=lambda nusd: None)
+    with attempt.bound():
+        attempt.checkpoint()
+        reply = llm.chat(spec(PRICED, sim.url), [{"role": "user", "content": USER}])
+        with pytest.raises(HarnessContractError, match="left unreported"):
+            attempt.checkpoint()  # the next turn would spend past what the ceiling knows of
+        # reported, even under another kind: counted once, and the conversation may go on
+        attempt.add_call("explain", reply.start, reply.end, cost_usd=reply.cost_usd)
+        attempt.checkpoint()
+    assert attempt.unreported() == (0, 0)
+    assert spend.total_nusd == to_nusd(reply.cost_usd) > 0
+
+
+@pytest.mark.parametrize("cost", [{"cost_nusd": 1.5}, {"cost_nusd": -1}, {"cost_nusd": True},
+                                  {"cost_usd": -0.01}, {"cost_usd": float("nan")}, {"cost_usd": "0.01"}])
+def test_a_cost_that_is_not_a_count_of_money_is_refused_before_anything_is_counted(cost):
+    import time
+
+    from confirmatory.errors import HarnessContractError
+
+    spend = Spend(ceiling_nusd=10**12, before_nusd=0, clock=Clock())
+    attempt = AttemptSpend(spend, model="m0", household="hh-x", arm="alone", pass_index=0,
+                           stop_reason=lambda: None, on_late_cost=lambda nusd: None)
+    now = time.time()
+    with pytest.raises(HarnessContractError, match="must be a non-negative"):
+        attempt.add_call("chat", now, now, **cost)
+    assert attempt.snapshot() == (0, []) and spend.total_nusd == 0
