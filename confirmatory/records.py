@@ -276,11 +276,17 @@ class HostSummary:
         summary gives (tests compare every field, cut at every line), or None
         where a later span's first line has no numeric time (a fresh summary
         would then start its clock at 0, not where the span before left it).
+        ``parts`` is consumed (emptied), and the first summary becomes the
+        whole: use neither afterwards.
         """
-        first, *rest = parts
-        whole = cls(max_gap_s=first[0].max_gap_s, pressure_threshold=first[0].pressure_threshold)
-        whole._extend(first[0])
-        for part, first_t in rest:
+        # The first span's summary is the start of the whole, extended in
+        # place, not copied; each later one is taken off ``parts`` and let
+        # go once appended (the parent of the span workers then holds the
+        # samples' times about once, not twice).
+        parts.reverse()
+        whole = parts.pop()[0]
+        while parts:
+            part, first_t = parts.pop()
             if not isinstance(first_t, _NUM):
                 return None
             if first_t < whole._last:  # where the span starts, time went back: as the fold would see it

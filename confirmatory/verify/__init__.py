@@ -336,16 +336,19 @@ def join_host_spans(parts: list, logs: LogPass, rv: RulesView):
             return read_host(logs, rv)
         heads.update(span_heads)
         before = result
-    host = HostSummary.join([(summary, first_t) for *_, first_t, summary, _ in parts])
-    if host is None:
-        return read_host(logs, rv)
-    if host.irregular:  # as in one process: an index over every line
-        host = host_from(logs.layout.root / "host.jsonl", host.lines, rv)
     own = Findings()
     own.check(11)  # line 0 is an open line chained from the seed
     for *_, shape in parts:  # the samples' fields, in line order
         own.merge(shape)
     own.check(8)   # the chain
+    spans = [(summary, first_t) for *_, first_t, summary, _ in parts]
+    parts.clear()  # each span's summary is dropped once joined: the samples' times are held once
+    host = HostSummary.join(spans)
+    del spans
+    if host is None:
+        return read_host(logs, rv)
+    if host.irregular:  # as in one process: an index over every line
+        host = host_from(logs.layout.root / "host.jsonl", host.lines, rv)
     return host, (own, {"host.jsonl": before.lines}, {"host.jsonl": heads})
 
 
