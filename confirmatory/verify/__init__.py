@@ -14,10 +14,12 @@ stream; what it keeps grows with households, not with lines.
 from __future__ import annotations
 
 import hashlib
+from array import array
 import itertools
 import multiprocessing
 import os
 import sys
+import tempfile
 import threading
 import tomllib
 import traceback
@@ -64,6 +66,7 @@ def verify_run(run_dir: Path | str, witness: Path | str | None = None, *, worker
     parallel = _worker_count(layout, names, workers) > 1
     children: list = []
     span_children: list = []
+    spills: list[str] = []  # the span workers' sample files, removed whatever happens
     try:
         if not parallel:
             host, host_part = read_host(logs, rv)
@@ -72,7 +75,10 @@ def verify_run(run_dir: Path | str, witness: Path | str | None = None, *, worker
             # of the file, and joined here before the models' workers start
             spans = host_spans(root / "host.jsonl", max(2, min(os.cpu_count() or 2, 4)))
             span_children = [_fork(_host_span, logs, rv, a, b) for a, b in spans]
-            host, host_part = join_host_spans([_collect(c) for c in span_children], logs, rv)
+            span_parts = [_collect(c) for c in span_children]
+            spills.extend(part[-1][0] for part in span_parts)
+            host, host_part = join_host_spans(span_parts, logs, rv)
+            del span_parts
         rest = Findings()  # what is found after host.jsonl, merged after its findings
         logs.f = rest
         requests = set()
@@ -102,6 +108,8 @@ def verify_run(run_dir: Path | str, witness: Path | str | None = None, *, worker
             if proc.is_alive():
                 proc.kill()
             proc.join()
+        for path in spills:
+            _remove(path)
     f.merge(host_part[0])
     _add_log_results(logs, host_part[1], host_part[2])
     f.merge(rest)
@@ -319,7 +327,34 @@ def _host_span(logs: LogPass, rv: RulesView, start: int, stop: int | None) -> tu
         summarize_checked([(seq, obj)], summary, shape)
         break
     summarize_checked(lines, summary, shape)
-    return reader.result, reader.heads, reader.first, first_event, first_t, summary, shape
+    # The samples' times go back through a file, not the pipe: the parent
+    # reads them straight into the joined arrays (no pickle of them held
+    # beside the arrays it builds).
+    fd, path = tempfile.mkstemp(prefix="confirmatory-verify-", suffix=".samples")
+    with os.fdopen(fd, "wb") as fh:
+        summary.sample_t.tofile(fh)
+        summary.sample_c.tofile(fh)
+    spill = (path, len(summary.sample_t))
+    summary.sample_t, summary.sample_c = array("d"), array("d")
+    return reader.result, reader.heads, reader.first, first_event, first_t, summary, shape, spill
+
+
+def _unspill(summary: HostSummary, spill: tuple[str, int]) -> None:
+    """Read a span's sample times back into its summary, and remove the file."""
+    path, n = spill
+    try:
+        with open(path, "rb") as fh:
+            summary.sample_t.fromfile(fh, n)
+            summary.sample_c.fromfile(fh, n)
+    finally:
+        _remove(path)
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def join_host_spans(parts: list, logs: LogPass, rv: RulesView):
@@ -338,12 +373,13 @@ def join_host_spans(parts: list, logs: LogPass, rv: RulesView):
         before = result
     own = Findings()
     own.check(11)  # line 0 is an open line chained from the seed
-    for *_, shape in parts:  # the samples' fields, in line order
+    for *_, shape, _spill in parts:  # the samples' fields, in line order
         own.merge(shape)
     own.check(8)   # the chain
-    spans = [(summary, first_t) for *_, first_t, summary, _ in parts]
+    spans = [(summary, first_t) for *_, first_t, summary, _, _ in parts]
+    spill_of = {id(summary): spill for *_, summary, _, spill in parts}
     parts.clear()  # each span's summary is dropped once joined: the samples' times are held once
-    host = HostSummary.join(spans)
+    host = HostSummary.join(spans, load=lambda summary: _unspill(summary, spill_of[id(summary)]))
     del spans
     if host is None:
         return read_host(logs, rv)
