@@ -516,3 +516,24 @@ def test_a_changed_manifest_is_shown_once_where_to_start(run, tmp_path):
     roots = [v.message for v in report.start_here]
     assert roots.count("manifest models/alpha/manifest.json does not hash as anchored") == 1, roots
     assert report.result(8).violations > 1  # every anchor that lists it still fails
+
+
+def test_the_span_workers_sample_files_are_removed_whatever_the_host_log_holds(run, tmp_path, monkeypatch):
+    import shutil
+    import tempfile
+
+    spill_dir = tmp_path / "tmp"
+    spill_dir.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(spill_dir))  # the forked workers inherit it
+    intact = verify_run(run, workers=2)
+    assert intact.ok and list(spill_dir.iterdir()) == []
+    # A damaged host log: the parent falls back to one whole pass; the files still go.
+    bad = tmp_path / "bad"
+    shutil.copytree(run, bad)
+    host = bad / "host.jsonl"
+    lines = host.read_bytes().split(b"\n")
+    lines[len(lines) // 2] = lines[len(lines) // 2].replace(b'"t":', b'"t":1', 1)
+    host.write_bytes(b"\n".join(lines))
+    damaged = verify_run(bad, workers=2)
+    assert not damaged.ok and list(spill_dir.iterdir()) == []
+    assert damaged.to_json() == verify_run(bad, workers=1).to_json()  # reported as in one process
