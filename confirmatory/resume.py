@@ -130,15 +130,7 @@ def request_resume(run_dir: Path, model: str, *, wall: float | None = None,
 
 def read_requests(run_dir: Path) -> list[dict[str, Any]]:
     """Every complete resume-request line, in order (a torn tail is not a request yet)."""
-    path = Path(run_dir) / RESUME_LOG
-    out = []
-    try:
-        for line in iter_lines(path):
-            if line.obj.get("event") == "resume-request":
-                out.append(line.obj)
-    except Exception:  # noqa: BLE001 - a torn tail: what is complete so far counts
-        pass
-    return out
+    return [o for o in _objects(Path(run_dir) / RESUME_LOG) if o.get("event") == "resume-request"]
 
 
 def resume_command(run_dir: Path, model: str) -> int:

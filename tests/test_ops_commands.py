@@ -106,43 +106,38 @@ def test_resume_of_a_model_that_is_not_paused_is_refused(tmp_path, capsys):
     assert run.bytes("resume.jsonl") == before
 
 
-def test_resume_of_a_stopped_model_is_refused(tmp_path, capsys):
-    run = Run(tmp_path)
-    run.event("m0", event="pause", household="h", arm="a", **{"pass": 0}, t=3.0)
+def stopped(run: Run) -> None:
     run.event("m0", event="stop", cause="interrupt", scope="run", t=5.0)
-    before = run.bytes("resume.jsonl")
-    with run.lock():
-        assert resume_command(run.path, "m0") == 3
-    assert "model 'm0' was stopped" in capsys.readouterr().err
-    assert run.bytes("resume.jsonl") == before
 
 
-def test_resume_once_the_final_anchor_is_written_is_refused_even_while_the_runner_holds_its_lock(tmp_path, capsys):
+def final_anchor_written(run: Run) -> None:
     # The runner keeps its lock while it waits for the final push: a request
     # then would follow the final anchor, unanchored for ever.
-    run = Run(tmp_path)
-    run.event("m0", event="pause", household="h", arm="a", **{"pass": 0}, t=3.0)
     run.anchor(final=True)
-    before = run.bytes("resume.jsonl")
-    with run.lock():
-        assert resume_command(run.path, "m0") == 3
-    assert "the run is ending: its final anchor is written" in capsys.readouterr().err
-    assert run.bytes("resume.jsonl") == before
 
 
-def test_resume_while_the_wall_clock_is_behind_the_pause_is_refused_and_writes_nothing(tmp_path, capsys):
+def clock_behind_the_latest_pause(run: Run) -> None:
     # The pause's t is the run's never-backwards clock; after the wall clock was
     # stepped back, a request (raw wall time) would predate it and be rejected.
+    # A second lane paused it later: the runner compares a request with the latest pause.
+    run.event("m0", event="pause", household="h2", arm="a", **{"pass": 0}, t=time.time() + 3600.0)
+
+
+@pytest.mark.parametrize("plant, says", [
+    (stopped, "model 'm0' was stopped"),
+    (final_anchor_written, "the run is ending: its final anchor is written"),
+    (clock_behind_the_latest_pause, "s behind the pause of model 'm0'"),
+])
+def test_resume_of_a_paused_model_is_refused_and_writes_nothing_even_while_a_runner_holds_the_lock(
+        tmp_path, capsys, plant, says):
     run = Run(tmp_path)
-    ahead = time.time() + 3600.0
-    # Two lanes paused it: the runner compares a request with the latest pause.
     run.event("m0", event="pause", household="h", arm="a", **{"pass": 0}, t=time.time() - 60.0)
-    run.event("m0", event="pause", household="h2", arm="a", **{"pass": 0}, t=ahead)
+    plant(run)
     before = run.bytes("resume.jsonl")
     with run.lock():
         assert resume_command(run.path, "m0") == 3
     err = capsys.readouterr().err
-    assert "s behind the pause of model 'm0'" in err and "Nothing written" in err
+    assert says in err and "Nothing written" in err, err
     assert run.bytes("resume.jsonl") == before
 
 
