@@ -148,7 +148,7 @@ class Arm(_Frozen):
 class Price(_Frozen):
     """A model's price in USD per million tokens, as its provider publishes it.
 
-    Registered with litellm before any call (``llm.register_price``), so every
+    Registered with litellm before any call (``llm.register_prices``), so every
     reply is priced through the one path, ``response_cost``; it replaces any
     price litellm's own table has for the model string. Cached input tokens
     are priced at ``cache_read`` and ``cache_write`` when given, else at

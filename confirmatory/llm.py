@@ -165,7 +165,6 @@ def prepare(
     lib.suppress_debug_info = True
     for name in _LITELLM_LOGGERS:
         logging.getLogger(name).propagate = False
-    _install_direct_call_hook(lib)
     problems = register_prices(models, sim_prices)
     if problems:
         raise ValueError("; ".join(problems))
@@ -232,15 +231,6 @@ def _readback_problem(litellm_model: str, entry: Mapping[str, float]) -> str | N
     return None
 
 
-def register_price(litellm_model: str, entry: Mapping[str, float]) -> str | None:
-    """Register ``entry`` (litellm's per-token price fields) for the model
-    string as calls request it, and check that litellm's cost lookup now
-    gives those prices; the problem, or None. One model alone: a design's
-    models together go through ``register_prices``."""
-    _register(litellm_model, entry)
-    return _readback_problem(litellm_model, entry)
-
-
 def register_prices(
     models: Sequence[ModelLike], sim_prices: Mapping[str, tuple[float, float]] | None = None
 ) -> list[str]:
@@ -272,8 +262,7 @@ def register_prices(
             if problem and not any(p.startswith(f"models[{i}].") for p in problems):
                 problems.append(f"models[{i}].price_usd_per_mtok: {problem} (another model's price shares "
                                 "litellm's entry for it?)")
-        elif not _same(_lookup(m.litellm_model), before[i]):
-            now, was = _lookup(m.litellm_model), before[i]
+        elif not _same(now := _lookup(m.litellm_model), was := before[i]):
             problems.append(
                 f"models[{i}].litellm_model: registering the other models' prices changed litellm's price for "
                 f"{m.litellm_model} (from {was} to {now} USD per million input / output tokens: they share a "
@@ -289,7 +278,6 @@ def price_record(model: ModelLike) -> dict[str, Any]:
     own table, of the version the runner identity names), or ``"reply"``
     with no price for an Azure deployment without a design price (litellm
     prices each reply by the model the reply names)."""
-    lib = _lib()
     if getattr(model, "price_usd_per_mtok", None) is not None:
         source = "design"
     elif getattr(model, "api_base", None) == "simulator":
@@ -298,11 +286,7 @@ def price_record(model: ModelLike) -> dict[str, Any]:
         return {"source": "reply", "input_usd_per_mtok": None, "output_usd_per_mtok": None}
     else:
         source = "litellm"
-    try:
-        got = lib.cost_per_token(model=model.litellm_model, prompt_tokens=1_000_000, completion_tokens=1_000_000)
-        prices: tuple[float | None, float | None] = (float(got[0]), float(got[1]))
-    except Exception:  # noqa: BLE001 - unpriced by lookup: said as None
-        prices = (None, None)
+    prices = _lookup(model.litellm_model) or (None, None)
     return {"source": source, "input_usd_per_mtok": prices[0], "output_usd_per_mtok": prices[1]}
 
 
@@ -361,6 +345,7 @@ class AdHocModel:
     timeout_s: float = 120.0
     params: Mapping[str, Any] = field(default_factory=dict)
     require_price: bool = False
+    price_usd_per_mtok: Any = None  # a design.Price, registered by prepare / register_prices
 
 
 @dataclass(frozen=True, slots=True)

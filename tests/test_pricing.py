@@ -317,10 +317,11 @@ def test_cached_input_is_priced_at_the_input_price_unless_the_design_gives_a_cac
                       prompt_tokens_details=PromptTokensDetailsWrapper(cached_tokens=500_000))
         return llm._lib().cost_per_token(model=model, usage_object=usage)[0]
 
-    assert llm.register_price("openai/cache-test-default", Price(input=2.0, output=8.0).per_token()) is None
+    assert llm.register_prices([
+        llm.AdHocModel(name="d", litellm_model="openai/cache-test-default", price_usd_per_mtok=Price(input=2.0, output=8.0)),
+        llm.AdHocModel(name="g", litellm_model="openai/cache-test-given",
+                       price_usd_per_mtok=Price(input=2.0, output=8.0, cache_read=0.5))]) == []
     assert input_cost("openai/cache-test-default") == pytest.approx(2.0)  # never counted below an uncached token
-    assert llm.register_price("openai/cache-test-given",
-                              Price(input=2.0, output=8.0, cache_read=0.5).per_token()) is None
     assert input_cost("openai/cache-test-given") == pytest.approx(0.5 * 0.5 + 2.0 * 0.5)
 
 
@@ -349,8 +350,9 @@ def test_a_registered_price_that_does_not_reach_the_lookup_is_a_problem():
     # bare name; a price registered under a name no call requests never counts.
     from confirmatory.design import Price
 
-    problem = llm.register_price("not-a-provider/x", Price(input=1.0, output=1.0).per_token())
-    assert problem is not None and "not-a-provider/x" in problem
+    (problem,) = llm.register_prices([llm.AdHocModel(name="x", litellm_model="not-a-provider/x",
+                                                     price_usd_per_mtok=Price(input=1.0, output=1.0))])
+    assert problem.startswith("models[0].price_usd_per_mtok: ") and "not-a-provider/x" in problem
 
 
 def test_config_json_records_the_price_each_model_is_counted_at(tmp_path):
@@ -383,10 +385,10 @@ def litellm_prices():
 def test_two_models_naming_one_model_string_at_two_prices_are_refused(litellm_prices):
     from confirmatory.design import Price
 
-    a = llm.AdHocModel(name="a", litellm_model="openai/my-llama-twice", api_base="http://127.0.0.1:8001/v1")
-    b = llm.AdHocModel(name="b", litellm_model="openai/my-llama-twice", api_base="http://127.0.0.1:8002/v1")
-    object.__setattr__(a, "price_usd_per_mtok", Price(input=1.0, output=1.0))
-    object.__setattr__(b, "price_usd_per_mtok", Price(input=9.0, output=9.0))
+    a = llm.AdHocModel(name="a", litellm_model="openai/my-llama-twice", api_base="http://127.0.0.1:8001/v1",
+                       price_usd_per_mtok=Price(input=1.0, output=1.0))
+    b = llm.AdHocModel(name="b", litellm_model="openai/my-llama-twice", api_base="http://127.0.0.1:8002/v1",
+                       price_usd_per_mtok=Price(input=9.0, output=9.0))
     problems = llm.register_prices([a, b])
     assert problems and problems[0].startswith("models[1].price_usd_per_mtok: models[0] names the same "
                                                "litellm_model 'openai/my-llama-twice' at another price"), problems
@@ -399,8 +401,8 @@ def test_a_design_price_that_would_change_another_models_table_price_is_refused(
     # bare "gpt-4-0613" shares: registering one re-prices the other.
     from confirmatory.design import Price
 
-    proxied = llm.AdHocModel(name="proxied", litellm_model="openai/gpt-4-0613", api_base="http://127.0.0.1:4000/v1")
-    object.__setattr__(proxied, "price_usd_per_mtok", Price(input=100.0, output=200.0))
+    proxied = llm.AdHocModel(name="proxied", litellm_model="openai/gpt-4-0613", api_base="http://127.0.0.1:4000/v1",
+                             price_usd_per_mtok=Price(input=100.0, output=200.0))
     direct = llm.AdHocModel(name="direct", litellm_model="gpt-4-0613")
     table = llm._lookup("gpt-4-0613")
     assert table is not None and table != (100.0, 200.0)
