@@ -61,6 +61,11 @@ class HarnessContractError(Exception):
     """The harness broke the protocol (returned something that is not a result)."""
 
 
+class UnreportedCall(HarnessContractError):
+    """``spend.checkpoint`` found a call whose cost the harness left unreported
+    (the lane then counts it and records what it was)."""
+
+
 def qualified_name(cls: type) -> str:
     """``module.QualName`` with ``builtins.`` kept, as records store it."""
     return f"{cls.__module__}.{cls.__qualname__}"

@@ -21,11 +21,11 @@ are leaves.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from confirmatory import rules
 from confirmatory.chain import dumps
-from confirmatory.errors import BudgetStop, HarnessContractError
+from confirmatory.errors import BudgetStop, HarnessContractError, UnreportedCall
 from confirmatory.modelstate import Attempt, ModelState, Running
 from confirmatory.spend import AttemptSpend, record_error
 
@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from confirmatory.run import Run
 
 
-def unreported_breach(aspend: Any) -> tuple[int, HarnessContractError] | None:
+def unreported_breach(aspend: AttemptSpend) -> tuple[int, HarnessContractError] | None:
     """What the harness left unreported in this attempt, as the error the
     record gets: (nano-dollars of confirmatory.llm replies it did not report,
     the error), or None when it reported every call it made."""
@@ -103,7 +103,7 @@ class Lane:
             pass
         # Written at the lane's end, perhaps after its log failed (a full
         # disk: the run is stopping then); the failure goes to the report.
-        self.run._append_at_end(self.m.run_log, {"event": "lane-end", "lane": self.index, "reason": reason, "t": t})
+        self.run.append_at_end(self.m.run_log, {"event": "lane-end", "lane": self.index, "reason": reason, "t": t})
         with self.m.cond:
             self.m.lane_ends.append(reason)
             self.m.cond.notify_all()
@@ -323,6 +323,7 @@ class Lane:
                     m.waiting_resume -= 1
         arm_spec = self.run.arms[arm]
         status, error, answer, extra = "ok", None, None, None
+        ended_by: BaseException | None = None  # what ended the conversation, if not its end
         try:
             with aspend.bound():  # confirmatory.llm tells it of the calls made in this thread
                 result = self.run.harness(self.spec, m.households[household], arm_spec, m.pool, aspend,
@@ -338,8 +339,9 @@ class Lane:
             except (TypeError, ValueError) as exc:
                 raise HarnessContractError(f"the harness's result is not JSON: {exc}") from None
         except BudgetStop as exc:
-            status, error = "budget_stop", record_error(exc)
+            status, error, ended_by = "budget_stop", record_error(exc), exc
         except BaseException as exc:  # noqa: BLE001 - every failure becomes a record (SystemExit too)
+            ended_by = exc
             answer, extra = None, None  # an answer that is not JSON must not keep the record from being written
             error = record_error(
                 exc, escalated_after_truncation=bool(getattr(exc, "escalated_after_truncation", False))
@@ -354,7 +356,7 @@ class Lane:
             # Money the harness did not report is counted here, in the record,
             # and the attempt is the harness's failure: its model stops.
             missing, exc = breach
-            if error is not None and "unreported" not in str(error.get("message", "")):
+            if ended_by is not None and not isinstance(ended_by, UnreportedCall):
                 # what ended the conversation otherwise is kept in the message
                 exc = HarnessContractError(f"{exc}; the conversation had ended with "
                                            f"{error.get('type')}: {str(error.get('message'))[:300]}")

@@ -38,6 +38,18 @@ _JOIN_S = 5.0
 _READY_S = 60.0
 
 
+POOL_METHODS = ("call", "alive", "close")
+
+
+def not_a_pool(pool: Any, factory: str) -> str | None:
+    """Why what an engine factory returned is not an engine pool, or None."""
+    lacking = [name for name in POOL_METHODS if not callable(getattr(pool, name, None))]
+    if not lacking:
+        return None
+    return (f"the engine factory {factory} returned {type(pool).__name__}, which has no {', '.join(lacking)} "
+            "(an engine pool has call, alive and close: docs/HARNESS.md)")
+
+
 class PoolFailure(Exception):
     """The engine pool is broken or closed: a worker died or never started."""
 

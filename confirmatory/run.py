@@ -28,6 +28,7 @@ from confirmatory.redaction import Guard
 from confirmatory.clock import Clock
 from confirmatory.lanes import Lane
 from confirmatory.modelstate import ModelState, Running
+from confirmatory.pool import not_a_pool
 from confirmatory.money import usd_to_nusd
 from confirmatory.runfiles import RunFiles, create_run_dir
 from confirmatory.spend import Spend
@@ -149,14 +150,11 @@ class Run:
         for m in self.models.values():
             try:
                 pool = factory(self.design.engine.workers_per_model)
-                lacking = [name for name in ("call", "alive", "close") if not callable(getattr(pool, name, None))]
-                if lacking:
-                    # (closed if it can be: it may hold worker processes)
+                problem = not_a_pool(pool, self.design.engine.factory)
+                if problem:
                     if callable(getattr(pool, "close", None)):
-                        pool.close()
-                    raise TypeError(f"the engine factory {self.design.engine.factory} returned "
-                                    f"{type(pool).__name__}, which has no {', '.join(lacking)} "
-                                    "(an engine pool has call, alive and close: docs/HARNESS.md)")
+                        pool.close()  # it may hold worker processes
+                    raise TypeError(problem)
                 m.pool = pool
             except Exception as exc:  # noqa: BLE001 - a pool that fails to start stops its model
                 self.stop_model(m, "pool", detail=f"engine pool failed to start: {exc!r}")
@@ -271,7 +269,7 @@ class Run:
                 f"the run's disk has {free / 2**20:.1f} MiB free, below the {self.disk_floor_bytes / 2**20:g} MiB "
                 "floor: stopped while the stop, the close lines and the final anchor can still be written"))
 
-    def _append_at_end(self, log: Any, line: dict[str, Any]) -> bool:
+    def append_at_end(self, log: Any, line: dict[str, Any]) -> bool:
         """Append a line the run's ending writes (a stop, a close): a log that
         can no longer be written (a full disk) must not keep the others, or
         the final anchor, from being written. The failure is kept for the
@@ -357,7 +355,7 @@ class Run:
         line = {"event": "stop", "cause": cause, "scope": rules.STOP_SCOPE.get(cause, "model"), "t": t}
         if detail:
             line["detail"] = detail
-        self._append_at_end(m.run_log, line)
+        self.append_at_end(m.run_log, line)
         m.halt.set()
         with m.cond:
             m.cond.notify_all()
@@ -375,9 +373,9 @@ class Run:
         if detail:
             line["detail"] = detail
         assert self.files is not None
-        self._append_at_end(self.files.run_log, line)
+        self.append_at_end(self.files.run_log, line)
         for m in self.models.values():
-            self._append_at_end(m.run_log, line)
+            self.append_at_end(m.run_log, line)
             m.halt.set()
             with m.cond:
                 m.cond.notify_all()
@@ -486,7 +484,7 @@ class Run:
             self.stop_run(fatal[0][0], detail=fatal[0][1])
         total = self.spend.total_nusd
         for m in self.models.values():
-            self._append_at_end(m.run_log, {"event": "close", "t": self.clock.now(),
+            self.append_at_end(m.run_log, {"event": "close", "t": self.clock.now(),
                                             "spend_nusd": self.spend.model_total(m.name)})
         if self.spend.crossed.is_set():
             status = "ceiling"
@@ -497,7 +495,7 @@ class Run:
         first = next((m for m in self.models.values() if m.stop_cause), None)
         cause = self.stop_cause or (first.stop_cause if first else None)
         detail = self.stop_detail if self.stop_cause else (first.stop_detail if first else "")
-        self._append_at_end(self.files.run_log, {"event": "close", "t": self.clock.now(), "status": status,
+        self.append_at_end(self.files.run_log, {"event": "close", "t": self.clock.now(), "status": status,
                                                  "spend_total_nusd": total})
         anchored = True
         try:

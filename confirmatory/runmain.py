@@ -149,10 +149,11 @@ def entry_problems(loaded: Any) -> list[str]:
         pool = factory(loaded.design.engine.workers_per_model)
     except Exception as exc:  # noqa: BLE001 - any failure to start is the design's problem
         return problems + [f"engine.factory: starting a pool raised {type(exc).__name__}: {exc}"]
-    lacking = [name for name in ("call", "alive", "close") if not callable(getattr(pool, name, None))]
-    if lacking:
-        problems.append(f"engine.factory: returned {type(pool).__name__}, which has no "
-                        f"{', '.join(lacking)} (an engine pool has call, alive and close: docs/HARNESS.md)")
+    from confirmatory.pool import not_a_pool
+
+    problem = not_a_pool(pool, loaded.design.engine.factory)
+    if problem:
+        problems.append(f"engine.factory: {problem}")
     else:
         try:
             if not pool.alive():
@@ -283,25 +284,24 @@ def report(result: Any) -> int:
     _say(f"  spend {format_usd(result.spend_total_nusd)}")
     # Whatever the ending, the reviewer needs the witness to hold the final anchor.
     unwitnessed = result.final_push_rc not in (None, 0)
-    if not getattr(result, "final_anchor_written", True):
+    if not result.final_anchor_written:
         _say("  the final anchor could not be written: the records are not anchored at their end "
              "(verify reports it)")
     elif unwitnessed:
         _say(f"  the witness does not hold the final anchor yet (push rc {result.final_push_rc}); "
               f"retry with: confirmatory push-anchor {shlex.quote(str(result.run_dir))}")
-    failures = getattr(result, "write_failures", ())
-    if failures:
-        _say(f"  NOT EVERY LINE OF THE RUN'S END COULD BE WRITTEN ({len(failures)}): {failures[0]}")
+    if result.write_failures:
+        _say(f"  NOT EVERY LINE OF THE RUN'S END COULD BE WRITTEN ({len(result.write_failures)}): "
+             f"{result.write_failures[0]}")
         _say("  everything acknowledged before that is on disk; confirmatory verify "
              f"{shlex.quote(str(result.run_dir))} says what is missing")
-    if failures and result.status != "ceiling":
-        _say(f"  stopped, cause {result.stop_cause or 'runner-error'}")
-        return EXIT_STOPPED
     if result.status == "ceiling":
         _say("  the spend ceiling was crossed: every lane stopped")
         return EXIT_CEILING
-    if result.status == "stopped":
-        detail = f": {result.stop_detail}" if getattr(result, "stop_detail", "") else ""
-        _say(f"  stopped, cause {result.stop_cause}{detail} (see run.jsonl and models/*/run.jsonl)")
+    # (a run whose final anchor failed after its close line said "completed" stops too)
+    if result.status == "stopped" or result.write_failures:
+        detail = f": {result.stop_detail}" if result.stop_detail else ""
+        _say(f"  stopped, cause {result.stop_cause or 'runner-error'}{detail} "
+             "(see run.jsonl and models/*/run.jsonl)")
         return EXIT_STOPPED
     return EXIT_WITNESS if unwitnessed else EXIT_OK

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from confirmatory.errors import BudgetStop, HarnessContractError, describe_exception
+from confirmatory.errors import BudgetStop, HarnessContractError, UnreportedCall, describe_exception
 from confirmatory.money import to_nusd
 
 CALL_KINDS = ("chat", "responses", "tool", "explain")
@@ -164,7 +164,7 @@ class AttemptSpend:
         self.abandoned = False
         self.finished = False
         self._llm_seen = 0  # nano-dollars of priced replies confirmatory.llm returned in this attempt
-        self._llm_reported = 0  # ... and of chat/responses calls the harness reported
+        self._llm_reported = 0  # ... and of every call the harness reported (any kind)
         self._direct = 0  # litellm calls made in this thread not through confirmatory.llm
         self._opened = time.time()  # raw, as the calls' times are
 
@@ -200,7 +200,7 @@ class AttemptSpend:
         cost would otherwise escape the ceiling until the attempt ends)."""
         missing, direct = self.unreported()
         if missing or direct:
-            raise HarnessContractError("a call was left unreported before this turn (the lane counts it)")
+            raise UnreportedCall("a call was left unreported before this turn (the lane counts it)")
         if self.abandoned:
             raise BudgetStop("attempt abandoned past its deadline")
         reason = self._stop_reason()

@@ -429,7 +429,8 @@ def test_check_with_out_also_checks_the_witness_clone_and_the_run_directory(tmp_
 
 
 @pytest.mark.parametrize("factory, expected", [
-    ("confirmatory.testing.fakes:unusable_engine", "engine.factory: returned function, which has no call, alive, close"),
+    ("confirmatory.testing.fakes:unusable_engine", "engine.factory: the engine factory confirmatory.testing.fakes:"
+                                                   "unusable_engine returned function, which has no call, alive, close"),
     ("confirmatory.testing.fakes:broken_engine", "engine.factory: starting a pool raised PoolFailure: engine worker 0 "
                                                  "did not start"),
 ])

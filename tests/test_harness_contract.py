@@ -111,3 +111,31 @@ def test_a_harness_calling_litellm_directly_is_stopped_at_its_first_attempt(tmp_
         # what it did report is kept
         assert record["cost_nusd"] > 0 and record["calls"][0]["error"] is None
         assert len(of(events(run_dir, model), "attempt")) <= 2  # its lanes stop at once
+
+
+THEN = '''
+from confirmatory import llm
+from confirmatory.errors import UnparseableAnswer
+
+def run(model, household, arm, pool, spend, clock):
+    spend.checkpoint()
+    llm.chat(model, [{"role": "user", "content": "What is 2 + 2?"}])  # its cost never reported
+    {then}
+'''
+
+
+@pytest.mark.parametrize("then, ended_with", [
+    ("spend.checkpoint()", None),  # the next turn is refused: that refusal is the breach itself
+    ("raise UnparseableAnswer('no number in the reply')", "confirmatory.errors.UnparseableAnswer"),
+])
+def test_the_breach_keeps_what_else_ended_the_conversation(tmp_path, then, ended_with):
+    rc, run_dir = run_study(tmp_path, "then", THEN.replace("{then}", then))
+    assert rc == 4
+    verified(run_dir)
+    for model, record in first_records(run_dir).items():
+        message = record["error"]["message"]
+        assert "did not report" in message, (model, message)
+        if ended_with is None:
+            assert "had ended with" not in message, message
+        else:
+            assert f"the conversation had ended with {ended_with}: no number in the reply" in message, message
