@@ -15,8 +15,10 @@ before it reaches the file.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib.metadata
+import importlib.util
 import platform
 import subprocess
 import sys
@@ -26,7 +28,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import confirmatory
 from confirmatory import llm
-from confirmatory.design import LoadedDesign, ModelSpec
+from confirmatory.design import ENTRY_RE, LoadedDesign, ModelSpec
 from confirmatory.design_load import entry_module
 from confirmatory.redaction import HEADER_KEYS, is_secret_name, redact, redact_obj
 
@@ -56,7 +58,7 @@ def build_config(loaded: LoadedDesign, *, argv: list[str], registry_path: Path) 
         not_pinned.insert(0, f"The model registry {registry_path} was not found, so no model's identity is recorded.")
     unpinned = unpinned_local_modules(loaded)
     if unpinned:
-        not_pinned.append(f"These files beside the design were imported by the harness or the engine and are not "
+        not_pinned.append(f"These files beside the design are run by the harness or the engine and are not "
                           f"pinned, so nothing holds them fixed: {', '.join(unpinned)}.")
     cfg = {
         "format": CONFIG_FORMAT,
@@ -82,10 +84,8 @@ def build_config(loaded: LoadedDesign, *, argv: list[str], registry_path: Path) 
 
 
 def _sha256_or_none(path: Path) -> str | None:
-    import hashlib
-
     try:
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+        return _sha(Path(path).read_bytes())
     except OSError:
         return None
 
@@ -201,43 +201,28 @@ def describe_problems(described: Any) -> list[str]:
     return problems
 
 
-# Engine worker targets ("module:function") seen when a pool was started for
-# a design (runmain.entry_problems), by design directory: the workers import
-# them in their own processes, out of this one's sight.
-_ENGINE_TARGETS: dict[str, set[str]] = {}
-
-
-def note_engine_target(loaded: LoadedDesign, target: Any) -> None:
-    if isinstance(target, str) and ":" in target:
-        _ENGINE_TARGETS.setdefault(str(Path(loaded.base_dir).resolve()), set()).add(target.split(":", 1)[0])
-
-
 def unpinned_local_modules(loaded: LoadedDesign) -> list[str]:
     """Python files beside the design that the run executes and the design
     does not pin, relative to the design: the harness's and the engine
-    factory's modules, every module beside the design they import (followed
-    through their import statements, wherever they are in a file: a lazy
-    import inside ``run`` too) and the engine workers' module. (Files with
-    no code, such as an empty ``__init__.py``, are left out.)"""
-    import ast
-
+    factory's modules and every module beside the design they reach, through
+    their import statements (wherever they are in a file: a lazy import
+    inside ``run`` too) and through ``"module:function"`` strings (an engine
+    pool's worker target). (Files with no code, such as an empty
+    ``__init__.py``, are left out.)"""
     base = Path(loaded.base_dir).resolve()
     pinned = {str(Path(p)) for p in loaded.pins}
-    design = loaded.design
 
     def local_file(name: str, root: Path | None = None) -> Path | None:
         """The file beside the design (or under ``root``, for a relative
-        import) that ``name`` imports, else None."""
+        import) that importing ``name`` runs, else None."""
+        top = base if root is None else root
         parts = name.split(".") if name else []
-        for top in ((root,) if root is not None else (base,)):
-            for candidate in (top.joinpath(*parts).with_suffix(".py") if parts else None,
-                              top.joinpath(*parts, "__init__.py")):
-                if candidate is not None and candidate.is_file():
-                    return candidate.resolve()
+        for candidate in ([top.joinpath(*parts).with_suffix(".py")] if parts else []) + [
+                top.joinpath(*parts, "__init__.py")]:
+            if candidate.is_file():
+                return candidate.resolve()
         if root is None:
             # a package-qualified name (the bundled study's confirmatory.demo.harness)
-            import importlib.util
-
             try:
                 spec = importlib.util.find_spec(name)
             except (ImportError, ValueError):
@@ -247,11 +232,8 @@ def unpinned_local_modules(loaded: LoadedDesign) -> list[str]:
                 return origin
         return None
 
-    start = [design.harness.entry.split(":", 1)[0], design.engine.factory.split(":", 1)[0],
-             *sorted(_ENGINE_TARGETS.get(str(base), ()))]
-    todo = [f for f in (local_file(n) for n in start) if f is not None]
-    if not todo:
-        return []
+    start = [loaded.design.harness.entry, loaded.design.engine.factory]
+    todo = [f for f in (local_file(entry.split(":", 1)[0]) for entry in start) if f is not None]
     seen: set[Path] = set()
     while todo:
         path = todo.pop()
@@ -273,6 +255,8 @@ def unpinned_local_modules(loaded: LoadedDesign) -> list[str]:
                 root = path.parents[node.level - 1]
                 prefix = f"{node.module}." if node.module else ""
                 names = ([node.module] if node.module else []) + [prefix + a.name for a in node.names]
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and ENTRY_RE.fullmatch(node.value):
+                names = [node.value.split(":", 1)[0]]  # "module:function": an engine worker's target
             for name in names:
                 for k in range(1, name.count(".") + 2):  # a package's __init__ runs too
                     found = local_file(".".join(name.split(".")[:k]), root)
@@ -290,8 +274,6 @@ def unpinned_local_modules(loaded: LoadedDesign) -> list[str]:
 
 def _only_a_docstring(path: Path) -> bool:
     """A file with no code (empty, or a docstring alone: a package's __init__.py)."""
-    import ast
-
     try:
         body = ast.parse(path.read_bytes()).body
     except (OSError, SyntaxError, ValueError):

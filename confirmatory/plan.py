@@ -51,9 +51,9 @@ def check_command(design_path: Path | str, workers: int | None = None, *, run_di
     out.write(render_plan(loaded))
     from confirmatory.config import unpinned_local_modules
 
-    unpinned = unpinned_local_modules(loaded)  # imported above, by the entry checks
+    unpinned = unpinned_local_modules(loaded)
     if unpinned:
-        out.write(f"note: not pinned, though the harness or engine imported them from beside the design: "
+        out.write(f"note: not pinned, though the harness or engine imports them from beside the design: "
                   f"{', '.join(unpinned)} (pin them in [harness] pins; config.json will list them as not pinned down)\n")
     if run_dir is None and loaded.design.anchors.command:
         out.write("witness: not checked (check --out RUN_DIR checks the run directory and the witness "

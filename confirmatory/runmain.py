@@ -160,9 +160,6 @@ def entry_problems(loaded: Any) -> list[str]:
                 problems.append("engine.factory: the pool it started is not alive")
         except Exception as exc:  # noqa: BLE001
             problems.append(f"engine.factory: the pool's alive() raised {type(exc).__name__}: {exc}")
-    from confirmatory.config import note_engine_target
-
-    note_engine_target(loaded, getattr(pool, "target", None))  # its worker module runs the study's code too
     if callable(getattr(pool, "close", None)):
         try:
             pool.close()

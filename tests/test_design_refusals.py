@@ -469,7 +469,7 @@ def test_a_module_beside_the_design_that_the_harness_imports_unpinned_is_named(t
     study.harness(f"import {sibling}\n\n" + HARNESS_SRC)
     result = check(study.design)
     assert result.exit_code == 0, result.output
-    assert f"note: not pinned, though the harness or engine imported them from beside the design: {sibling}.py" \
+    assert f"note: not pinned, though the harness or engine imports them from beside the design: {sibling}.py" \
         in result.output
     cfg = build_config(load_design(study.design), argv=[], registry_path=tmp_path / "none.json")
     assert any(f"not pinned, so nothing holds them fixed: {sibling}.py" in s for s in cfg["not_pinned_down"])
@@ -481,16 +481,20 @@ def test_a_module_beside_the_design_that_the_harness_imports_unpinned_is_named(t
 
 def test_unpinned_files_are_found_through_lazy_imports_and_the_engine_workers_module(tmp_path):
     study = make_study(tmp_path / "study")
-    lazy, worker, unrelated = (f"{kind}_{uuid.uuid4().hex[:8]}" for kind in ("lazy", "worker", "unrelated"))
+    lazy, factory, worker, unrelated = (f"{kind}_{uuid.uuid4().hex[:8]}"
+                                        for kind in ("lazy", "factory", "worker", "unrelated"))
     (study.dir / f"{lazy}.py").write_text("PROMPT = 'x'\n")
     (study.dir / f"{unrelated}.py").write_text("print('a script nobody imports')\n")
-    (study.dir / f"{worker}.py").write_text(
+    # the workers run a module the factory names only in a string
+    (study.dir / f"{worker}.py").write_text("def serve(op, payload, features):\n    return 1\n")
+    (study.dir / f"{factory}.py").write_text(
         "from confirmatory.pool import ProcessEnginePool\n\n"
-        "def serve(op, payload, features):\n    return 1\n\n"
         f"def start(workers):\n    return ProcessEnginePool('{worker}:serve', workers)\n")
     # the harness imports its helper only when it runs
     study.harness(HARNESS_SRC.replace("    return {'answer': None}", f"    import {lazy}\n    return {{'answer': None}}"))
-    study.edit('factory = "confirmatory.demo.engine:start"', f'factory = "{worker}:start"')
+    study.edit('factory = "confirmatory.demo.engine:start"', f'factory = "{factory}:start"')
     output = check(study.design).output
     (note,) = [line for line in output.splitlines() if line.startswith("note: not pinned")]
-    assert f"{lazy}.py" in note and f"{worker}.py" in note and unrelated not in note, note
+    for name in (lazy, factory, worker):
+        assert f"{name}.py" in note, (name, note)
+    assert unrelated not in note, note
