@@ -79,7 +79,7 @@ except ImportError:  # pragma: no cover
     _SORT_KEYS = 0
 
 
-def _fast_canonical(obj: Any, line: bytes) -> bool:
+def _fast_canonical(obj: Any, line: bytes, guards_hold: bool = False) -> bool:
     """Whether ``line`` is, byte for byte, RECORDS.md's encoding of ``obj``,
     decided without the standard encoder; False means "ask the standard
     encoder", not "no". ``obj`` is the fast parser's object of ``line``.
@@ -105,8 +105,11 @@ def _fast_canonical(obj: Any, line: bytes) -> bool:
       standard encoder decides). Where orjson writes a sign in every
       exponent (``_SIGNED_EXPONENTS``), looking for ``e+`` and ``e-`` is
       enough, and cheaper.
+
+    ``guards_hold``: the byte guards are already known to hold for ``line``
+    (``ChainReader`` asks them once for a whole batch: ``_guards_hold``).
     """
-    return _fast_dumps(obj, option=_SORT_KEYS) == line and _guards_hold(line)
+    return _fast_dumps(obj, option=_SORT_KEYS) == line and (guards_hold or _guards_hold(line))
 
 
 def _guards_hold(data: bytes) -> bool:
@@ -470,7 +473,7 @@ class ChainReader:
 
     def __iter__(self) -> Iterator[tuple[int, dict]]:
         parse, links, sha256, fast = _parse_line, _links, hashlib.sha256, _fast_loads
-        fast_dumps, sort_keys, guards_hold = _fast_dumps, _SORT_KEYS, _guards_hold
+        fast_canonical, guards_hold = _fast_canonical, _guards_hold
         wanted, heads = self.heads_at, self.heads
         head, n, end = self.seed, 0, self.start
         try:
@@ -503,9 +506,7 @@ class ChainReader:
                             proposed = True
                             good = (obj.__class__ is dict and obj.get("prev") == head and obj.get("seq") == n
                                     and type(obj["seq"]) is int
-                                    and ((fast_dumps(obj, option=sort_keys) == line
-                                          and (clean or guards_hold(line)))
-                                         or links(obj, line.decode(), head, n)))
+                                    and (fast_canonical(obj, line, clean) or links(obj, line.decode(), head, n)))
                         except Exception:  # noqa: BLE001 - decided by the standard parser below
                             good = False
                     if not good:
