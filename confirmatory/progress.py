@@ -10,8 +10,9 @@ Two kinds of output, both on stderr (stdout stays clean):
 * **the table**, one line per model (households decided and ended, attempts,
   reruns, spend against its cap, and its state: done, paused with the command
   that resumes it, stopped, or the time its remaining households take at the
-  pace so far), every ``interval_s``: every 2 s on a terminal, every 60 s into a file (an hour-long run then writes a few
-  hundred lines, not thousands). Not with ``--quiet``.
+  pace so far), every ``interval_s``: every 2 s on a terminal, every 60 s
+  into a file (an hour-long run then writes a few hundred lines, not
+  thousands). Not with ``--quiet``.
 
 Reads the Run's counters without taking its locks (a display may be a moment
 stale; it never slows a lane).
@@ -111,13 +112,13 @@ class Progress:
             self._once(("ceiling",), "the spend ceiling was crossed: every lane stops", out)
         if run.stopped:
             longest = max((float(m.spec.timeout_s) for m in run.models.values()), default=0.0)
-            detail = getattr(run, "stop_detail", "")
+            detail = run.stop_detail
             self._once(("stopping",),
                        f"run stopping ({run.stop_cause}{': ' + detail if detail else ''}): "
                        "calls in flight end within their timeout "
                        f"(at most {longest:g} s), then the final anchor is written and pushed "
                        f"(at most {FINAL_PUSH_TIMEOUT_S:g} s)", out)
-        signals = getattr(run, "signals_received", 0)
+        signals = run.signals_received
         if signals > self._signals_told:
             if signals > 1:  # the first one is the stop itself
                 out.append(f"[{_hms(time.monotonic() - self._t0)}] signal received again: already stopping "

@@ -14,7 +14,6 @@ stream; what it keeps grows with households, not with lines.
 from __future__ import annotations
 
 import hashlib
-from array import array
 import itertools
 import multiprocessing
 import os
@@ -23,6 +22,7 @@ import tempfile
 import threading
 import tomllib
 import traceback
+from array import array
 from pathlib import Path
 
 from confirmatory.chain import ChainReader, iter_objects
