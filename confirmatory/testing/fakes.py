@@ -32,7 +32,7 @@ FAULT_KINDS = (
     "ok", "provider", "unavailable", "timeout", "model", "truncated", "operator", "forbidden",
     "harness", "inconclusive", "hang", "interrupt", "expensive", "pool-kill", "slow", "echo-key", "stuck",
     # harness contract breaches: an answer JSON cannot hold, a result without
-    # an answer, a SystemExit out of the harness
+    # an answer, a SystemExit out of the harness, a call timed with the wrong clock
     "nan-answer", "no-answer", "system-exit", "monotonic-times",
 )
 
