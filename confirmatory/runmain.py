@@ -121,10 +121,10 @@ def entry_problems(loaded: Any) -> list[str]:
     engine factory must start a pool (call, alive, close) that is then closed
     again: a factory that fails would otherwise stop every model at the
     start of the one confirmatory run, its run directory and witness id spent."""
-    from confirmatory.design import DesignError, resolve_entry
-
     from confirmatory.config import describe_problems, harness_described
+    from confirmatory.design import DesignError, resolve_entry
     from confirmatory.design_load import entry_module
+    from confirmatory.pool import not_a_pool
 
     problems: list[str] = []
     factory = None
@@ -149,8 +149,6 @@ def entry_problems(loaded: Any) -> list[str]:
         pool = factory(loaded.design.engine.workers_per_model)
     except Exception as exc:  # noqa: BLE001 - any failure to start is the design's problem
         return problems + [f"engine.factory: starting a pool raised {type(exc).__name__}: {exc}"]
-    from confirmatory.pool import not_a_pool
-
     problem = not_a_pool(pool, loaded.design.engine.factory)
     if problem:
         problems.append(f"engine.factory: {problem}")

@@ -328,7 +328,7 @@ def preflight_problems(command: Sequence[str] | None, cwd: Path, run_dir: Path) 
 # --- check --------------------------------------------------------------------
 
 # What ``main`` prints on success: ``anchors/<run_id>.jsonl: N lines ...``.
-_PUBLISHED = re.compile(r"^anchors/([A-Za-z0-9._-]+)\.jsonl: \d+ lines ")
+_PUBLISHED = re.compile(rf"^anchors/({_SLUG.pattern})\.jsonl: \d+ lines ")
 
 
 def run_id_from_pushes(run_dir: Path) -> str | None:
