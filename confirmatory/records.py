@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import bisect
 import hashlib
-from array import array
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from confirmatory import column
 from confirmatory.chain import LogLine, iter_lines, log_seed
+from confirmatory.column import Column
 from confirmatory.hostrules import BASE_SLACK_S, NO_SAMPLE_AFTER, HostTimeline, HostVerdict, _fmt_t
 
 RUN_MANIFEST = "manifest.json"
@@ -144,13 +145,21 @@ class HostSummary:
     ``pressure_threshold``), ``verdict(start, end, limit=n)`` returns exactly
     what `hostrules.attempt_host_verdict` returns on the log's first ``n``
     lines (all when None; tests compare both on random logs), keeping only:
-    every sample's time (8 bytes each, to find an attempt's completing sample,
-    the first sample after its end, and so where its prefix is cut); the
+    every sample's time and completion key (to find an attempt's completing
+    sample, the first sample after its end, and so where its prefix is cut;
+    held in `column.Column`s, which keep only a sparse index and a few blocks
+    in memory and the rest in a temporary file with no name); the
     evidence lines and the samples above the pressure threshold, with their
     reasons; the gaps longer than ``max_gap_s`` between consecutive time
     points; the positions of the lines that are not samples; and where the
     running maximum backward clock step rises. Everything but the sample
-    times is set by the log's exceptions, not by how many samples it has.
+    times is set by the log's exceptions, not by how many samples it has,
+    and so is what it holds in memory.
+
+    ``files``: two descriptors the sample columns write their blocks to (see
+    `column.Column`: a summary built in one process and read in another that
+    holds the same descriptors); by default each column makes its own file.
+    ``block``: the columns' block size (`column.BLOCK` when None).
 
     Needs a regular log: times that never decrease, and numbers where the
     rule reads numbers. One that is not (only an edited log) is
@@ -158,7 +167,8 @@ class HostSummary:
     the whole log instead.
     """
 
-    def __init__(self, *, max_gap_s: float, pressure_threshold: float) -> None:
+    def __init__(self, *, max_gap_s: float, pressure_threshold: float,
+                 files: tuple[int, int] | None = None, block: int | None = None) -> None:
         self.max_gap_s = max_gap_s
         self.pressure_threshold = pressure_threshold
         self.monotone = True
@@ -167,8 +177,13 @@ class HostSummary:
         self.lines = 0
         self._last = float("-inf")             # HostIndex's monotonicity test, same coercion
         self._prev_point: float | None = None
-        self.sample_t = array("d")              # every sample's time, in line order
-        self.sample_c = array("d")              # ... and its hostrules.completion_key
+        t_fd, c_fd = files if files is not None else (None, None)
+        block = column.BLOCK if block is None else block
+        self.sample_t = Column(t_fd, block=block)   # every sample's time, in line order
+        self.sample_c = Column(c_fd, block=block)   # ... and its hostrules.completion_key
+        # the columns' full blocks are moved out every (a power of two >= block) lines
+        self._settle_mask = (1 << (block - 1).bit_length()) - 1
+        self._last_c = float("-inf")            # the last completion key
         self._other: list[int] = []             # line index of every line that is not a sample
         self._other_q: list[int] = []           # samples before each of those lines
         self._opens: list[tuple[int, float]] = []   # time points that are not samples: (line, t)
@@ -191,12 +206,16 @@ class HostSummary:
                     and type(began) is float):
                 i = self.lines
                 self.lines = i + 1
+                if not i & self._settle_mask:
+                    self._settle()
                 self._last = t
                 self._sample(i, t, back, pressure, began if began < t else t)
                 self._point(i, t)
                 return
         i = self.lines
         self.lines += 1
+        if not i & self._settle_mask:
+            self._settle()
         t = obj.get("t")
         num = isinstance(t, _NUM)
         ct = t if num else (self._last if self._last != float("-inf") else 0.0)
@@ -238,8 +257,9 @@ class HostSummary:
 
     def _sample(self, i: int, t: float, back: float, pressure: float | None, c: float) -> None:
         """A sample at line ``i``: its time and completion key, a rise of the back-step max, a pressure mark."""
-        if len(self.sample_c) and c < self.sample_c[-1]:
+        if c < self._last_c:
             self.irregular = True  # keys out of order: only an edited log; the whole-log index decides
+        self._last_c = c
         self.sample_c.append(c)
         if back > self.back_max:
             self._rise_k.append(len(self.sample_t))
@@ -250,6 +270,12 @@ class HostSummary:
             self.marks_t.append(t)
             self.marks_since.append(t)
             self.marks.append((i, 0, f"pressure {pressure:g} > {self.pressure_threshold:g} at {_fmt_t(t)}"))
+
+    def _settle(self) -> None:
+        """Move the sample columns' full blocks out of memory (every
+        ``_settle_mask + 1`` lines: the tails stay small)."""
+        self.sample_t.settle()
+        self.sample_c.settle()
 
     def _point(self, i: int, t: float) -> None:
         """A time point (open or sample) at line ``i``: a gap since the previous one."""
@@ -321,8 +347,10 @@ class HostSummary:
                 self._rise_k.append(samples + k)
                 self._rise_b.append(b)
                 self.back_max = b
-        if len(self.sample_c) and len(part.sample_c) and part.sample_c[0] < self.sample_c[-1]:
-            self.irregular = True
+        if len(part.sample_c):
+            if part.sample_c[0] < self._last_c:
+                self.irregular = True
+            self._last_c = part._last_c
         self.sample_t.extend(part.sample_t)
         self.sample_c.extend(part.sample_c)
         self._other.extend(i + lines for i in part._other)
@@ -349,9 +377,19 @@ class HostSummary:
         j = bisect.bisect_right(self._rise_k, k) - 1
         return self._rise_b[j] if j >= 0 and k >= 0 else 0.0
 
+    def _completing(self, end: float, hi: int | None = None) -> int:
+        """Index of the first sample completing ``end`` among the first ``hi``:
+        ``bisect_right`` on the completion keys (the column's own, where the
+        keys never decrease, as in every regular log; else the generic one,
+        value by value, which answers as on an array)."""
+        if self.irregular:
+            return bisect.bisect_right(self.sample_c, end, 0, len(self.sample_c) if hi is None else hi)
+        k = self.sample_c.rank(end)
+        return k if hi is None or k < hi else hi
+
     def completion(self, end: float) -> int | None:
         """Line index of the first sample after ``end`` (None: no such sample)."""
-        k = bisect.bisect_right(self.sample_c, end)
+        k = self._completing(end)
         return self._line_of(k) if k < len(self.sample_c) else None
 
     def back_until(self, end: float) -> float:
@@ -359,13 +397,13 @@ class HostSummary:
         through the first sample after ``end`` (through the last sample when
         there is none)."""
         n = len(self.sample_t)
-        return self._back_through(min(bisect.bisect_right(self.sample_c, end), n - 1)) if n else 0.0
+        return self._back_through(min(self._completing(end), n - 1)) if n else 0.0
 
     def _frame(self, start: float, end: float, limit: int | None):
         """(complete, last line looked at, lo, hi, samples in the prefix)."""
         n = self.lines if limit is None else len(range(self.lines)[:limit])  # as lines[:limit] counts
         ns = n - bisect.bisect_left(self._other, n)   # samples among the first n lines
-        k = bisect.bisect_right(self.sample_c, end, 0, ns)  # the first sample completing end
+        k = self._completing(end, ns)  # the first sample completing end, among the prefix's
         if k < ns:
             complete, cut, back = True, self._line_of(k), self._back_through(k)
         else:

@@ -139,4 +139,13 @@ MUTANTS = (
     Mutant("accept host sample fields of any kind", "confirmatory/verify/__init__.py",
            "problem = sample_problem(obj)", "problem = None",
            f"{VIOLATIONS}::test_a_host_sample_field_of_the_wrong_kind_fails_invariant_2"),
+    # verify's host sample columns (memory flat in host.jsonl's lines)
+    Mutant("look an attempt's completing sample up in the wrong block", "confirmatory/column.py",
+           "return (j - 1) * self.block + _bisect_right(self._block(j - 1), x)",
+           "return (j - 1) * self.block + _bisect_right(self._block(max(j - 2, 0)), x)",
+           "tests/test_verify.py::test_the_host_summary_gives_the_verdict_of_the_log_or_its_prefix"),
+    Mutant("keep every host sample in memory", "confirmatory/records.py",
+           "    def _settle(self) -> None:\n",
+           "    def _settle(self) -> None:\n        return\n",
+           "tests/test_column.py::test_the_host_summary_keeps_little_of_its_samples_in_memory"),
 )

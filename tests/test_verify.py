@@ -193,7 +193,8 @@ def _random_host_log(rng, n=300):
     return lines, t
 
 
-def test_the_host_summary_gives_the_verdict_of_the_log_or_its_prefix():
+@pytest.mark.parametrize("block", [None, 1, 3])  # None: column.BLOCK, every sample in memory here
+def test_the_host_summary_gives_the_verdict_of_the_log_or_its_prefix(block):
     import random
 
     from confirmatory.records import HostSummary
@@ -201,7 +202,7 @@ def test_the_host_summary_gives_the_verdict_of_the_log_or_its_prefix():
     rng = random.Random(5)
     for _ in range(25):
         lines, end_t = _random_host_log(rng)
-        summary = HostSummary(max_gap_s=45, pressure_threshold=10)
+        summary = HostSummary(max_gap_s=45, pressure_threshold=10, block=block)
         for obj in lines:
             summary.add(obj)
         assert not summary.irregular
@@ -272,6 +273,40 @@ def test_worker_processes_give_the_same_report_as_one_process(run, tmp_path):
     one, many = verify_run(bad, workers=1), verify_run(bad, workers=3)
     assert not one.ok and {1, 8} <= one.failed()
     assert _report_key(many) == _report_key(one)
+
+
+def test_host_sample_columns_in_small_blocks_give_the_same_reports(run, tmp_path, monkeypatch):
+    """With blocks of 2 samples, the host summary's sample times and keys
+    live in files: the span workers write them through the parent's
+    descriptors, the parent joins them, the model workers read them back.
+    Every report is the one of the default blocks (here: all in memory), on
+    an intact run, a broken host chain, and a re-chained host log whose
+    pressure makes the attempts' classes wrong."""
+    import shutil
+
+    from confirmatory import column
+    from confirmatory.chain import log_seed, sha256_hex
+
+    broken, pressed = tmp_path / "broken", tmp_path / "pressed"
+    for copy in (broken, pressed):
+        shutil.copytree(run, copy)
+    host = (broken / "host.jsonl").read_bytes().split(b"\n")
+    host[9] = host[9].replace(b'"load1":0.7', b'"load1":0.8')
+    (broken / "host.jsonl").write_bytes(b"\n".join(host))
+    objs = [json.loads(x) for x in (pressed / "host.jsonl").read_bytes().split(b"\n")[:-1]]
+    for k in range(3, len(objs), 4):
+        if objs[k].get("event") == "sample":
+            objs[k]["mem_pressure"] = 99.0
+    seed = log_seed(sha256_hex((pressed / "manifest.json").read_bytes()), "host.jsonl")
+    (pressed / "host.jsonl").write_bytes(_chained([{k: v for k, v in o.items() if k not in ("seq", "prev")}
+                                                   for o in objs], seed))
+    runs = (run, broken, pressed)
+    default = [[_report_key(verify_run(r, workers=w)) for w in (1, 3)] for r in runs]
+    monkeypatch.setattr(column, "BLOCK", 2)  # read when a summary is made; the forked workers inherit it
+    small = [[_report_key(verify_run(r, workers=w)) for w in (1, 3)] for r in runs]
+    assert small == default
+    assert all(one == many for one, many in default)
+    assert verify_run(run).ok and 8 in verify_run(broken).failed() and 2 in verify_run(pressed).failed()
 
 
 # Lines on which a faster parser could read otherwise than the standard one:
@@ -425,16 +460,18 @@ def test_host_spans_joined_give_the_same_report_as_one_pass(run, tmp_path):
         assert not one.ok and _report_key(verify_run(bad, workers=3)) == _report_key(one), name
 
 
-def test_host_summaries_of_spans_join_into_the_summary_of_the_whole_log():
+@pytest.mark.parametrize("block", [None, 2])
+def test_host_summaries_of_spans_join_into_the_summary_of_the_whole_log(block):
     """HostSummary.join, cut at every line of random logs (pressure, clock
     steps, gaps at and across the cut, evidence, failed samples, a time that
-    goes back): every field equals one summary fed every line."""
+    goes back): every field equals one summary fed every line (with small
+    blocks: the sample columns joined from their files)."""
     import random
 
     from confirmatory.records import HostSummary
 
     def fed(lines):
-        summary = HostSummary(max_gap_s=45, pressure_threshold=10)
+        summary = HostSummary(max_gap_s=45, pressure_threshold=10, block=block)
         for obj in lines:
             summary.add(obj)
         return summary
@@ -519,6 +556,8 @@ def test_a_changed_manifest_is_shown_once_where_to_start(run, tmp_path):
 
 
 def test_the_span_workers_sample_files_are_removed_whatever_the_host_log_holds(run, tmp_path, monkeypatch):
+    # the files have no name from the start (column.Column): none may ever
+    # appear in the temporary directory, however the host log is read
     import shutil
     import tempfile
 

@@ -22,7 +22,6 @@ import tempfile
 import threading
 import tomllib
 import traceback
-from array import array
 from pathlib import Path
 
 from confirmatory.chain import ChainReader, iter_objects
@@ -52,7 +51,15 @@ def verify_run(run_dir: Path | str, witness: Path | str | None = None, *, worker
     each is checked with findings of its own, merged in a fixed order, so
     the report does not depend on ``workers``.
     """
-    root = Path(run_dir)
+    files: list = []  # the host-span workers' sample columns: closed (and so gone) whatever happens
+    try:
+        return _verify_run(Path(run_dir), witness, workers, files)
+    finally:
+        for fh in files:
+            fh.close()
+
+
+def _verify_run(root: Path, witness: Path | str | None, workers: int | None, files: list) -> Report:
     f = Findings()
     layout = load_layout(root)
     man = layout.manifest.obj if isinstance(layout.manifest.obj, dict) else {}
@@ -66,17 +73,17 @@ def verify_run(run_dir: Path | str, witness: Path | str | None = None, *, worker
     parallel = _worker_count(layout, names, workers) > 1
     children: list = []
     span_children: list = []
-    spills: list[str] = []  # the span workers' sample files, removed whatever happens
     try:
-        if not parallel:
+        spans = host_spans(root / "host.jsonl", max(2, min(os.cpu_count() or 2, 4))) if parallel else []
+        files.extend(_column_files(2 * len(spans)) or [])
+        if not files:
             host, host_part = read_host(logs, rv)
         else:
             # host.jsonl is checked and summarized by workers, one per span
             # of the file, and joined here before the models' workers start
-            spans = host_spans(root / "host.jsonl", max(2, min(os.cpu_count() or 2, 4)))
-            span_children = [_fork(_host_span, logs, rv, a, b) for a, b in spans]
+            span_children = [_fork(_host_span, logs, rv, a, b, (files[2 * k].fileno(), files[2 * k + 1].fileno()))
+                             for k, (a, b) in enumerate(spans)]
             span_parts = [_collect(c) for c in span_children]
-            spills.extend(part[-1][0] for part in span_parts)
             host, host_part = join_host_spans(span_parts, logs, rv)
             del span_parts
         rest = Findings()  # what is found after host.jsonl, merged after its findings
@@ -108,8 +115,6 @@ def verify_run(run_dir: Path | str, witness: Path | str | None = None, *, worker
             if proc.is_alive():
                 proc.kill()
             proc.join()
-        for path in spills:
-            _remove(path)
     f.merge(host_part[0])
     _add_log_results(logs, host_part[1], host_part[2])
     f.merge(rest)
@@ -313,11 +318,13 @@ def host_spans(path: Path, parts: int) -> list[tuple[int, int | None]]:
     return list(zip(cuts, [*cuts[1:], None]))
 
 
-def _host_span(logs: LogPass, rv: RulesView, start: int, stop: int | None) -> tuple:
+def _host_span(logs: LogPass, rv: RulesView, start: int, stop: int | None, files: tuple[int, int]) -> tuple:
     """One span of host.jsonl, for a worker: its chain check (result, heads
     at anchored counts, where it says it starts), the event and time of its
-    first line, and the summary of its chain-valid lines."""
-    summary = HostSummary(max_gap_s=rv.max_gap_s, pressure_threshold=rv.pressure_threshold)
+    first line, and the summary of its chain-valid lines. The summary's
+    sample columns are written to ``files``, which the parent opened before
+    the fork and reads after it (only the columns' small part is pickled)."""
+    summary = HostSummary(max_gap_s=rv.max_gap_s, pressure_threshold=rv.pressure_threshold, files=files)
     reader = ChainReader(logs.layout.root / "host.jsonl", logs.specs["host.jsonl"].seed,
                          heads_at=logs.wanted.get("host.jsonl", ()), start=start, stop=stop)
     first_event = first_t = None
@@ -327,34 +334,21 @@ def _host_span(logs: LogPass, rv: RulesView, start: int, stop: int | None) -> tu
         summarize_checked([(seq, obj)], summary, shape)
         break
     summarize_checked(lines, summary, shape)
-    # The samples' times go back through a file, not the pipe: the parent
-    # reads them straight into the joined arrays (no pickle of them held
-    # beside the arrays it builds).
-    fd, path = tempfile.mkstemp(prefix="confirmatory-verify-", suffix=".samples")
-    with os.fdopen(fd, "wb") as fh:
-        summary.sample_t.tofile(fh)
-        summary.sample_c.tofile(fh)
-    spill = (path, len(summary.sample_t))
-    summary.sample_t, summary.sample_c = array("d"), array("d")
-    return reader.result, reader.heads, reader.first, first_event, first_t, summary, shape, spill
+    return reader.result, reader.heads, reader.first, first_event, first_t, summary, shape
 
 
-def _unspill(summary: HostSummary, spill: tuple[str, int]) -> None:
-    """Read a span's sample times back into its summary, and remove the file."""
-    path, n = spill
+def _column_files(n: int) -> list | None:
+    """``n`` temporary files with no name (None where they cannot be made:
+    host.jsonl is then read in this process)."""
+    made = []
     try:
-        with open(path, "rb") as fh:
-            summary.sample_t.fromfile(fh, n)
-            summary.sample_c.fromfile(fh, n)
-    finally:
-        _remove(path)
-
-
-def _remove(path: str) -> None:
-    try:
-        os.unlink(path)
+        for _ in range(n):
+            made.append(tempfile.TemporaryFile())
     except OSError:
-        pass
+        for fh in made:
+            fh.close()
+        return None
+    return made
 
 
 def join_host_spans(parts: list, logs: LogPass, rv: RulesView):
@@ -373,13 +367,12 @@ def join_host_spans(parts: list, logs: LogPass, rv: RulesView):
         before = result
     own = Findings()
     own.check(11)  # line 0 is an open line chained from the seed
-    for *_, shape, _spill in parts:  # the samples' fields, in line order
+    for *_, shape in parts:  # the samples' fields, in line order
         own.merge(shape)
     own.check(8)   # the chain
-    spans = [(summary, first_t) for *_, first_t, summary, _, _ in parts]
-    spill_of = {id(summary): spill for *_, summary, _, spill in parts}
-    parts.clear()  # each span's summary is dropped once joined: the samples' times are held once
-    host = HostSummary.join(spans, load=lambda summary: _unspill(summary, spill_of[id(summary)]))
+    spans = [(summary, first_t) for *_, first_t, summary, _ in parts]
+    parts.clear()  # each span's summary is dropped once joined
+    host = HostSummary.join(spans)
     del spans
     if host is None:
         return read_host(logs, rv)
