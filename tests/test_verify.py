@@ -309,6 +309,19 @@ def test_host_sample_columns_in_small_blocks_give_the_same_reports(run, tmp_path
     assert verify_run(run).ok and 8 in verify_run(broken).failed() and 2 in verify_run(pressed).failed()
 
 
+def test_without_a_temporary_directory_the_host_columns_stay_in_memory_and_report_the_same(run, monkeypatch, tmp_path):
+    import tempfile
+
+    from confirmatory import column
+
+    expected = _report_key(verify_run(run, workers=1))
+    monkeypatch.setattr(column, "BLOCK", 2)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "no-such-directory"))  # no file can be made
+    with pytest.raises(OSError):
+        tempfile.TemporaryFile()
+    assert [_report_key(verify_run(run, workers=w)) for w in (1, 3)] == [expected, expected]
+
+
 # Lines on which a faster parser could read otherwise than the standard one:
 # ints beyond 64 bits, exponents, -0.0, escapes, non-ASCII, nesting, duplicate
 # keys, whitespace, NaN, a lone surrogate, an upper-case escape.
