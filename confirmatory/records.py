@@ -295,7 +295,7 @@ class HostSummary:
                 self.gaps_end, self.gaps)
 
     @classmethod
-    def join(cls, parts: "list[tuple[HostSummary, object]]", load: Any = None) -> "HostSummary | None":
+    def join(cls, parts: "list[tuple[HostSummary, object]]") -> "HostSummary | None":
         """The summary of a log from the summaries of its consecutive spans,
         each built from a fresh summary: ``parts`` is [(summary, the ``t`` of
         the span's first line)]. Exactly what feeding every line to one
@@ -303,24 +303,17 @@ class HostSummary:
         where a later span's first line has no numeric time (a fresh summary
         would then start its clock at 0, not where the span before left it).
         ``parts`` is consumed (emptied), and the first summary becomes the
-        whole: use neither afterwards. ``load``, when given, is called with
-        each summary just before it is used (verify's span workers send the
-        samples' times through a file, read back then).
+        whole: use neither afterwards.
         """
         # The first span's summary is the start of the whole, extended in
         # place, not copied; each later one is taken off ``parts`` and let
-        # go once appended (the parent of the span workers then holds the
-        # samples' times about once, not twice).
+        # go once appended.
         parts.reverse()
         whole = parts.pop()[0]
-        if load is not None:
-            load(whole)
         while parts:
             part, first_t = parts.pop()
             if not isinstance(first_t, _NUM):
                 return None
-            if load is not None:
-                load(part)
             if first_t < whole._last:  # where the span starts, time went back: as the fold would see it
                 whole.monotone = False
                 whole.irregular = True
