@@ -322,6 +322,46 @@ def test_without_a_temporary_directory_the_host_columns_stay_in_memory_and_repor
     assert [_report_key(verify_run(run, workers=w)) for w in (1, 3)] == [expected, expected]
 
 
+def test_what_verify_keeps_of_each_anchor_is_a_few_hundred_bytes(tmp_path):
+    """Anchors come every anchors.interval_s, so their number grows with the
+    run's length: verify keeps each one's counts and heads in arrays (about
+    40 bytes per log), not its parsed line (about 4 kB, measured before)."""
+    import tracemalloc
+
+    from confirmatory.records import load_layout
+    from confirmatory.verify.logs import LogPass
+    from confirmatory.verify.report import Findings
+
+    root = generate_run(tmp_path / "run", Plan(households=60, anchor_every_s=2.0, harness=None))
+    anchors = len((root / "anchors.jsonl").read_bytes().splitlines()) - 1
+    assert anchors > 200
+    layout = load_layout(root)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        logs = LogPass(layout, Findings())
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert kept / anchors < 1000, kept / anchors
+    assert verify_run(root).ok
+
+
+def test_the_anchors_of_a_model_whose_manifest_is_unreadable_are_not_passed_over(run, tmp_path):
+    """Its logs have no seed, so no pass reads them: each anchored count of
+    them still fails (the log has no valid line), beside the manifest's hash."""
+    import shutil
+
+    bad = tmp_path / "bad"
+    shutil.copytree(run, bad)
+    (bad / "models/beta/manifest.json").write_bytes(b"{not json")
+    anchors = len((bad / "anchors.jsonl").read_bytes().splitlines()) - 1
+    report = verify_run(bad)
+    assert report.start_here[0].file == "models/beta/manifest.json"
+    # per anchor: the manifest's hash, and beta's run.jsonl and admission.jsonl counts
+    assert report.result(8).violations >= 3 * anchors, (report.result(8).violations, anchors)
+
+
 # Lines on which a faster parser could read otherwise than the standard one:
 # ints beyond 64 bits, exponents, -0.0, escapes, non-ASCII, nesting, duplicate
 # keys, whitespace, NaN, a lone surrogate, an upper-case escape.

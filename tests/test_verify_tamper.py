@@ -232,7 +232,19 @@ def anchor_edits():
     def not_final(o):
         o["final"] = False
 
-    return [count, head, manifest, drop_log, not_final]
+    # heads and counts verify keeps compactly (logs.Fixed): a head that is
+    # the true one in capitals, one that is not a string, a count past 64 bits
+    def head_in_capitals(o):
+        entry = o["logs"]["models/alpha/run.jsonl"]
+        entry["head"] = entry["head"].upper()
+
+    def head_not_a_string(o):
+        o["logs"]["run.jsonl"]["head"] = 7
+
+    def count_past_64_bits(o):
+        o["logs"]["host.jsonl"]["lines"] = 1 << 70
+
+    return [count, head, manifest, drop_log, not_final, head_in_capitals, head_not_a_string, count_past_64_bits]
 
 
 @pytest.mark.parametrize("edit", anchor_edits(), ids=lambda e: e.__name__)

@@ -66,6 +66,10 @@ def _verify_run(root: Path, witness: Path | str | None, workers: int | None, fil
     f.check(11)
     if layout.manifest.problem is not None:
         f.fail_root(11, "manifest.json", None, f"run manifest: {layout.manifest.problem}")
+    for name in layout.models:  # the manifests first: the anchors' pass below compares their hashes
+        f.check(11)
+        if layout.models[name].problem is not None:
+            f.fail_root(11, f"models/{name}/manifest.json", None, f"model manifest: {layout.models[name].problem}")
     logs = LogPass(layout, f)
     run_events = list(logs.lines("run.jsonl"))
     rv = RulesView.from_manifest(man, f)
@@ -116,7 +120,7 @@ def _verify_run(root: Path, witness: Path | str | None, workers: int | None, fil
                 proc.kill()
             proc.join()
     f.merge(host_part[0])
-    _add_log_results(logs, host_part[1], host_part[2])
+    _add_log_results(logs, host_part[1])
     f.merge(rest)
     ctx.findings = logs.f = f
     f.check(2)
@@ -124,13 +128,11 @@ def _verify_run(root: Path, witness: Path | str | None, workers: int | None, fil
     results_by = dict(zip(names, results))
     states = []
     for name in layout.models:
-        f.check(11)
         if layout.models[name].problem is not None:
-            f.fail_root(11, f"models/{name}/manifest.json", None, f"model manifest: {layout.models[name].problem}")
             continue
-        found, valid, heads, st = results_by[name]
+        found, valid, st = results_by[name]
         f.merge(found)
-        _add_log_results(logs, valid, heads)
+        _add_log_results(logs, valid)
         states.append(st)
     guarded(f, 7, "run.jsonl", check_totals, ctx, states, ceilings)
     guarded(f, 9, "run.jsonl", check_run_stops, ctx, states)
@@ -179,10 +181,12 @@ def model_outcome(st: ModelState) -> str:
         return ""
 
 
-def _add_log_results(logs: LogPass, valid: dict, heads: dict) -> None:
+def _add_log_results(logs: LogPass, valid: dict) -> None:
+    """What a pass elsewhere (a worker, or with findings of its own) found of
+    its logs: their valid lines; their anchors were settled there."""
     logs.valid_lines.update(valid)
-    for rel, h in heads.items():
-        logs.heads.setdefault(rel, {}).update(h)
+    for rel in valid:
+        logs.fixed.pop(rel, None)
 
 
 def summarize_host(objs, rv: RulesView) -> HostSummary:
@@ -250,7 +254,7 @@ def host_from(path: Path, n: int, rv: RulesView) -> HostSummary | HostIndex:
     return HostIndex(list(itertools.islice(iter_objects_or_none(path), n)))
 
 
-def read_host(logs: LogPass, rv: RulesView) -> tuple[HostSummary | HostIndex, tuple[Findings, dict, dict]]:
+def read_host(logs: LogPass, rv: RulesView) -> tuple[HostSummary | HostIndex, tuple[Findings, dict]]:
     """host.jsonl read once in this process: the verdicts' view and the chain's findings."""
     own = Findings()
     outer, logs.f = logs.f, own
@@ -263,9 +267,8 @@ def read_host(logs: LogPass, rv: RulesView) -> tuple[HostSummary | HostIndex, tu
     return host, _log_part(own, logs, ["host.jsonl"])
 
 
-def _log_part(own: Findings, logs: LogPass, rels: list[str]) -> tuple[Findings, dict, dict]:
-    return (own, {r: logs.valid_lines[r] for r in rels if r in logs.valid_lines},
-            {r: logs.heads[r] for r in rels if r in logs.heads})
+def _log_part(own: Findings, logs: LogPass, rels: list[str]) -> tuple[Findings, dict]:
+    return own, {r: logs.valid_lines[r] for r in rels if r in logs.valid_lines}
 
 
 # What a check raises on a field of the wrong type that it did not foresee.
@@ -282,7 +285,7 @@ def guarded(f: Findings, invariant: int, where: str, check, *args):
         return None
 
 
-def _check_one(ctx: RunContext, name: str) -> tuple[Findings, dict, dict, ModelState]:
+def _check_one(ctx: RunContext, name: str) -> tuple[Findings, dict, ModelState]:
     """One model's checks with findings of its own; what the run-level checks need back."""
     own = Findings()
     ctx.findings = ctx.logs.f = own
@@ -326,7 +329,7 @@ def _host_span(logs: LogPass, rv: RulesView, start: int, stop: int | None, files
     the fork and reads after it (only the columns' small part is pickled)."""
     summary = HostSummary(max_gap_s=rv.max_gap_s, pressure_threshold=rv.pressure_threshold, files=files)
     reader = ChainReader(logs.layout.root / "host.jsonl", logs.specs["host.jsonl"].seed,
-                         heads_at=logs.wanted.get("host.jsonl", ()), start=start, stop=stop)
+                         heads_at=logs.heads_at("host.jsonl"), start=start, stop=stop)
     first_event = first_t = None
     lines, shape = iter(reader), Findings()
     for seq, obj in lines:
@@ -378,7 +381,8 @@ def join_host_spans(parts: list, logs: LogPass, rv: RulesView):
         return read_host(logs, rv)
     if host.irregular:  # as in one process: an index over every line
         host = host_from(logs.layout.root / "host.jsonl", host.lines, rv)
-    return host, (own, {"host.jsonl": before.lines}, {"host.jsonl": heads})
+    logs.settle("host.jsonl", heads, before.lines, own)
+    return host, (own, {"host.jsonl": before.lines})
 
 
 def _fork(fn, *args):

@@ -1,16 +1,20 @@
 """Invariant 8 (chains, anchors, final push, witness) and the one streaming pass over each log.
 
-Owns: reading anchors.jsonl first (it is small) to learn which line counts
-every anchor fixes; then, for each log, one `chain.ChainReader` pass from the
-seed its manifest gives it, which checks every link, hands each chain-valid
-line (parsed once) to the invariant checks and keeps the hash at each
-anchored count, so no log is read or parsed twice. Lines after the
-final anchor's count are the "unanchored tail": a distinct status, never a
-plain pass.
+Owns: reading anchors.jsonl first, in one pass that makes every check of an
+anchor needing no other log and keeps, per log, the line counts and heads
+the anchors fix (in arrays: `Fixed`); then, for each log, one
+`chain.ChainReader` pass from the seed its manifest gives it, which checks
+every link, hands each chain-valid line (parsed once) to the invariant
+checks and keeps the hash at each anchored count, compared with the anchors
+when the pass ends (`settle`), so no log is read or parsed twice and no
+anchor line is kept. Lines after the final anchor's count are the
+"unanchored tail": a distinct status, never a plain pass.
 """
 
 from __future__ import annotations
 
+import re
+from array import array
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,34 +25,130 @@ from confirmatory.verify.report import Findings
 UNANCHORED_BY_DESIGN = (ANCHORS_LOG, PUSHES_LOG)
 
 
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_MAX_COUNT = (1 << 63) - 1
+
+
+class Fixed:
+    """One log's anchored line counts and heads, in anchor order, in arrays
+    (40 bytes an anchor, not a dictionary each): what verify keeps of
+    anchors.jsonl must not grow by much with the number of anchors. A head
+    that is not 64 lower-case hex digits cannot be any line's hash: it is
+    kept as "matches nothing"."""
+
+    __slots__ = ("seqs", "counts", "heads", "odd", "big")
+
+    def __init__(self) -> None:
+        self.seqs = array("q")      # the anchor line of each entry
+        self.counts = array("q")    # ... the line count it fixes
+        self.heads = bytearray()    # ... and the head it gives (32 bytes each)
+        self.odd: set[int] = set()  # entries whose head is not a sha256 in hex
+        self.big: dict[int, int] = {}  # entries whose count is beyond 64 bits, as written
+
+    def add(self, seq: int, n: int, head: object) -> None:
+        k = len(self.seqs)
+        self.seqs.append(seq)
+        if n > _MAX_COUNT:
+            self.big[k] = n
+        self.counts.append(min(n, _MAX_COUNT))
+        if type(head) is str and _HEX64.fullmatch(head):
+            self.heads += bytes.fromhex(head)
+        else:
+            self.heads += bytes(32)
+            self.odd.add(k)
+
+    def count(self, k: int) -> int:
+        return self.big.get(k, self.counts[k])
+
+    def matches(self, k: int, seen: str | None) -> bool:
+        return seen is not None and k not in self.odd and self.heads[32 * k:32 * k + 32].hex() == seen
+
+
 class LogPass:
     def __init__(self, layout: RunLayout, findings: Findings) -> None:
         self.layout = layout
         self.f = findings
         self.specs = {s.relpath: s for s in layout.logs()}
         self.valid_lines: dict[str, int] = {}
-        self.heads: dict[str, dict[int, str]] = {}  # log -> anchored count -> head seen
-        self.anchors: list[tuple[int, dict]] = []
-        self.wanted: dict[str, set[int]] = {}
+        # What stays of anchors.jsonl after its one pass: per anchored log its
+        # counts and heads (compared once that log is read: ``settle``), each
+        # anchor's time (for the pushes), the final-looking anchors and the
+        # last anchor itself.
+        self.fixed: dict[str, Fixed] = {}
+        self.anchor_t: dict[int, object] = {}
+        self.finals: list[int] = []
+        self.last_anchor: tuple[int, dict] | None = None
+        self.anchor_count = 0
         self._read_anchors()
 
     # -- anchors.jsonl --------------------------------------------------------------
     def _read_anchors(self) -> None:
+        """One pass over anchors.jsonl: every check of an anchor that needs no
+        other log is made here, as it comes; its counts and heads are kept
+        (``fixed``) for the pass over each log."""
+        f = self.f
+        anchored = [rel for rel in self.specs if rel not in UNANCHORED_BY_DESIGN]
+        last_counts: dict[str, int] = {}
+        last_t = float("-inf")
         for seq, obj in self.lines(ANCHORS_LOG):
             if obj.get("event") != "anchor":
-                self.f.expect(8, seq == 0 and obj.get("event") == "open", ANCHORS_LOG, seq,
-                              f"line of no known event ({obj.get('event')!r})")
+                f.expect(8, seq == 0 and obj.get("event") == "open", ANCHORS_LOG, seq,
+                         f"line of no known event ({obj.get('event')!r})")
                 continue
             ok = isinstance(obj.get("logs"), dict) and isinstance(obj.get("manifests"), dict)
-            if not self.f.expect(8, ok, ANCHORS_LOG, seq, "anchor without logs/manifests maps"):
+            if not f.expect(8, ok, ANCHORS_LOG, seq, "anchor without logs/manifests maps"):
                 continue
-            self.anchors.append((seq, obj))
+            self.last_anchor = (seq, obj)
+            self.anchor_count += 1
+            self.anchor_t[seq] = obj.get("t")
+            if obj.get("final") is True:
+                self.finals.append(seq)
+            t = obj.get("t") if isinstance(obj.get("t"), (int, float)) else float("-inf")
+            f.expect(8, t >= last_t, ANCHORS_LOG, seq, "anchor time goes backwards")
+            last_t = max(t, last_t)
+            missing = sorted(set(anchored) - set(obj["logs"]))
+            f.expect(8, not missing, ANCHORS_LOG, seq, f"anchor lacks logs {missing}")
             for rel, fixed in obj["logs"].items():
                 n = fixed.get("lines") if isinstance(fixed, dict) else None
-                if isinstance(n, int) and n >= 0:
-                    self.wanted.setdefault(rel, set()).add(n)
-                else:
-                    self.f.fail(8, ANCHORS_LOG, seq, f"anchor entry for {rel} has no line count")
+                if not (isinstance(n, int) and n >= 0):
+                    f.fail(8, ANCHORS_LOG, seq, f"anchor entry for {rel} has no line count")
+                if rel not in self.specs or rel in UNANCHORED_BY_DESIGN:
+                    f.fail(8, ANCHORS_LOG, seq, f"anchors a log the run does not have: {rel}")
+                    continue
+                if not isinstance(n, int):
+                    continue
+                f.check(8)
+                if n < last_counts.get(rel, 0):
+                    f.fail(8, ANCHORS_LOG, seq, f"{rel}: anchored line count went down to {n}")
+                last_counts[rel] = max(n, last_counts.get(rel, 0))
+                if n >= 0:
+                    self.fixed.setdefault(rel, Fixed()).add(seq, n, fixed.get("head"))
+                else:  # no such count: matched by no line (reported above)
+                    f.fail(8, ANCHORS_LOG, seq, f"{rel}: head at line count {n} differs from the anchor")
+            for rel, sha in obj["manifests"].items():
+                f.check(8)
+                if self._manifest_sha(rel) != sha:
+                    f.fail_root(8, ANCHORS_LOG, seq, f"manifest {rel} does not hash as anchored")
+
+    def heads_at(self, rel: str) -> frozenset[int]:
+        """The line counts the anchors fix in ``rel`` (where its reader keeps the head)."""
+        fixed = self.fixed.get(rel)
+        return frozenset(fixed.counts) if fixed is not None else frozenset()
+
+    def settle(self, rel: str, heads: dict[int, str], valid: int, f: Findings | None = None) -> None:
+        """Compare every anchor's count and head for ``rel`` with what its one
+        pass found (``heads`` at the anchored counts, ``valid`` chain-valid
+        lines), in ``f`` (this pass's findings when None); then drop them."""
+        f = self.f if f is None else f
+        fixed = self.fixed.pop(rel, None)
+        if fixed is None:
+            return
+        for k, seq in enumerate(fixed.seqs):
+            n = fixed.count(k)
+            if n > valid:
+                f.fail(8, ANCHORS_LOG, seq, f"{rel}: anchored {n} lines, the log has {valid} valid")
+            elif not fixed.matches(k, heads.get(n)):
+                f.fail(8, ANCHORS_LOG, seq, f"{rel}: head at line count {n} differs from the anchor")
 
     # -- one log ------------------------------------------------------------------------
     def lines(self, rel: str) -> Iterator[tuple[int, dict]]:
@@ -60,8 +160,9 @@ class LogPass:
         if not path.exists():
             self.f.fail_root(8, rel, None, "log missing")
             self.valid_lines[rel] = 0
+            self.settle(rel, {}, 0)
             return
-        reader = ChainReader(path, spec.seed, heads_at=self.wanted.get(rel, ()))
+        reader = ChainReader(path, spec.seed, heads_at=self.heads_at(rel))
         lines = iter(reader)
         for seq, obj in lines:  # line 0 only; the rest is handed on as it comes
             opened = obj.get("event") == "open"  # its prev is the seed: the reader checked it
@@ -75,7 +176,7 @@ class LogPass:
         if not check.ok:
             self.f.fail_root(8, rel, check.problem_line, f"chain: {check.problem}")
         self.valid_lines[rel] = check.lines
-        self.heads.setdefault(rel, {}).update(reader.heads)
+        self.settle(rel, reader.heads, check.lines)
         if check.lines == 0:
             self._check_open(spec, path)
 
@@ -97,46 +198,21 @@ class LogPass:
     def finish(self, witness: Path | None) -> None:
         f = self.f
         anchored = [rel for rel in self.specs if rel not in UNANCHORED_BY_DESIGN]
-        if not f.expect(8, bool(self.anchors), ANCHORS_LOG, None, "no anchor at all"):
+        for rel in list(self.fixed):  # logs no pass read (a model whose manifest is unreadable)
+            self.settle(rel, {}, self.valid_lines.get(rel, 0))
+        if not f.expect(8, self.last_anchor is not None, ANCHORS_LOG, None, "no anchor at all"):
             if witness is not None:
                 f.witness, f.witness_problems = str(witness), 1
                 f.fail(8, "witness", None, "not checked: the run has no anchor to look for")
             return
-        last_counts: dict[str, int] = {}
-        last_t = float("-inf")
-        for seq, anchor in self.anchors:
-            t = anchor.get("t") if isinstance(anchor.get("t"), (int, float)) else float("-inf")
-            f.expect(8, t >= last_t, ANCHORS_LOG, seq, "anchor time goes backwards")
-            last_t = max(t, last_t)
-            missing = sorted(set(anchored) - set(anchor["logs"]))
-            f.expect(8, not missing, ANCHORS_LOG, seq, f"anchor lacks logs {missing}")
-            for rel, fixed in anchor["logs"].items():
-                n = fixed.get("lines") if isinstance(fixed, dict) else None
-                if rel not in self.specs or rel in UNANCHORED_BY_DESIGN:
-                    f.fail(8, ANCHORS_LOG, seq, f"anchors a log the run does not have: {rel}")
-                    continue
-                if not isinstance(n, int):
-                    continue
-                f.check(8)
-                if n < last_counts.get(rel, 0):
-                    f.fail(8, ANCHORS_LOG, seq, f"{rel}: anchored line count went down to {n}")
-                last_counts[rel] = max(n, last_counts.get(rel, 0))
-                seen = self.heads.get(rel, {}).get(n)
-                if n > self.valid_lines.get(rel, 0):
-                    f.fail(8, ANCHORS_LOG, seq, f"{rel}: anchored {n} lines, the log has "
-                                                f"{self.valid_lines.get(rel, 0)} valid")
-                elif seen != fixed.get("head"):
-                    f.fail(8, ANCHORS_LOG, seq, f"{rel}: head at line count {n} differs from the anchor")
-            for rel, sha in anchor["manifests"].items():
-                f.check(8)
-                if self._manifest_sha(rel) != sha:
-                    f.fail_root(8, ANCHORS_LOG, seq, f"manifest {rel} does not hash as anchored")
-        seq, final = self.anchors[-1]
+        seq, final = self.last_anchor
         f.expect(8, final.get("final") is True, ANCHORS_LOG, seq, "the last anchor is not final")
         f.expect(8, seq == self.valid_lines.get(ANCHORS_LOG, 0) - 1, ANCHORS_LOG, seq,
                  "lines follow the final anchor in anchors.jsonl")
-        for s, a in self.anchors[:-1]:
-            f.expect(8, a.get("final") is not True, ANCHORS_LOG, s, "a final anchor before the last one")
+        f.check(8, self.anchor_count - 1)  # every anchor before the last is not final
+        for s in self.finals:
+            if s != seq:
+                f.fail(8, ANCHORS_LOG, s, "a final anchor before the last one")
         for rel in ("manifest.json", *(model_manifest(m) for m in self.layout.models)):
             f.expect(8, rel in final["manifests"], ANCHORS_LOG, seq, f"final anchor lacks manifest {rel}")
         for rel in anchored:
@@ -171,7 +247,7 @@ class LogPass:
     def _final_push(self, final_seq: int, is_final: bool) -> None:
         """The last push line is the final anchor's, it returned 0, and every
         push names an anchor made before it."""
-        anchor_t = {seq: a.get("t") for seq, a in self.anchors}
+        anchor_t = self.anchor_t
         last = None
         for seq, o in self.lines(PUSHES_LOG):
             if o.get("event") != "push":
