@@ -20,9 +20,10 @@ printed mix says how many lines of each kind.
   faster of two timings.
 * memory: peak RSS (resource.getrusage maxrss) of a fresh process running
   `verify_run`, for runs with the SAME households and 3 different numbers of
-  lines (more host samples, more reruns; one anchor interval), then one run with 4x
-  the households: all in one process (workers=1), and with workers (the
-  parent's peak and the largest worker's). Runs are generated in a child
+  lines (more host samples, more reruns; one anchor interval), one with an
+  anchor every 30 s (25x the anchors), then one run with 4x the households:
+  all in one process (workers=1), and with workers (the parent's peak and
+  the largest worker's). Runs are generated in a child
   process so that no measured process inherits the generator's RSS.
 """
 
@@ -60,9 +61,11 @@ SPEED = {"full": [("record-heavy", 23000, 1.0, 300.0, 0.3), ("line-heavy", 5000,
          "quick": [("record-heavy", 1000, 1.0, 300.0, 0.3), ("line-heavy", 250, 0.15, 300.0, 0.3)]}
 MEMORY = {
     "full": [("few lines", 1500, 2.0, 900.0, 0.05), ("more lines", 1500, 0.5, 900.0, 0.3),
-             ("most lines", 1500, 0.1, 900.0, 0.5), ("4x households", 6000, 2.0, 900.0, 0.05)],
+             ("most lines", 1500, 0.1, 900.0, 0.5), ("most anchors", 1500, 2.0, 30.0, 0.05),
+             ("4x households", 6000, 2.0, 900.0, 0.05)],
     "quick": [("few lines", 250, 1.0, 900.0, 0.05), ("more lines", 250, 0.25, 900.0, 0.3),
-              ("most lines", 250, 0.1, 900.0, 0.5), ("4x households", 1000, 1.0, 900.0, 0.05)],
+              ("most lines", 250, 0.1, 900.0, 0.5), ("most anchors", 250, 1.0, 10.0, 0.05),
+              ("4x households", 1000, 1.0, 900.0, 0.05)],
 }
 
 
@@ -142,7 +145,8 @@ def memory(parent: Path, specs: list[tuple]) -> list[dict]:
         one = verify_child(root, "1")
         many = verify_child(root, "3")
         rows.append({"label": label, "households": households * 3, "lines": sum(kinds.values()),
-                     "attempts": kinds["attempt"], "host": kinds["sample"], "files": files, "ok": one["ok"] and many["ok"],
+                     "attempts": kinds["attempt"], "host": kinds["sample"], "anchors": kinds["anchor"],
+                     "files": files, "ok": one["ok"] and many["ok"],
                      "one_mb": one["self_kb"] / 1024, "parent_mb": many["self_kb"] / 1024,
                      "worker_mb": many["children_kb"] / 1024, "seconds": one["seconds"]})
     return rows
@@ -182,17 +186,20 @@ def main() -> int:
     print()
     print("peak RSS in MB (a fresh process per run): all in one process (workers=1), and with a worker")
     print("process per model (workers=3: the parent, and the largest worker)")
-    print(f"  {'run':<14} {'households':>10} {'log lines':>10} {'attempts':>9} {'host lines':>10} "
+    print(f"  {'run':<14} {'households':>10} {'log lines':>10} {'attempts':>9} {'host lines':>10} {'anchors':>7} "
           f"{'files':>7} {'1 proc s':>8} {'1 proc':>7} {'parent':>7} {'worker':>7} ok")
     for r in rows:
         print(f"  {r['label']:<14} {r['households']:>10} {r['lines']:>10} {r['attempts']:>9} {r['host']:>10} "
-              f"{r['files']:>7} {r['seconds']:>8.2f} {r['one_mb']:>7.1f} {r['parent_mb']:>7.1f} {r['worker_mb']:>7.1f} "
-              f"{r['ok']}")
+              f"{r['anchors']:>7} {r['files']:>7} {r['seconds']:>8.2f} {r['one_mb']:>7.1f} {r['parent_mb']:>7.1f} "
+              f"{r['worker_mb']:>7.1f} {r['ok']}")
     same = [r for r in rows if r["households"] == rows[0]["households"]]
     peak = [r["one_mb"] for r in rows]
     lo, hi = min(peak[: len(same)]), max(peak[: len(same)])
-    print(f"  same households, {same[0]['lines']}..{same[-1]['lines']} lines "
-          f"({same[-1]['lines'] / same[0]['lines']:.1f}x): one-process peak {lo:.1f}..{hi:.1f} MB")
+    most = max(same, key=lambda r: r["lines"])
+    print(f"  same households, {same[0]['lines']}..{most['lines']} lines "
+          f"({most['lines'] / same[0]['lines']:.1f}x) and {same[0]['anchors']}..{max(r['anchors'] for r in same)} anchors: "
+          f"one-process peak {lo:.1f}..{hi:.1f} MB, parent with workers {min(r['parent_mb'] for r in same):.1f}.."
+          f"{max(r['parent_mb'] for r in same):.1f} MB")
     big = rows[-1]
     per_hh = (peak[-1] - peak[0]) * 1024 / max(1, big["households"] - rows[0]["households"])
     print(f"  {big['households'] / rows[0]['households']:.0f}x households: one-process peak {peak[0]:.1f} -> {peak[-1]:.1f} MB "
