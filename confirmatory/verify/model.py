@@ -277,16 +277,16 @@ class ModelCheck:
             attempts.append((aseq, a))
         if len(attempts) > 1:
             attempts.sort(key=_start_pass)
-        self.passes(seq, hl, h, attempts)
+        used_before = self.passes(seq, hl, h, attempts)
         spend = 0
         attempt = self.attempt
-        for aseq, a in attempts:
+        for (aseq, a), reruns in zip(attempts, used_before):
             cost = a["cost_nusd"]
             if type(cost) is not int:
                 f.fail(7, log, aseq, f"cost_nusd {cost!r} is not an integer")
                 cost = int(cost) if isinstance(cost, (int, float)) else 0
             spend += cost
-            attempt(aseq, a, lane)
+            attempt(aseq, a, reruns)
         if attempts:
             last = attempts[-1][1]
             self.lane_last[lane] = (h, last["pass"])
@@ -300,15 +300,21 @@ class ModelCheck:
         if attempts:
             f.expect(3, hl.get("t", 0) >= attempts[-1][1]["end"], log, seq, "household ended before its last attempt")
 
-    def passes(self, seq: int, hl: dict, h: str, attempts: list[tuple[int, dict]]) -> None:
-        """Pass 0 in arm order, later passes over the arms to rerun or resume, no overlap."""
-        f, log, rl = self.f, self.log, self.ctx.rules
+    def passes(self, seq: int, hl: dict, h: str, attempts: list[tuple[int, dict]]) -> list[int]:
+        """Pass 0 in arm order, later passes over the arms to rerun or resume, no overlap.
+
+        Returns each attempt's reruns used before it (its arm's earlier
+        attempts), in the order of ``attempts``: what the rules decided it with."""
+        f, log, max_reruns = self.f, self.log, self.ctx.rules.max_reruns
         order = list(self.orders.get(h) or [])
-        expected, done, actions, used = list(order), [], {}, defaultdict(int)
+        # reruns: arm -> its attempts so far less one, the reruns_used that
+        # rules.next_pass_arms reads (only attempted arms are in it)
+        expected, actions, reruns = list(order), {}, {}
         pass_index, stop_seen = 0, False
-        prev_end = self.lane_end[hl.get("lane")]
+        lane = hl.get("lane")
+        prev_end = self.lane_end[lane]
         checked = f.checked
-        max_reruns = rl.max_reruns
+        used_before = []
         for aseq, a in attempts:
             start, arm = a["start"], a["arm"]
             checked[3] += 3
@@ -316,35 +322,34 @@ class ModelCheck:
                 f.fail(3, log, aseq, f"attempt starts at {a['start']} before the lane's previous one ended ({prev_end})")
             prev_end = max(prev_end, a["end"])
             if not expected and not stop_seen:
-                expected = rules.next_pass_arms(order, actions, reruns_used={x: used[x] - 1 for x in used},
-                                                max_reruns=max_reruns)
+                expected = rules.next_pass_arms(order, actions, reruns_used=reruns, max_reruns=max_reruns)
                 actions, pass_index = {}, pass_index + 1
             if not (expected and arm == expected[0] and a["pass"] == pass_index):
                 f.fail(3, log, aseq, f"attempt {a['arm']}/{a['pass']} out of order (expected "
                        + (f"{expected[0]}/{pass_index})" if expected else "none)"))
             if expected:
                 expected.pop(0)
-            n_used = used[arm] + 1
-            used[arm] = n_used
-            if n_used - 1 > max_reruns:
+            n = reruns.get(arm, -1) + 1
+            reruns[arm] = n
+            if n > max_reruns:
                 f.fail(3, log, aseq, f"arm {a['arm']} rerun more than {max_reruns} times")
             if "reruns_used" in a:
                 checked[3] += 1
-                if a["reruns_used"] != n_used - 1:
+                if a["reruns_used"] != n:
                     f.fail(3, log, aseq, "reruns_used is not the arm's earlier attempts")
-            a["_reruns"] = n_used - 1
+            used_before.append(n)
             action = a["action"]
             actions[arm] = action
             stop_seen = stop_seen or action == "stop"
-            done.append(a)
-        self.lane_end[hl.get("lane")] = prev_end
+        self.lane_end[lane] = prev_end
         if hl.get("finished") is True:
-            rest = expected or rules.next_pass_arms(order, actions, reruns_used={x: used[x] - 1 for x in used},
-                                                    max_reruns=rl.max_reruns)
+            rest = expected or rules.next_pass_arms(order, actions, reruns_used=reruns, max_reruns=max_reruns)
             f.expect(3, not rest and bool(order), log, seq, f"household {h} marked finished with {rest or order} still to run")
-            f.expect(3, not any(a["action"] == "stop" for a in done), log, seq, "a finished household has a stop action")
+            # stop_seen: whether any attempt's action is stop
+            f.expect(3, not stop_seen, log, seq, "a finished household has a stop action")
+        return used_before
 
-    def attempt(self, seq: int, a: dict, lane: int) -> None:
+    def attempt(self, seq: int, a: dict, reruns: int) -> None:
         # The hot path: one record file per attempt. Messages are built only
         # for violations; checks are counted in bulk.
         f, st, log = self.f, self.st, self.log
@@ -410,7 +415,7 @@ class ModelCheck:
         checked[7] += 1
         if cost != r.get("cost_nusd") or type(r.get("cost_nusd")) is not int:
             f.fail(7, f"models/{st.name}/{rel}", None, f"record cost {r.get('cost_nusd')} is not its calls' {cost}")
-        self.classify(seq, a, r)
+        self.classify(seq, a, r, reruns)
         s = a["start"]
         checked[6] += 1 + len(st.pauses)
         checked[9] += 1
@@ -424,7 +429,7 @@ class ModelCheck:
         if a["action"] == "stop":
             st.stop_attempts[(a["household"], a["arm"], a["pass"])] = (seq, a["class"])
 
-    def classify(self, seq: int, a: dict, r: dict) -> None:
+    def classify(self, seq: int, a: dict, r: dict, reruns: int) -> None:
         """Class, action and signature recomputed with the rules. The rules read
         only the record's status and error and whether the host gave reasons,
         so their answer is kept per distinct (status, error, host, reruns)."""
@@ -445,13 +450,13 @@ class ModelCheck:
                     self.short.append((seq, a["lane"], a["household"], a["pass"]))
             key = rule_key(r)
             if key is None:
-                d = rules.decide(r, ("host",) if host else (), reruns_used=a["_reruns"], max_reruns=rl.max_reruns,
+                d = rules.decide(r, ("host",) if host else (), reruns_used=reruns, max_reruns=rl.max_reruns,
                                  precedence=rl.precedence, class_lists=rl.class_lists)
             else:
-                key = (key, host, a["_reruns"])
+                key = (key, host, reruns)
                 d = self.decided.get(key)
                 if d is None:
-                    d = rules.decide(r, ("host",) if host else (), reruns_used=a["_reruns"],
+                    d = rules.decide(r, ("host",) if host else (), reruns_used=reruns,
                                      max_reruns=rl.max_reruns, precedence=rl.precedence, class_lists=rl.class_lists)
                     if len(self.decided) >= DECIDED_KEPT:
                         self.decided.clear()  # bounded: distinct error messages must not grow memory
@@ -466,7 +471,7 @@ class ModelCheck:
         if a["signature"] != d.signature:
             f.fail(2, self.log, seq, "signature is not the error's")
         if d.cls is rules.Cls.INCONCLUSIVE:
-            self.incon.append((seq, a, d))
+            self.incon.append((seq, a, d, reruns))
         elif a["action"] != d.action:
             f.fail(2, self.log, seq, f"action {a['action']}, the rules give {d.action}")
 
@@ -477,11 +482,11 @@ class ModelCheck:
         for item in self.incon:
             by_sig[item[2].signature].append(item)
         for sig, items in by_sig.items():
-            for seq, a, d in items:
+            for seq, a, d, reruns in items:
                 h, own_end = a["household"], ends[a["household"]].t
                 lower = {h} | {x[1]["household"] for x in items if ends[x[1]["household"]].t < a["end"]}
                 upper = {h} | {x[1]["household"] for x in items if x[1]["end"] < own_end}
-                keep = rules.action_for(d.cls, reruns_used=a["_reruns"], max_reruns=rl.max_reruns)
+                keep = rules.action_for(d.cls, reruns_used=reruns, max_reruns=rl.max_reruns)
                 if len(lower) > rl.inconclusive_limit:
                     allowed = {"stop"}
                 elif len(upper) <= rl.inconclusive_limit:
