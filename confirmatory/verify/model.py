@@ -256,9 +256,13 @@ class ModelCheck:
         f, st, log = self.f, self.st, self.log
         h, lane = str(hl.get("household")), hl.get("lane")
         k = self.index.get(h)
-        if not f.expect(3, k is not None and lane in self.lane_next, log, seq, f"household {h} on lane {lane} is not in the draw"):
-            return
+        # asked before the check is counted: for an unhashable lane it raises, uncounted
+        in_draw = k is not None and lane in self.lane_next
         checked = f.checked
+        checked[3] += 1
+        if not in_draw:  # the message only for a violation (f.expect would build it every time)
+            f.fail(3, log, seq, f"household {h} on lane {lane} is not in the draw")
+            return
         checked[3] += 2
         if k != self.lane_next[lane]:
             f.fail(3, log, seq, f"lane {lane} took {h} (draw index {k}), expected draw index {self.lane_next[lane]}")
@@ -266,15 +270,15 @@ class ModelCheck:
         if h in st.ends:
             f.fail(3, log, seq, f"second household line for {h}")
         attempts = []
-        for aseq, a in lines:
-            checked[1] += 1
+        for aseq, a in lines:  # nothing here can raise, so its checks are counted after it
             if not a.keys() >= _ATTEMPT_FIELD_SET:
                 f.fail(1, log, aseq, "attempt line lacks fields")
                 continue
-            checked[3] += 1
             if a["lane"] != lane:
                 f.fail(3, log, aseq, f"attempt on lane {a['lane']} of a lane-{lane} household")
             attempts.append((aseq, a))
+        checked[1] += len(lines)
+        checked[3] += len(attempts)
         if len(attempts) > 1:
             attempts.sort(key=_start_pass)
         used_before = self.passes(seq, hl, h, attempts)
@@ -344,7 +348,9 @@ class ModelCheck:
         self.lane_end[lane] = prev_end
         if hl.get("finished") is True:
             rest = expected or rules.next_pass_arms(order, actions, reruns_used=reruns, max_reruns=max_reruns)
-            f.expect(3, not rest and bool(order), log, seq, f"household {h} marked finished with {rest or order} still to run")
+            checked[3] += 1
+            if rest or not order:  # the message (a list's repr) only for a violation
+                f.fail(3, log, seq, f"household {h} marked finished with {rest or order} still to run")
             # stop_seen: whether any attempt's action is stop
             f.expect(3, not stop_seen, log, seq, "a finished household has a stop action")
         return used_before
