@@ -53,6 +53,7 @@ DECIDED_KEPT = 4096
 _SKIP = (b'"event":"attempt"', b'"event":"household"')
 _ATTEMPT_FIELD_SET = frozenset(ATTEMPT_FIELDS)
 _ABSENT = object()
+_INCONCLUSIVE = rules.Cls.INCONCLUSIVE
 
 
 def _num(t) -> bool:
@@ -361,7 +362,8 @@ class ModelCheck:
 
     def attempt(self, seq: int, a: dict, reruns: int) -> None:
         # The hot path: one record file per attempt. Messages are built only
-        # for violations; checks are counted in bulk.
+        # for violations; checks are counted in bulk; the line's start and
+        # end, read by most checks, are looked up once (and handed to classify).
         f, st, log = self.f, self.st, self.log
         checked = f.checked
         checked[1] += 2
@@ -395,9 +397,10 @@ class ModelCheck:
             f.fail(1, f"models/{st.name}/{rel}", None, "record is not a JSON object")
             return
         checked[1] += 1
+        start, end = a["start"], a["end"]
         if r.get("model") != st.name or (
                 r.get("household"), r.get("arm"), r.get("pass"), r.get("lane"), r.get("start"), r.get("end"),
-                r.get("cost_nusd")) != (a["household"], a["arm"], a["pass"], a["lane"], a["start"], a["end"],
+                r.get("cost_nusd")) != (a["household"], a["arm"], a["pass"], a["lane"], start, end,
                                         a["cost_nusd"]):
             f.fail(1, f"models/{st.name}/{rel}", None, "record disagrees with its attempt line")
         calls = r.get("calls") or []
@@ -409,14 +412,14 @@ class ModelCheck:
         # evidence"); a step reported later cannot excuse this attempt.
         back = self.back_until(a["end"]) if self.any_back else 0.0
         slack = CALL_SLACK_S + back
-        lo, hi = a["start"] - slack, a["end"] + slack
+        lo, hi = start - slack, end + slack
         checked[5] += len(calls)
         cost = 0
         for c in calls:
             cs, ce = c.get("start"), c.get("end")
             if not (isinstance(cs, (int, float)) and isinstance(ce, (int, float))
                     and lo <= cs <= hi and lo <= ce <= hi and cs <= ce + back):
-                f.fail(5, f"models/{st.name}/{rel}", None, f"call {c.get('kind')} {cs}..{ce} outside the attempt {a['start']}..{a['end']}")
+                f.fail(5, f"models/{st.name}/{rel}", None, f"call {c.get('kind')} {cs}..{ce} outside the attempt {start}..{end}")
             cc = c.get("cost_nusd")
             if type(cc) is not int:
                 f.fail(7, f"models/{st.name}/{rel}", None, f"call cost_nusd {cc!r} is not an integer")
@@ -425,21 +428,20 @@ class ModelCheck:
         checked[7] += 1
         if cost != r.get("cost_nusd") or type(r.get("cost_nusd")) is not int:
             f.fail(7, f"models/{st.name}/{rel}", None, f"record cost {r.get('cost_nusd')} is not its calls' {cost}")
-        self.classify(seq, a, r, reruns)
-        s = a["start"]
+        self.classify(seq, a, r, reruns, start, end)
         checked[6] += 1 + len(st.pauses)
         checked[9] += 1
-        if s > st.halt_t:
-            f.fail(6, log, seq, f"attempt starts at {s} after a stop or the ceiling ({st.halt_t})")
+        if start > st.halt_t:
+            f.fail(6, log, seq, f"attempt starts at {start} after a stop or the ceiling ({st.halt_t})")
         for p, resumed in st.pauses:
-            if p < s < resumed:
-                f.fail(6, log, seq, f"attempt starts at {s} during the pause from {p} to {resumed}")
-        if s > st.trigger_t:
-            f.fail(9, log, seq, f"attempt starts at {s} after a trigger at {st.trigger_t}")
+            if p < start < resumed:
+                f.fail(6, log, seq, f"attempt starts at {start} during the pause from {p} to {resumed}")
+        if start > st.trigger_t:
+            f.fail(9, log, seq, f"attempt starts at {start} after a trigger at {st.trigger_t}")
         if a["action"] == "stop":
             st.stop_attempts[(a["household"], a["arm"], a["pass"])] = (seq, a["class"])
 
-    def classify(self, seq: int, a: dict, r: dict, reruns: int) -> None:
+    def classify(self, seq: int, a: dict, r: dict, reruns: int, start: float, end: float) -> None:
         """Class, action and signature recomputed with the rules. The rules read
         only the record's status and error and whether the host gave reasons,
         so their answer is kept per distinct (status, error, host, reruns)."""
@@ -450,13 +452,13 @@ class ModelCheck:
             limit = a.get("host_lines")
             if type(limit) is not int:
                 limit = None
-            host = self.host_is(a["start"], a["end"], limit)
+            host = self.host_is(start, end, limit)
             if host and limit is not None:
                 # A prefix cut before the sample that completes the attempt:
                 # allowed only at a halt (see short_prefixes) when the whole
                 # log would have found the attempt clean.
-                done = self.completion(a["end"])
-                if done is not None and done >= limit and not self.host_is(a["start"], a["end"], None):
+                done = self.completion(end)
+                if done is not None and done >= limit and not self.host_is(start, end, None):
                     self.short.append((seq, a["lane"], a["household"], a["pass"]))
             key = rule_key(r)
             if key is None:
@@ -476,11 +478,11 @@ class ModelCheck:
             return
         f.checked[2] += 3
         if a["class"] != d.cls:
-            reasons = list(self.ctx.host_verdict(a["start"], a["end"]).reasons)
+            reasons = list(self.ctx.host_verdict(start, end).reasons)
             f.fail(2, self.log, seq, f"class {a['class']}, the rules give {d.cls} (host: {reasons})")
         if a["signature"] != d.signature:
             f.fail(2, self.log, seq, "signature is not the error's")
-        if d.cls is rules.Cls.INCONCLUSIVE:
+        if d.cls is _INCONCLUSIVE:
             self.incon.append((seq, a, d, reruns))
         elif a["action"] != d.action:
             f.fail(2, self.log, seq, f"action {a['action']}, the rules give {d.action}")
