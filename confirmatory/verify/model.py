@@ -52,6 +52,8 @@ ATTEMPT_FIELDS = ("lane", "household", "arm", "pass", "start", "end", "cost_nusd
 DECIDED_KEPT = 4096
 _SKIP = (b'"event":"attempt"', b'"event":"household"')
 _ATTEMPT_FIELD_SET = frozenset(ATTEMPT_FIELDS)
+_ABSENT = object()
+_INCONCLUSIVE = rules.Cls.INCONCLUSIVE
 
 
 def _num(t) -> bool:
@@ -256,9 +258,13 @@ class ModelCheck:
         f, st, log = self.f, self.st, self.log
         h, lane = str(hl.get("household")), hl.get("lane")
         k = self.index.get(h)
-        if not f.expect(3, k is not None and lane in self.lane_next, log, seq, f"household {h} on lane {lane} is not in the draw"):
-            return
+        # asked before the check is counted: for an unhashable lane it raises, uncounted
+        in_draw = k is not None and lane in self.lane_next
         checked = f.checked
+        checked[3] += 1
+        if not in_draw:  # the message only for a violation (f.expect would build it every time)
+            f.fail(3, log, seq, f"household {h} on lane {lane} is not in the draw")
+            return
         checked[3] += 2
         if k != self.lane_next[lane]:
             f.fail(3, log, seq, f"lane {lane} took {h} (draw index {k}), expected draw index {self.lane_next[lane]}")
@@ -266,27 +272,27 @@ class ModelCheck:
         if h in st.ends:
             f.fail(3, log, seq, f"second household line for {h}")
         attempts = []
-        for aseq, a in lines:
-            checked[1] += 1
+        for aseq, a in lines:  # nothing here can raise, so its checks are counted after it
             if not a.keys() >= _ATTEMPT_FIELD_SET:
                 f.fail(1, log, aseq, "attempt line lacks fields")
                 continue
-            checked[3] += 1
             if a["lane"] != lane:
                 f.fail(3, log, aseq, f"attempt on lane {a['lane']} of a lane-{lane} household")
             attempts.append((aseq, a))
+        checked[1] += len(lines)
+        checked[3] += len(attempts)
         if len(attempts) > 1:
             attempts.sort(key=_start_pass)
-        self.passes(seq, hl, h, attempts)
+        used_before = self.passes(seq, hl, h, attempts)
         spend = 0
         attempt = self.attempt
-        for aseq, a in attempts:
+        for (aseq, a), reruns in zip(attempts, used_before):
             cost = a["cost_nusd"]
             if type(cost) is not int:
                 f.fail(7, log, aseq, f"cost_nusd {cost!r} is not an integer")
                 cost = int(cost) if isinstance(cost, (int, float)) else 0
             spend += cost
-            attempt(aseq, a, lane)
+            attempt(aseq, a, reruns)
         if attempts:
             last = attempts[-1][1]
             self.lane_last[lane] = (h, last["pass"])
@@ -300,53 +306,64 @@ class ModelCheck:
         if attempts:
             f.expect(3, hl.get("t", 0) >= attempts[-1][1]["end"], log, seq, "household ended before its last attempt")
 
-    def passes(self, seq: int, hl: dict, h: str, attempts: list[tuple[int, dict]]) -> None:
-        """Pass 0 in arm order, later passes over the arms to rerun or resume, no overlap."""
-        f, log, rl = self.f, self.log, self.ctx.rules
+    def passes(self, seq: int, hl: dict, h: str, attempts: list[tuple[int, dict]]) -> list[int]:
+        """Pass 0 in arm order, later passes over the arms to rerun or resume, no overlap.
+
+        Returns each attempt's reruns used before it (its arm's earlier
+        attempts), in the order of ``attempts``: what the rules decided it with."""
+        f, log, max_reruns = self.f, self.log, self.ctx.rules.max_reruns
         order = list(self.orders.get(h) or [])
-        expected, done, actions, used = list(order), [], {}, defaultdict(int)
+        # reruns: arm -> its attempts so far less one, the reruns_used that
+        # rules.next_pass_arms reads (only attempted arms are in it)
+        expected, actions, reruns = list(order), {}, {}
         pass_index, stop_seen = 0, False
-        prev_end = self.lane_end[hl.get("lane")]
+        lane = hl.get("lane")
+        prev_end = self.lane_end[lane]
         checked = f.checked
-        max_reruns = rl.max_reruns
+        used_before = []
         for aseq, a in attempts:
             start, arm = a["start"], a["arm"]
             checked[3] += 3
             if not start >= prev_end:
                 f.fail(3, log, aseq, f"attempt starts at {a['start']} before the lane's previous one ended ({prev_end})")
-            prev_end = max(prev_end, a["end"])
+            end = a["end"]
+            if end > prev_end:  # noqa: PLR1730 - max(prev_end, end) without the call, on the hot path
+                prev_end = end
             if not expected and not stop_seen:
-                expected = rules.next_pass_arms(order, actions, reruns_used={x: used[x] - 1 for x in used},
-                                                max_reruns=max_reruns)
+                expected = rules.next_pass_arms(order, actions, reruns_used=reruns, max_reruns=max_reruns)
                 actions, pass_index = {}, pass_index + 1
             if not (expected and arm == expected[0] and a["pass"] == pass_index):
                 f.fail(3, log, aseq, f"attempt {a['arm']}/{a['pass']} out of order (expected "
                        + (f"{expected[0]}/{pass_index})" if expected else "none)"))
             if expected:
                 expected.pop(0)
-            n_used = used[arm] + 1
-            used[arm] = n_used
-            if n_used - 1 > max_reruns:
+            n = reruns.get(arm, -1) + 1
+            reruns[arm] = n
+            if n > max_reruns:
                 f.fail(3, log, aseq, f"arm {a['arm']} rerun more than {max_reruns} times")
-            if "reruns_used" in a:
+            said = a.get("reruns_used", _ABSENT)  # an optional field
+            if said is not _ABSENT:
                 checked[3] += 1
-                if a["reruns_used"] != n_used - 1:
+                if said != n:
                     f.fail(3, log, aseq, "reruns_used is not the arm's earlier attempts")
-            a["_reruns"] = n_used - 1
+            used_before.append(n)
             action = a["action"]
             actions[arm] = action
             stop_seen = stop_seen or action == "stop"
-            done.append(a)
-        self.lane_end[hl.get("lane")] = prev_end
+        self.lane_end[lane] = prev_end
         if hl.get("finished") is True:
-            rest = expected or rules.next_pass_arms(order, actions, reruns_used={x: used[x] - 1 for x in used},
-                                                    max_reruns=rl.max_reruns)
-            f.expect(3, not rest and bool(order), log, seq, f"household {h} marked finished with {rest or order} still to run")
-            f.expect(3, not any(a["action"] == "stop" for a in done), log, seq, "a finished household has a stop action")
+            rest = expected or rules.next_pass_arms(order, actions, reruns_used=reruns, max_reruns=max_reruns)
+            checked[3] += 1
+            if rest or not order:  # the message (a list's repr) only for a violation
+                f.fail(3, log, seq, f"household {h} marked finished with {rest or order} still to run")
+            # stop_seen: whether any attempt's action is stop
+            f.expect(3, not stop_seen, log, seq, "a finished household has a stop action")
+        return used_before
 
-    def attempt(self, seq: int, a: dict, lane: int) -> None:
+    def attempt(self, seq: int, a: dict, reruns: int) -> None:
         # The hot path: one record file per attempt. Messages are built only
-        # for violations; checks are counted in bulk.
+        # for violations; checks are counted in bulk; the line's start and
+        # end, read by most checks, are looked up once (and handed to classify).
         f, st, log = self.f, self.st, self.log
         checked = f.checked
         checked[1] += 2
@@ -380,9 +397,10 @@ class ModelCheck:
             f.fail(1, f"models/{st.name}/{rel}", None, "record is not a JSON object")
             return
         checked[1] += 1
+        start, end = a["start"], a["end"]
         if r.get("model") != st.name or (
                 r.get("household"), r.get("arm"), r.get("pass"), r.get("lane"), r.get("start"), r.get("end"),
-                r.get("cost_nusd")) != (a["household"], a["arm"], a["pass"], a["lane"], a["start"], a["end"],
+                r.get("cost_nusd")) != (a["household"], a["arm"], a["pass"], a["lane"], start, end,
                                         a["cost_nusd"]):
             f.fail(1, f"models/{st.name}/{rel}", None, "record disagrees with its attempt line")
         calls = r.get("calls") or []
@@ -394,14 +412,14 @@ class ModelCheck:
         # evidence"); a step reported later cannot excuse this attempt.
         back = self.back_until(a["end"]) if self.any_back else 0.0
         slack = CALL_SLACK_S + back
-        lo, hi = a["start"] - slack, a["end"] + slack
+        lo, hi = start - slack, end + slack
         checked[5] += len(calls)
         cost = 0
         for c in calls:
             cs, ce = c.get("start"), c.get("end")
             if not (isinstance(cs, (int, float)) and isinstance(ce, (int, float))
                     and lo <= cs <= hi and lo <= ce <= hi and cs <= ce + back):
-                f.fail(5, f"models/{st.name}/{rel}", None, f"call {c.get('kind')} {cs}..{ce} outside the attempt {a['start']}..{a['end']}")
+                f.fail(5, f"models/{st.name}/{rel}", None, f"call {c.get('kind')} {cs}..{ce} outside the attempt {start}..{end}")
             cc = c.get("cost_nusd")
             if type(cc) is not int:
                 f.fail(7, f"models/{st.name}/{rel}", None, f"call cost_nusd {cc!r} is not an integer")
@@ -410,21 +428,20 @@ class ModelCheck:
         checked[7] += 1
         if cost != r.get("cost_nusd") or type(r.get("cost_nusd")) is not int:
             f.fail(7, f"models/{st.name}/{rel}", None, f"record cost {r.get('cost_nusd')} is not its calls' {cost}")
-        self.classify(seq, a, r)
-        s = a["start"]
+        self.classify(seq, a, r, reruns, start, end)
         checked[6] += 1 + len(st.pauses)
         checked[9] += 1
-        if s > st.halt_t:
-            f.fail(6, log, seq, f"attempt starts at {s} after a stop or the ceiling ({st.halt_t})")
+        if start > st.halt_t:
+            f.fail(6, log, seq, f"attempt starts at {start} after a stop or the ceiling ({st.halt_t})")
         for p, resumed in st.pauses:
-            if p < s < resumed:
-                f.fail(6, log, seq, f"attempt starts at {s} during the pause from {p} to {resumed}")
-        if s > st.trigger_t:
-            f.fail(9, log, seq, f"attempt starts at {s} after a trigger at {st.trigger_t}")
+            if p < start < resumed:
+                f.fail(6, log, seq, f"attempt starts at {start} during the pause from {p} to {resumed}")
+        if start > st.trigger_t:
+            f.fail(9, log, seq, f"attempt starts at {start} after a trigger at {st.trigger_t}")
         if a["action"] == "stop":
             st.stop_attempts[(a["household"], a["arm"], a["pass"])] = (seq, a["class"])
 
-    def classify(self, seq: int, a: dict, r: dict) -> None:
+    def classify(self, seq: int, a: dict, r: dict, reruns: int, start: float, end: float) -> None:
         """Class, action and signature recomputed with the rules. The rules read
         only the record's status and error and whether the host gave reasons,
         so their answer is kept per distinct (status, error, host, reruns)."""
@@ -435,23 +452,23 @@ class ModelCheck:
             limit = a.get("host_lines")
             if type(limit) is not int:
                 limit = None
-            host = self.host_is(a["start"], a["end"], limit)
+            host = self.host_is(start, end, limit)
             if host and limit is not None:
                 # A prefix cut before the sample that completes the attempt:
                 # allowed only at a halt (see short_prefixes) when the whole
                 # log would have found the attempt clean.
-                done = self.completion(a["end"])
-                if done is not None and done >= limit and not self.host_is(a["start"], a["end"], None):
+                done = self.completion(end)
+                if done is not None and done >= limit and not self.host_is(start, end, None):
                     self.short.append((seq, a["lane"], a["household"], a["pass"]))
             key = rule_key(r)
             if key is None:
-                d = rules.decide(r, ("host",) if host else (), reruns_used=a["_reruns"], max_reruns=rl.max_reruns,
+                d = rules.decide(r, ("host",) if host else (), reruns_used=reruns, max_reruns=rl.max_reruns,
                                  precedence=rl.precedence, class_lists=rl.class_lists)
             else:
-                key = (key, host, a["_reruns"])
+                key = (key, host, reruns)
                 d = self.decided.get(key)
                 if d is None:
-                    d = rules.decide(r, ("host",) if host else (), reruns_used=a["_reruns"],
+                    d = rules.decide(r, ("host",) if host else (), reruns_used=reruns,
                                      max_reruns=rl.max_reruns, precedence=rl.precedence, class_lists=rl.class_lists)
                     if len(self.decided) >= DECIDED_KEPT:
                         self.decided.clear()  # bounded: distinct error messages must not grow memory
@@ -461,12 +478,12 @@ class ModelCheck:
             return
         f.checked[2] += 3
         if a["class"] != d.cls:
-            reasons = list(self.ctx.host_verdict(a["start"], a["end"]).reasons)
+            reasons = list(self.ctx.host_verdict(start, end).reasons)
             f.fail(2, self.log, seq, f"class {a['class']}, the rules give {d.cls} (host: {reasons})")
         if a["signature"] != d.signature:
             f.fail(2, self.log, seq, "signature is not the error's")
-        if d.cls is rules.Cls.INCONCLUSIVE:
-            self.incon.append((seq, a, d))
+        if d.cls is _INCONCLUSIVE:
+            self.incon.append((seq, a, d, reruns))
         elif a["action"] != d.action:
             f.fail(2, self.log, seq, f"action {a['action']}, the rules give {d.action}")
 
@@ -477,11 +494,11 @@ class ModelCheck:
         for item in self.incon:
             by_sig[item[2].signature].append(item)
         for sig, items in by_sig.items():
-            for seq, a, d in items:
+            for seq, a, d, reruns in items:
                 h, own_end = a["household"], ends[a["household"]].t
                 lower = {h} | {x[1]["household"] for x in items if ends[x[1]["household"]].t < a["end"]}
                 upper = {h} | {x[1]["household"] for x in items if x[1]["end"] < own_end}
-                keep = rules.action_for(d.cls, reruns_used=a["_reruns"], max_reruns=rl.max_reruns)
+                keep = rules.action_for(d.cls, reruns_used=reruns, max_reruns=rl.max_reruns)
                 if len(lower) > rl.inconclusive_limit:
                     allowed = {"stop"}
                 elif len(upper) <= rl.inconclusive_limit:

@@ -8,6 +8,8 @@ until that stop. Also the trigger/stop pairing and the resume rule.
 
 from __future__ import annotations
 
+from operator import itemgetter
+
 from confirmatory import rules
 from confirmatory.records import model_log
 from confirmatory.verify.context import RunContext
@@ -16,6 +18,7 @@ from confirmatory.verify.model import ModelState
 DECISION_FIELDS = ("lane", "household", "t", "admit", "finished_nusd", "under_way", "reserve_nusd", "cap_nusd")
 _DECISION_FIELD_SET = frozenset(DECISION_FIELDS)
 _DECISION_MONEY = ("finished_nusd", "reserve_nusd", "cap_nusd", "under_way")
+_decision_values = itemgetter(*DECISION_FIELDS)  # a decision kept as the tuple of its fields
 
 
 def check_admission(ctx: RunContext, st: ModelState) -> None:
@@ -31,9 +34,11 @@ def check_admission(ctx: RunContext, st: ModelState) -> None:
         if f.expect(4, d.keys() >= _DECISION_FIELD_SET and all(type(d[k]) is int for k in _DECISION_MONEY)
                     and type(d["t"]) in (int, float), log, seq,
                     "decision lacks fields, or its money is not integers or its t not a number"):
-            # kept compact: one small dict per household is what memory grows with
-            decisions.append((d["t"], seq, {k: d[k] for k in DECISION_FIELDS}))
-    decisions.sort(key=lambda x: (x[0], x[1]))
+            # kept compact: one small tuple per household is what memory grows with
+            decisions.append((d["t"], seq, _decision_values(d)))
+    # by (t, seq): seq is unique, so the tuples' own order is that one
+    # (their fields are never compared)
+    decisions.sort()
     # (t, kind, ...) events: a household leaves "under way" at its end if it
     # finished, else at the first stop of its model or the run (never, if none).
     cut_until = st.halt_t
@@ -47,27 +52,27 @@ def check_admission(ctx: RunContext, st: ModelState) -> None:
     lane_next = {lane: lane for lane in range(lanes)}
     lane_closed: set[int] = set()
     checked = f.checked
+    reserve_nusd, cap_nusd, ceiling_t = mf.get("reserve_nusd"), mf.get("cap_nusd"), ctx.ceiling_t
     for t, seq, d in decisions:
         while i < len(leaves) and leaves[i][0] < t:
             finished_nusd += leaves[i][1]
             left += 1
             i += 1
         under_way = admitted - left
-        h, lane = d["household"], d["lane"]
+        lane, h, _, admit, d_finished, d_under_way, d_reserve, d_cap = d  # DECISION_FIELDS
         expect = rules.admit(refused_before=refused, finished_nusd=finished_nusd, under_way=under_way,
-                             reserve_nusd=mf.get("reserve_nusd"), cap_nusd=mf.get("cap_nusd"))
-        state_ok = (d["finished_nusd"], d["under_way"], d["reserve_nusd"], d["cap_nusd"]) == (
-            finished_nusd, under_way, mf.get("reserve_nusd"), mf.get("cap_nusd"))
+                             reserve_nusd=reserve_nusd, cap_nusd=cap_nusd)
+        state_ok = (d_finished, d_under_way, d_reserve, d_cap) == (finished_nusd, under_way, reserve_nusd, cap_nusd)
         # counted checks; a message is built only for a violation
         checked[4] += 3
         checked[6] += 1
         checked[3] += 1
         if not state_ok:
-            f.fail(4, log, seq, f"decision state {d['finished_nusd']}/{d['under_way']} is not the "
+            f.fail(4, log, seq, f"decision state {d_finished}/{d_under_way} is not the "
                                 f"replayed {finished_nusd}/{under_way}")
-        if d["admit"] is not expect:
-            f.fail(4, log, seq, f"admit={d['admit']}, the rule gives {expect}")
-        if t > ctx.ceiling_t:
+        if admit is not expect:
+            f.fail(4, log, seq, f"admit={admit}, the rule gives {expect}")
+        if t > ceiling_t:
             f.fail(6, log, seq, f"decision at {t} after the ceiling's crossing")
         k = index.get(h)
         ok = k is not None and lane not in lane_closed and lane in lane_next and k == lane_next[lane]
@@ -78,7 +83,7 @@ def check_admission(ctx: RunContext, st: ModelState) -> None:
         if h in decided:
             f.fail(4, log, seq, f"second decision on {h}")
         decided[h] = seq
-        if d["admit"]:
+        if admit:
             admitted += 1
             end = st.ends.get(h)
             checked[4] += 1
@@ -91,10 +96,11 @@ def check_admission(ctx: RunContext, st: ModelState) -> None:
         else:
             refused = True
             lane_closed.add(lane)
-    admitted_set = {d["household"] for _, _, d in decisions if d["admit"]}
+    admitted_set = {d[1] for _, _, d in decisions if d[3]}  # (household, admit)
+    checked[4] += len(st.ends)
     for h, e in st.ends.items():
-        f.expect(4, h in admitted_set, model_log(st.name, "run.jsonl"), e.seq,
-                 f"household {h} ran without an admission")
+        if h not in admitted_set:
+            f.fail(4, model_log(st.name, "run.jsonl"), e.seq, f"household {h} ran without an admission")
 
 
 def check_stops(ctx: RunContext, st: ModelState) -> None:
