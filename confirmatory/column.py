@@ -70,13 +70,21 @@ class Column:
             self._store(tail[:size])
             del tail[:size]
 
-    def extend(self, other: "Column") -> None:
-        """Append every value of ``other``, in order (``other`` is unchanged)."""
-        for b in range(other._full):
-            self.tail.extend(other._read(b))
+    def extend(self, other: Column, floor: float | None = None) -> None:
+        """Append every value of ``other``, in order (``other`` is unchanged).
+        With ``floor``, for an ``other`` that never decreases (a running
+        maximum, which goes on here): each value raised to at least ``floor``."""
+        for values in other._in_blocks():
+            if floor is not None and len(values) and not values[0] >= floor:
+                values = array("d", (v if v >= floor else floor for v in values))
+            self.tail.extend(values)
             self.settle()
-        self.tail.extend(other.tail)
-        self.settle()
+
+    def _in_blocks(self) -> Iterator[array]:
+        """The values a block at a time (the tail last), read back one by one."""
+        for b in range(self._full):
+            yield self._read(b)
+        yield self.tail
 
     def _store(self, values: array) -> None:
         if self._blocks is None:
@@ -154,9 +162,8 @@ class Column:
         return (j - 1) * self.block + _bisect_right(self._block(j - 1), x)
 
     def __iter__(self) -> Iterator[float]:
-        for b in range(self._full):
-            yield from self._read(b)
-        yield from self.tail
+        for values in self._in_blocks():
+            yield from values
 
     def tolist(self) -> list[float]:
         return list(self)

@@ -129,12 +129,17 @@ def stream(path: Path) -> Iterator[LogLine]:
     return iter_lines(Path(path))
 
 
-# The lanes' index of host.jsonl serves verify too: one implementation of
-# "the verdict on a prefix, from a slice" (hostrules.HostTimeline). verify
-# uses it for a log too irregular for ``HostSummary``.
+# The lanes' index of host.jsonl (hostrules.HostTimeline), under the name
+# verify's tests know it by: it holds every line, so verify itself uses
+# ``HostSummary``, which gives the same verdicts.
 HostIndex = HostTimeline
 
 _POINTS = ("open", "sample")  # a tuple: an edited line's event may be unhashable
+
+
+def _maybe_num(v: object) -> bool:
+    """None or a number: what the host rule reads a sample's clock step and pressure as."""
+    return v is None or isinstance(v, _NUM)
 _NUM = (int, float)
 
 
@@ -161,10 +166,15 @@ class HostSummary:
     holds the same descriptors); by default each column makes its own file.
     ``block``: the columns' block size (`column.BLOCK` when None).
 
-    Needs a regular log: times that never decrease, and numbers where the
-    rule reads numbers. One that is not (only an edited log) is
-    ``irregular``, and `verify` takes its verdicts from a `HostIndex` over
-    the whole log instead.
+    Any log, also one only an edit makes: where times go back somewhere
+    (``monotone`` False) the marks and gaps are looked up in time order
+    instead of line order, and the completing sample is found on the keys'
+    running maximum, so the verdicts stay exact; the rule reads a prefix of
+    the log line by line, so they stay exact whatever order its lines are
+    in. A line where the rule reads a number and finds none (a time, clock
+    step or pressure; ``poison``) may make the rule fail: a verdict whose
+    prefix holds one raises ValueError instead (tests compare both on
+    random edited logs).
     """
 
     def __init__(self, *, max_gap_s: float, pressure_threshold: float,
@@ -172,10 +182,10 @@ class HostSummary:
         self.max_gap_s = max_gap_s
         self.pressure_threshold = pressure_threshold
         self.monotone = True
-        self.irregular = False
+        self.poison: list[int] = []             # lines with a value the rule cannot compare (see _frame)
         self.back_max = 0.0
         self.lines = 0
-        self._last = float("-inf")             # HostIndex's monotonicity test, same coercion
+        self._last = float("-inf")             # the latest time so far (a time that is not a number counts as it)
         self._prev_point: float | None = None
         t_fd, c_fd = files if files is not None else (None, None)
         block = column.BLOCK if block is None else block
@@ -183,7 +193,8 @@ class HostSummary:
         self.sample_c = Column(c_fd, block=block)   # ... and its hostrules.completion_key
         # the columns' full blocks are moved out every (a power of two >= block) lines
         self._settle_mask = (1 << (block - 1).bit_length()) - 1
-        self._last_c = float("-inf")            # the last completion key
+        self._max_c = float("-inf")             # the running maximum of the completion keys
+        self._by_t: tuple | None = None         # marks and gaps in time order, for a log that is not
         self._other: list[int] = []             # line index of every line that is not a sample
         self._other_q: list[int] = []           # samples before each of those lines
         self._opens: list[tuple[int, float]] = []   # time points that are not samples: (line, t)
@@ -221,34 +232,30 @@ class HostSummary:
         ct = t if num else (self._last if self._last != float("-inf") else 0.0)
         if ct < self._last:
             self.monotone = False
-            self.irregular = True
         if ct > self._last:
             self._last = ct
         event = obj.get("event")
-        if event != "sample":
+        counted = event in _POINTS or event == "evidence"  # the lines the rule reads
+        poisoned = counted and (not num or event == "sample" and not (
+            _maybe_num(obj.get("clock_back_max_s")) and _maybe_num(obj.get("mem_pressure"))))
+        if poisoned:
+            self.poison.append(i)
+        if event != "sample" or poisoned:  # a sample the rule cannot read is no sample here
             self._other_q.append(i - len(self._other))
             self._other.append(i)
-        if event not in _POINTS and event != "evidence":
-            return
-        if not num:
-            self.irregular = True
+        if not counted or poisoned:
             return
         if event == "evidence":
             since = obj.get("since", t)
-            if not isinstance(since, _NUM):
-                self.irregular = True
-                return
-            since = min(since, t)
+            since = min(since, t) if isinstance(since, _NUM) else t  # as the rule reads it
             self.marks_t.append(t)
             self.marks_since.append(since)
             self.mark_span = max(self.mark_span, t - since)
             self.marks.append((i, 0, f"evidence {obj.get('source')}: {obj.get('line')} at {_fmt_t(t)}"))
+            self._by_t = None
             return
         if event == "sample":
             back, pressure = obj.get("clock_back_max_s"), obj.get("mem_pressure")
-            if not (back is None or isinstance(back, _NUM)) or not (pressure is None or isinstance(pressure, _NUM)):
-                self.irregular = True
-                return
             began = obj.get("reads_began")
             self._sample(i, t, float(back or 0.0), pressure, min(began, t) if isinstance(began, _NUM) else t)
         else:
@@ -257,10 +264,12 @@ class HostSummary:
 
     def _sample(self, i: int, t: float, back: float, pressure: float | None, c: float) -> None:
         """A sample at line ``i``: its time and completion key, a rise of the back-step max, a pressure mark."""
-        if c < self._last_c:
-            self.irregular = True  # keys out of order: only an edited log; the whole-log index decides
-        self._last_c = c
-        self.sample_c.append(c)
+        # the running maximum of the keys: the first sample whose key is after
+        # an end is the first whose running maximum is (a NaN key never is),
+        # and it never decreases, whatever order an edited log's keys are in
+        if c > self._max_c:
+            self._max_c = c
+        self.sample_c.append(self._max_c)
         if back > self.back_max:
             self._rise_k.append(len(self.sample_t))
             self._rise_b.append(back)
@@ -270,6 +279,7 @@ class HostSummary:
             self.marks_t.append(t)
             self.marks_since.append(t)
             self.marks.append((i, 0, f"pressure {pressure:g} > {self.pressure_threshold:g} at {_fmt_t(t)}"))
+            self._by_t = None
 
     def _settle(self) -> None:
         """Move the sample columns' full blocks out of memory (every
@@ -284,12 +294,13 @@ class HostSummary:
             self.gaps_end.append(t)
             self.gaps.append((previous, i, f"gap of {t - previous:.3f} s between samples at "
                                            f"{_fmt_t(previous)} and {_fmt_t(t)}"))
+            self._by_t = None
         self._prev_point = t
 
     # -- joining ---------------------------------------------------------------------
     def state(self) -> tuple:
         """Everything a summary holds, for comparing two summaries."""
-        return (self.max_gap_s, self.pressure_threshold, self.monotone, self.irregular, self.back_max, self.lines,
+        return (self.max_gap_s, self.pressure_threshold, self.monotone, self.poison, self._max_c, self.back_max, self.lines,
                 self._last, self._prev_point, list(self.sample_t), list(self.sample_c), self._other, self._other_q, self._opens,
                 self._rise_k, self._rise_b, self.marks_t, self.marks_since, self.mark_span, self.marks,
                 self.gaps_end, self.gaps)
@@ -316,7 +327,6 @@ class HostSummary:
                 return None
             if first_t < whole._last:  # where the span starts, time went back: as the fold would see it
                 whole.monotone = False
-                whole.irregular = True
             whole._extend(part)
         return whole
 
@@ -324,7 +334,8 @@ class HostSummary:
         """Append a span's summary to this one (see ``join``)."""
         lines, samples = self.lines, len(self.sample_t)
         self.monotone = self.monotone and part.monotone
-        self.irregular = self.irregular or part.irregular
+        self.poison.extend(i + lines for i in part.poison)
+        self._by_t = None
         # the gap from this summary's last time point to the span's first
         points = part._opens[:1] + ([(part._line_of(0), part.sample_t[0])] if len(part.sample_t) else [])
         if points and self._prev_point is not None:
@@ -340,12 +351,10 @@ class HostSummary:
                 self._rise_k.append(samples + k)
                 self._rise_b.append(b)
                 self.back_max = b
-        if len(part.sample_c):
-            if part.sample_c[0] < self._last_c:
-                self.irregular = True
-            self._last_c = part._last_c
         self.sample_t.extend(part.sample_t)
-        self.sample_c.extend(part.sample_c)
+        self.sample_c.extend(part.sample_c, floor=self._max_c)  # the running maximum goes on across the seam
+        if part._max_c > self._max_c:
+            self._max_c = part._max_c
         self._other.extend(i + lines for i in part._other)
         self._other_q.extend(q + samples for q in part._other_q)
         self._opens.extend((i + lines, t) for i, t in part._opens)
@@ -371,12 +380,9 @@ class HostSummary:
         return self._rise_b[j] if j >= 0 and k >= 0 else 0.0
 
     def _completing(self, end: float, hi: int | None = None) -> int:
-        """Index of the first sample completing ``end`` among the first ``hi``:
-        ``bisect_right`` on the completion keys (the column's own, where the
-        keys never decrease, as in every regular log; else the generic one,
-        value by value, which answers as on an array)."""
-        if self.irregular:
-            return bisect.bisect_right(self.sample_c, end, 0, len(self.sample_c) if hi is None else hi)
+        """Index of the first sample completing ``end`` (its key after
+        ``end``) among the first ``hi``: a bisection of the keys' running
+        maximum."""
         k = self.sample_c.rank(end)
         return k if hi is None or k < hi else hi
 
@@ -401,8 +407,62 @@ class HostSummary:
             complete, cut, back = True, self._line_of(k), self._back_through(k)
         else:
             complete, cut, back = False, n - 1, self._back_through(ns - 1)
+        if self.poison and self.poison[0] <= cut:
+            # The rule reads its prefix line by line and compares what it
+            # reads: on this line it may fail. Taken as failing: no verdict.
+            raise ValueError(f"host.jsonl line {self.poison[0]} holds a value the host rule cannot compare "
+                             "(a time, clock step or pressure that is not a number)")
         slack = BASE_SLACK_S + back
         return complete, cut, start - slack, end + slack, ns
+
+    def _time_ordered(self) -> tuple:
+        """The marks and the gaps, each in time order (for a log whose times
+        go back somewhere: its marks and gaps are not), without those whose
+        time is NaN (they touch no window): (mark times, mark indices, gap
+        ends, gap indices). Made when first asked, again after an addition."""
+        if self._by_t is None:
+            marks = sorted((t, j) for j, t in enumerate(self.marks_t) if t == t)
+            gaps = sorted((t, j) for j, t in enumerate(self.gaps_end) if t == t)
+            self._by_t = ([t for t, _ in marks], [j for _, j in marks], [t for t, _ in gaps], [j for _, j in gaps])
+        return self._by_t
+
+    def _hits(self, lo: float, hi: float, cut: int, first: bool) -> list:
+        """The marks and gaps in the prefix through line ``cut`` that touch
+        [lo, hi], as (line, 0 mark / 1 gap, reason); with ``first``, at most one."""
+        hits = []
+        if self.monotone:  # times in line order: marks and gaps in time order too
+            marks_t, since, n, last = self.marks_t, self.marks_since, len(self.marks_t), hi + self.mark_span
+            k = bisect.bisect_left(marks_t, lo)
+            while k < n and marks_t[k] <= last and self.marks[k][0] <= cut:
+                if since[k] <= hi:
+                    hits.append(self.marks[k])
+                    if first:
+                        return hits
+                k += 1
+            k = bisect.bisect_left(self.gaps_end, lo)  # gaps are disjoint: the later ones start after hi
+            while k < len(self.gaps) and self.gaps[k][0] <= hi and self.gaps[k][1] <= cut:
+                hits.append((self.gaps[k][1], 1, self.gaps[k][2]))
+                if first:
+                    return hits
+                k += 1
+            return hits
+        marks_t, marks_j, gaps_end, gaps_j = self._time_ordered()
+        last = hi + self.mark_span
+        k = bisect.bisect_left(marks_t, lo)
+        while k < len(marks_t) and marks_t[k] <= last:
+            j = marks_j[k]
+            if self.marks[j][0] <= cut and self.marks_since[j] <= hi:
+                hits.append(self.marks[j])
+                if first:
+                    return hits
+            k += 1
+        for k in range(bisect.bisect_left(gaps_end, lo), len(gaps_end)):
+            q, line, reason = self.gaps[gaps_j[k]]
+            if q <= hi and line <= cut:
+                hits.append((line, 1, reason))
+                if first:
+                    return hits
+        return hits
 
     def _open_gap(self, cut: int, ns: int, hi: float) -> bool:
         """An incomplete prefix: does the span after its last time point touch the window?"""
@@ -417,37 +477,15 @@ class HostSummary:
     def is_host(self, start: float, end: float, limit: int | None = None) -> bool:
         """Whether the verdict has reasons (the hot path: no strings built)."""
         complete, cut, lo, hi, ns = self._frame(start, end, limit)
-        # a mark touches the window when t >= lo and since <= hi
-        marks_t, since, n, last = self.marks_t, self.marks_since, len(self.marks_t), hi + self.mark_span
-        k = bisect.bisect_left(marks_t, lo)
-        while k < n and marks_t[k] <= last and self.marks[k][0] <= cut:
-            if since[k] <= hi:
-                return True
-            k += 1
-        k = bisect.bisect_left(self.gaps_end, lo)
-        if k < len(self.gaps) and self.gaps[k][0] <= hi and self.gaps[k][1] <= cut:
-            return True
-        return not complete and self._open_gap(cut, ns, hi)
+        return bool(self._hits(lo, hi, cut, True)) or (not complete and self._open_gap(cut, ns, hi))
 
     def verdict(self, start: float, end: float, *, max_gap_s: float | None = None,
                 pressure_threshold: float | None = None, limit: int | None = None) -> HostVerdict:
         if (max_gap_s is not None and max_gap_s != self.max_gap_s) or (
                 pressure_threshold is not None and pressure_threshold != self.pressure_threshold):
             raise ValueError("HostSummary was built for other rule parameters")
-        if self.irregular:
-            raise ValueError("an irregular host log has no summary; use HostIndex")
         complete, cut, lo, hi, ns = self._frame(start, end, limit)
-        hits = []
-        k = bisect.bisect_left(self.marks_t, lo)
-        while k < len(self.marks_t) and self.marks_t[k] <= hi + self.mark_span and self.marks[k][0] <= cut:
-            if self.marks_since[k] <= hi:
-                hits.append(self.marks[k])
-            k += 1
-        k = bisect.bisect_left(self.gaps_end, lo)
-        while k < len(self.gaps) and self.gaps[k][0] <= hi and self.gaps[k][1] <= cut:
-            hits.append((self.gaps[k][1], 1, self.gaps[k][2]))
-            k += 1
-        reasons = [r for _, _, r in sorted(hits)]
+        reasons = [r for _, _, r in sorted(self._hits(lo, hi, cut, False))]
         if not complete and self._open_gap(cut, ns, hi):
             reasons.append(NO_SAMPLE_AFTER)
         return HostVerdict(complete=complete, reasons=tuple(reasons))

@@ -205,7 +205,7 @@ def test_the_host_summary_gives_the_verdict_of_the_log_or_its_prefix(block):
         summary = HostSummary(max_gap_s=45, pressure_threshold=10, block=block)
         for obj in lines:
             summary.add(obj)
-        assert not summary.irregular
+        assert summary.monotone and not summary.poison
         for _ in range(300):
             s = rng.uniform(-20, end_t + 60)
             e = s + rng.choice([0.0, 0.05, 3.0, 40.0, 200.0])
@@ -216,16 +216,95 @@ def test_the_host_summary_gives_the_verdict_of_the_log_or_its_prefix(block):
                 assert summary.is_host(s, e, limit) == bool(expected.reasons), (s, e, limit)
 
 
-def test_an_irregular_host_log_is_flagged_for_the_whole_log_index():
+def _edited_host_log(rng, lines, poison):
+    """A random log edited as only an edit makes one: lines swapped, moved or
+    repeated, a time set back, a step's reads beginning before the sample
+    before it, a `since` that is not a number, NaN; with ``poison``, also a
+    value where the rule reads a number (a time, clock step or pressure)."""
+    lines = [dict(line) for line in lines]
+    kinds = ["swap", "move", "dup", "back", "began", "since", "nan"] + (["poison"] * 3 if poison else [])
+    for _ in range(rng.randrange(1, 5)):
+        kind, k = rng.choice(kinds), rng.randrange(1, len(lines))
+        line = lines[k]
+        if kind == "swap" and k + 1 < len(lines):
+            lines[k], lines[k + 1] = lines[k + 1], line
+        elif kind == "move":
+            lines.insert(rng.randrange(1, len(lines)), lines.pop(k))
+        elif kind == "dup":
+            lines.insert(k, dict(line))
+        elif kind == "back":
+            line["t"] = line["t"] - rng.choice([1.0, 30.0, 400.0])
+        elif kind == "began" and line.get("event") == "sample":
+            line["reads_began"] = line["t"] - rng.choice([5.0, 90.0])
+        elif kind == "since" and line.get("event") == "evidence":
+            line["since"] = "long ago"
+        elif kind == "nan":
+            line[rng.choice(["t", "mem_pressure", "reads_began", "since"])] = float("nan")
+        elif kind == "poison":
+            key = rng.choice(["t", "t", "mem_pressure", "clock_back_max_s"])
+            line[key] = rng.choice(["late", None, [1]]) if key == "t" else rng.choice(["high", "2.5"])
+    return lines
+
+
+@pytest.mark.parametrize("block", [None, 2])
+@pytest.mark.parametrize("poison", [False, True])
+def test_the_host_summary_gives_the_verdict_of_an_edited_log_or_none_where_the_rule_may_fail(block, poison):
+    """An edited host log (times going back, keys out of order, NaN, lines
+    moved): the summary's verdict is the rule's own, on the log and every
+    prefix. Where a line holds a value the rule cannot compare (poison), a
+    verdict whose prefix holds it is refused (the rule may fail there: it
+    never gives a verdict the summary would not)."""
+    import math
+    import random
+
     from confirmatory.records import HostSummary
 
-    for bad in ({"event": "sample", "t": 5.0, "mem_pressure": "high"},
-                {"event": "sample", "t": "late"}, {"event": "sample", "t": 1.0},
-                {"event": "sample", "t": 3.0, "reads_began": 1.0}):  # its step began before the last sample
-        summary = HostSummary(max_gap_s=45, pressure_threshold=10)
-        for obj in ({"event": "open", "t": 0.0}, {"event": "sample", "t": 2.0}, bad):
+    rng = random.Random(17 + poison)
+    refused = 0
+    for _ in range(60):
+        lines = _edited_host_log(rng, _random_host_log(rng, n=60)[0], poison)
+        summary = HostSummary(max_gap_s=45, pressure_threshold=10, block=block)
+        for obj in lines:
             summary.add(obj)
-        assert summary.irregular
+        end_t = max((x["t"] for x in lines if isinstance(x.get("t"), float) and not math.isnan(x["t"])))
+        for _ in range(60):
+            s = rng.uniform(-20, end_t + 60)
+            e = s + rng.choice([0.0, 3.0, 40.0, 200.0])
+            for limit in (None, rng.randrange(0, len(lines) + 3)):
+                prefix = lines if limit is None else lines[:limit]
+                try:
+                    expected = attempt_host_verdict(prefix, s, e, max_gap_s=45, pressure_threshold=10)
+                except (TypeError, ValueError):
+                    expected = None
+                try:
+                    got, got_host = summary.verdict(s, e, limit=limit), summary.is_host(s, e, limit)
+                except ValueError:
+                    refused += 1
+                    assert summary.poison and summary.poison[0] < len(prefix), (s, e, limit)
+                    continue
+                assert expected is not None, (s, e, limit)  # the rule failed: no verdict
+                assert got == expected and got_host == bool(expected.reasons), (s, e, limit)
+    assert (refused > 0) == poison
+
+
+def test_a_host_log_whose_times_go_back_is_said_so_and_its_lines_still_judged():
+    from confirmatory.records import HostSummary
+
+    lines = [{"event": "open", "t": 0.0}, {"event": "sample", "t": 20.0},
+             {"event": "sample", "t": 10.0, "mem_pressure": 50.0}, {"event": "sample", "t": 40.0}]
+    summary = HostSummary(max_gap_s=45, pressure_threshold=10)
+    for obj in lines:
+        summary.add(obj)
+    assert not summary.monotone and not summary.poison
+    # completed by the sample at 40: the back-dated pressure sample is in its prefix
+    assert summary.verdict(5.0, 25.0).reasons == ("pressure 50 > 10 at 10.000",)
+    assert attempt_host_verdict(lines, 5.0, 25.0, max_gap_s=45, pressure_threshold=10).reasons == (
+        "pressure 50 > 10 at 10.000",)
+    summary.add({"event": "sample", "t": "late"})
+    assert summary.poison == [4]
+    assert summary.is_host(5.0, 25.0) is True  # completed before the line the rule cannot read
+    with pytest.raises(ValueError, match="line 4"):
+        summary.is_host(50.0, 60.0)
 
 
 def test_the_one_pass_reader_agrees_with_check_chain_and_iter_lines(tmp_path, run):

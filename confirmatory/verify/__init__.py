@@ -14,7 +14,6 @@ stream; what it keeps grows with households, not with lines.
 from __future__ import annotations
 
 import hashlib
-import itertools
 import multiprocessing
 import os
 import sys
@@ -24,8 +23,8 @@ import tomllib
 import traceback
 from pathlib import Path
 
-from confirmatory.chain import ChainReader, iter_objects
-from confirmatory.records import MODEL_LOG_NAMES, HostIndex, HostSummary, load_layout, model_log
+from confirmatory.chain import ChainReader
+from confirmatory.records import MODEL_LOG_NAMES, HostSummary, load_layout, model_log
 from confirmatory.verify.context import RulesView, RunContext
 from confirmatory.verify.logs import LogPass
 from confirmatory.verify.model import ModelCheck, ModelState
@@ -189,14 +188,6 @@ def _add_log_results(logs: LogPass, valid: dict) -> None:
         logs.fixed.pop(rel, None)
 
 
-def summarize_host(objs, rv: RulesView) -> HostSummary:
-    summary = HostSummary(max_gap_s=rv.max_gap_s, pressure_threshold=rv.pressure_threshold)
-    add = summary.add
-    for obj in objs:
-        add(obj)
-    return summary
-
-
 # The fields of a host sample (RECORDS.md, docs/HOST.md) and their kinds. A
 # sample never lacks one; `reads_began` is an extra field, a number when there.
 SAMPLE_NUMBERS = ("t", "wall", "mono", "mem_pressure", "load1", "clock_back_max_s")
@@ -238,23 +229,7 @@ def summarize_checked(pairs, summary: HostSummary, found: Findings) -> None:
     found.check(2, samples)
 
 
-def iter_objects_or_none(path: Path):
-    try:
-        yield from iter_objects(path)
-    except OSError:
-        return
-
-
-def host_from(path: Path, n: int, rv: RulesView) -> HostSummary | HostIndex:
-    """The verdicts' view of the first ``n`` lines of host.jsonl: a
-    `HostSummary`, or for an irregular log a `HostIndex` over those lines."""
-    summary = summarize_host(itertools.islice(iter_objects_or_none(path), n), rv)
-    if not summary.irregular:
-        return summary
-    return HostIndex(list(itertools.islice(iter_objects_or_none(path), n)))
-
-
-def read_host(logs: LogPass, rv: RulesView) -> tuple[HostSummary | HostIndex, tuple[Findings, dict]]:
+def read_host(logs: LogPass, rv: RulesView) -> tuple[HostSummary, tuple[Findings, dict]]:
     """host.jsonl read once in this process: the verdicts' view and the chain's findings."""
     own = Findings()
     outer, logs.f = logs.f, own
@@ -263,8 +238,7 @@ def read_host(logs: LogPass, rv: RulesView) -> tuple[HostSummary | HostIndex, tu
         summarize_checked(logs.lines("host.jsonl"), summary, own)
     finally:
         logs.f = outer
-    host = summary if not summary.irregular else host_from(logs.layout.root / "host.jsonl", summary.lines, rv)
-    return host, _log_part(own, logs, ["host.jsonl"])
+    return summary, _log_part(own, logs, ["host.jsonl"])
 
 
 def _log_part(own: Findings, logs: LogPass, rels: list[str]) -> tuple[Findings, dict]:
@@ -379,8 +353,6 @@ def join_host_spans(parts: list, logs: LogPass, rv: RulesView):
     del spans
     if host is None:
         return read_host(logs, rv)
-    if host.irregular:  # as in one process: an index over every line
-        host = host_from(logs.layout.root / "host.jsonl", host.lines, rv)
     logs.settle("host.jsonl", heads, before.lines, own)
     return host, (own, {"host.jsonl": before.lines})
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from confirmatory import rules
 from confirmatory.hostrules import HostVerdict
-from confirmatory.records import HostIndex, HostSummary, RunLayout
+from confirmatory.records import HostSummary, RunLayout
 from confirmatory.verify.logs import LogPass
 from confirmatory.verify.report import Findings
 
@@ -46,7 +46,7 @@ class RunContext:
     findings: Findings
     logs: LogPass
     rules: RulesView
-    host: HostSummary | HostIndex
+    host: HostSummary
     arms: list[str]
     run_events: list[tuple[int, dict]]
     resume_requests: set[tuple[str, float]]
@@ -61,6 +61,4 @@ class RunContext:
 
     def host_is(self, start: float, end: float, limit: int | None = None) -> bool:
         """Whether the host evidence makes an attempt `host` (its verdict has reasons)."""
-        if isinstance(self.host, HostSummary):
-            return self.host.is_host(start, end, limit)
-        return bool(self.host_verdict(start, end, limit).reasons)
+        return self.host.is_host(start, end, limit)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from confirmatory import rules
 from confirmatory.chain import parse_document
-from confirmatory.records import HostSummary, model_log, record_relpath
+from confirmatory.records import model_log, record_relpath
 from confirmatory.streams import arm_orders, draw_order
 from confirmatory.verify.context import RunContext
 
@@ -168,7 +168,7 @@ class ModelCheck:
         self.back_until = ctx.host.back_until
         self.any_back = ctx.host.back_max > 0  # most runs: no backward step at all, no lookup per attempt
         self.completion = ctx.host.completion
-        self.host_is = ctx.host.is_host if isinstance(ctx.host, HostSummary) else ctx.host_is
+        self.host_is = ctx.host.is_host
         self.root_fd: int | None = None  # the model folder, while the stream is read
         self._times()
 
