@@ -8,6 +8,8 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from confirmatory.hostrules import attempt_host_verdict
 from confirmatory.records import HostIndex
@@ -708,3 +710,20 @@ def test_the_span_workers_sample_files_are_removed_whatever_the_host_log_holds(r
     damaged = verify_run(bad, workers=2)
     assert not damaged.ok and list(spill_dir.iterdir()) == []
     assert damaged.to_json() == verify_run(bad, workers=1).to_json()  # reported as in one process
+
+
+_END = st.one_of(st.sampled_from([0.0, 1.0, 2.0, 2.0, 3.5, 7.0]), st.just(float("nan")), st.integers(0, 8))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from("abcdef"), _END), min_size=1, max_size=25), st.data())
+def test_the_inconclusive_counts_are_the_sets_of_the_rule(attempts, data):
+    from confirmatory.verify.model import known_counts
+
+    ended = {h: data.draw(_END) for h, _ in attempts}
+    expected = []
+    for h, end in attempts:
+        lower = {h} | {x for x, _ in attempts if ended[x] < end}
+        upper = {h} | {x for x, e in attempts if e < ended[h]}
+        expected.append((len(lower), len(upper)))
+    assert known_counts(attempts, ended) == expected

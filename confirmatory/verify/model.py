@@ -12,6 +12,8 @@ the admission replay (`timeline`).
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import json
 import os
 import re
@@ -118,6 +120,32 @@ def control_events(path) -> list[tuple[int, dict]]:
     return out
 
 
+def known_counts(attempts: list[tuple[str, float]], ended: dict[str, float]) -> list[tuple[int, int]]:
+    """For the attempts of one inconclusive signature, (household, end) each,
+    and the end time of each of their households: per attempt, how many of
+    the households had ended before the attempt ended (its own counted: at
+    most what its lane could have known when it decided), and how many had
+    an attempt end before its own household ended (its own counted: at
+    least that). ``len({h} | {x's household: ended[x's] < end})`` and
+    ``len({h} | {x's household: x's end < ended[h]})``, by bisection over
+    the households' end times and earliest attempt ends instead of a set
+    per attempt (quadratic in a run whose runner never stopped); NaN is
+    before and after nothing, as in those comparisons."""
+    first_end: dict[str, float] = {}
+    for h, end in attempts:
+        if end == end and not first_end.get(h, end) < end:
+            first_end[h] = end
+    ends = sorted(t for t in (ended[h] for h in {h for h, _ in attempts}) if t == t)
+    earliest = sorted(first_end.values())
+    out = []
+    for h, end in attempts:
+        own = ended[h]
+        lower = (bisect.bisect_left(ends, end) if end == end else 0) + (not own < end)
+        upper = (bisect.bisect_left(earliest, own) if own == own else 0) + (not first_end.get(h, float("inf")) < own)
+        out.append((lower, upper))
+    return out
+
+
 @dataclass(slots=True)
 class HouseholdEnd:
     seq: int
@@ -171,6 +199,12 @@ class ModelCheck:
         self.host_is = ctx.host.is_host
         self.root_fd: int | None = None  # the model folder, while the stream is read
         self._times()
+        # the pauses' beginnings, and the latest end of any pause begun by
+        # each: an attempt's start is looked up, not compared with every pause
+        # (a NaN begins or ends no pause: it is before and after nothing)
+        kept = sorted((p, r if r == r else float("-inf")) for p, r in self.st.pauses if p == p)
+        self.pause_at = [p for p, _ in kept]
+        self.pause_until = list(itertools.accumulate((r for _, r in kept), max))
 
     def _times(self) -> None:
         st, ctx = self.st, self.ctx
@@ -433,9 +467,11 @@ class ModelCheck:
         checked[9] += 1
         if start > st.halt_t:
             f.fail(6, log, seq, f"attempt starts at {start} after a stop or the ceiling ({st.halt_t})")
-        for p, resumed in st.pauses:
-            if p < start < resumed:
-                f.fail(6, log, seq, f"attempt starts at {start} during the pause from {p} to {resumed}")
+        j = bisect.bisect_left(self.pause_at, start) if self.pause_at and start == start else 0
+        if j and self.pause_until[j - 1] > start:  # some pause begun before start lasts beyond it
+            for p, resumed in st.pauses:
+                if p < start < resumed:
+                    f.fail(6, log, seq, f"attempt starts at {start} during the pause from {p} to {resumed}")
         if start > st.trigger_t:
             f.fail(9, log, seq, f"attempt starts at {start} after a trigger at {st.trigger_t}")
         if a["action"] == "stop":
@@ -494,14 +530,13 @@ class ModelCheck:
         for item in self.incon:
             by_sig[item[2].signature].append(item)
         for sig, items in by_sig.items():
-            for seq, a, d, reruns in items:
-                h, own_end = a["household"], ends[a["household"]].t
-                lower = {h} | {x[1]["household"] for x in items if ends[x[1]["household"]].t < a["end"]}
-                upper = {h} | {x[1]["household"] for x in items if x[1]["end"] < own_end}
+            counts = known_counts([(a["household"], a["end"]) for _, a, _, _ in items],
+                                  {x[1]["household"]: ends[x[1]["household"]].t for x in items})
+            for (seq, a, d, reruns), (lower, upper) in zip(items, counts):
                 keep = rules.action_for(d.cls, reruns_used=reruns, max_reruns=rl.max_reruns)
-                if len(lower) > rl.inconclusive_limit:
+                if lower > rl.inconclusive_limit:
                     allowed = {"stop"}
-                elif len(upper) <= rl.inconclusive_limit:
+                elif upper <= rl.inconclusive_limit:
                     allowed = {str(keep)}
                 else:
                     allowed = {"stop", str(keep)}
