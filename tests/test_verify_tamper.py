@@ -217,34 +217,43 @@ def test_edited_design_copy_fails_invariant_11(run):
 
 
 def anchor_edits():
-    def count(o):
+    def count(o, root):
         o["logs"]["host.jsonl"]["lines"] -= 1
 
-    def head(o):
+    def head(o, root):
         o["logs"]["models/gamma/admission.jsonl"]["head"] = "0" * 64
 
-    def manifest(o):
+    def manifest(o, root):
         o["manifests"]["manifest.json"] = "0" * 64
 
-    def drop_log(o):
+    def drop_log(o, root):
         del o["logs"]["resume.jsonl"]
 
-    def not_final(o):
+    def not_final(o, root):
         o["final"] = False
 
     # heads and counts verify keeps compactly (logs.Fixed): a head that is
     # the true one in capitals, one that is not a string, a count past 64 bits
-    def head_in_capitals(o):
+    def head_in_capitals(o, root):
         entry = o["logs"]["models/alpha/run.jsonl"]
         entry["head"] = entry["head"].upper()
 
-    def head_not_a_string(o):
+    def head_not_a_string(o, root):
         o["logs"]["run.jsonl"]["head"] = 7
 
-    def count_past_64_bits(o):
+    def count_past_64_bits(o, root):
         o["logs"]["host.jsonl"]["lines"] = 1 << 70
 
-    return [count, head, manifest, drop_log, not_final, head_in_capitals, head_not_a_string, count_past_64_bits]
+    # a manifest the run does not have, with its true hash (it used to be
+    # read and so passed), and one that cannot be read to its end
+    def other_file_as_manifest(o, root):
+        o["manifests"]["design.toml"] = hashlib.sha256((root / "design.toml").read_bytes()).hexdigest()
+
+    def endless_file_as_manifest(o, root):
+        o["manifests"]["/dev/zero"] = "0" * 64
+
+    return [count, head, manifest, drop_log, not_final, head_in_capitals, head_not_a_string, count_past_64_bits,
+            other_file_as_manifest, endless_file_as_manifest]
 
 
 @pytest.mark.parametrize("edit", anchor_edits(), ids=lambda e: e.__name__)
@@ -257,7 +266,7 @@ def test_an_edited_and_relinked_anchor_fails_invariant_8(run, edit, which):
     if edit.__name__ == "not_final" and which == "first":
         obj["final"] = True  # a final anchor before the last
     else:
-        edit(obj)
+        edit(obj, run)
     lines[i] = dumps(obj)
     with edited(path, join(relink(lines, seed_of(run, "anchors.jsonl"), i))):
         assert 8 in verify_run(run).failed()
@@ -280,3 +289,17 @@ def test_a_failed_final_push_fails_invariant_8(run):
     lines[-1] = dumps(obj)
     with edited(path, join(relink(lines, seed_of(run, "anchor-pushes.jsonl"), len(lines) - 1))):
         assert 8 in verify_run(run).failed()
+
+
+def test_a_line_nested_too_deep_to_parse_is_a_chain_break_not_an_unchecked_model(run):
+    # json.loads raises RecursionError, not ValueError, on it: the model's
+    # other lines must still be checked, and the line reported where it is
+    path = run / "models/alpha/run.jsonl"
+    lines = split(path.read_bytes())
+    k = len(lines) - 3
+    deep = b'{"event":"stop","x":' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    with edited(path, join(lines[:k] + [deep] + lines[k:])):
+        report = verify_run(run)
+    assert any(v.file == "models/alpha/run.jsonl" and v.line == k for v in report.start_here), report.start_here
+    assert not any("cannot be checked" in v.message for r in report.results for v in r.first)
+    assert "alpha: 0 of" not in (report.outcome or "")

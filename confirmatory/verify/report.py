@@ -153,6 +153,11 @@ class Findings:
     def check(self, invariant: int, n: int = 1) -> None:
         self.checked[invariant] += n
 
+    def keeps(self, invariant: int) -> bool:
+        """Whether a violation of ``invariant`` found now is kept in the report
+        (a costly message is built only then)."""
+        return len(self.first[invariant]) < KEEP_PER_INVARIANT
+
     def fail(self, invariant: int, file: str, line: int | None, message: str) -> None:
         self.count[invariant] += 1
         if len(self.first[invariant]) < KEEP_PER_INVARIANT:
