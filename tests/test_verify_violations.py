@@ -234,7 +234,25 @@ def test_a_stop_long_after_its_trigger_fails_invariant_9(run):
     def late(objs):
         next(o for o in objs if o.get("event") == "stop")["t"] += 60
     edit_log(run, "models/gamma/run.jsonl", late)
-    fails(run, 9)
+    table = fails(run, 9).to_table()
+    # both ends of the pairing: the stop has no trigger within follow s before
+    # it, and the trigger no stop within follow s after it
+    assert "without its trigger within" in table and "not followed by its stop within" in table
+
+
+def test_an_accepted_resume_requested_before_the_latest_pause_fails_invariant_10(run):
+    """A second pause between the request and the resume: the request
+    predates the pause the resume ends (the latest before it)."""
+    second = {}
+
+    def pause_again(objs):
+        accepted = next(o for o in objs if o.get("event") == "resume" and o["accepted"])
+        pause = next(o for o in objs if o.get("event") == "pause")
+        assert accepted["request_t"] < accepted["t"]
+        second["t"] = (accepted["request_t"] + accepted["t"]) / 2
+        objs.insert(objs.index(accepted), {**pause, "t": second["t"]})
+    edit_log(run, "models/beta/run.jsonl", pause_again)
+    assert f"the pause began at {second['t']}" in fails(run, 10).to_table()
 
 
 def test_an_accepted_resume_requested_before_its_pause_fails_invariant_10(run):

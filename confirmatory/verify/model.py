@@ -202,9 +202,15 @@ class ModelCheck:
         # the pauses' beginnings, and the latest end of any pause begun by
         # each: an attempt's start is looked up, not compared with every pause
         # (a NaN begins or ends no pause: it is before and after nothing)
-        kept = sorted((p, r if r == r else float("-inf")) for p, r in self.st.pauses if p == p)
-        self.pause_at = [p for p, _ in kept]
-        self.pause_until = list(itertools.accumulate((r for _, r in kept), max))
+        self.pauses_kept = sorted(((p, r) for p, r in self.st.pauses if p == p), key=lambda pr: pr[0])
+        self.pause_at = [p for p, _ in self.pauses_kept]
+        ends = [r for _, r in self.pauses_kept]
+        # each pause ends at the first accepted resume after it, so the ends
+        # rise with the beginnings: the pauses a start falls in are a run of
+        # them, found by bisection; if not (only an edited log), by the
+        # running maximum of the ends and a scan of the rest
+        self.pause_ends_rise = all(a <= b for a, b in zip(ends, ends[1:]))
+        self.pause_until = ends if self.pause_ends_rise else list(itertools.accumulate(ends, max))
 
     def _times(self) -> None:
         st, ctx = self.st, self.ctx
@@ -214,8 +220,13 @@ class ModelCheck:
         st.trigger_t = min([o["t"] for _, o in st.events("trigger") if isinstance(o.get("t"), (int, float))],
                            default=float("inf"))
         resumes = sorted(o["t"] for _, o in st.events("resume") if o.get("accepted") is True and _num(o.get("t")))
+        clean = all(r == r for r in resumes)  # no NaN: the sort is an order, and the first resume after is bisected
         for t in sorted(o["t"] for _, o in st.events("pause") if _num(o.get("t"))):
-            st.pauses.append((t, next((r for r in resumes if r > t), float("inf"))))
+            if clean and t == t:
+                k = bisect.bisect_right(resumes, t)
+                st.pauses.append((t, resumes[k] if k < len(resumes) else float("inf")))
+            else:
+                st.pauses.append((t, next((r for r in resumes if r > t), float("inf"))))
 
     # -- the manifest's draw ------------------------------------------------------
     def check_draw(self) -> None:
@@ -467,10 +478,11 @@ class ModelCheck:
         checked[9] += 1
         if start > st.halt_t:
             f.fail(6, log, seq, f"attempt starts at {start} after a stop or the ceiling ({st.halt_t})")
-        j = bisect.bisect_left(self.pause_at, start) if self.pause_at and start == start else 0
-        if j and self.pause_until[j - 1] > start:  # some pause begun before start lasts beyond it
-            for p, resumed in st.pauses:
-                if p < start < resumed:
+        if self.pause_at and start == start:
+            j = bisect.bisect_left(self.pause_at, start)           # the pauses begun before start
+            i = bisect.bisect_right(self.pause_until, start, 0, j)  # ... from the first to end after it
+            for p, resumed in self.pauses_kept[i:j]:
+                if start < resumed:
                     f.fail(6, log, seq, f"attempt starts at {start} during the pause from {p} to {resumed}")
         if start > st.trigger_t:
             f.fail(9, log, seq, f"attempt starts at {start} after a trigger at {st.trigger_t}")

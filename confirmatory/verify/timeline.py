@@ -8,6 +8,7 @@ until that stop. Also the trigger/stop pairing and the resume rule.
 
 from __future__ import annotations
 
+import bisect
 from operator import itemgetter
 
 from confirmatory import rules
@@ -109,18 +110,33 @@ def check_stops(ctx: RunContext, st: ModelState) -> None:
     # can neither answer nor be answered)
     stops = [(q, o) for q, o in st.events("stop") if _num(o.get("t"))]
     triggers = [(q, o) for q, o in st.events("trigger") if _num(o.get("t"))]
+    # each cause's times in order (a NaN is before and after nothing): a stop
+    # is answered by the latest trigger not after it, a trigger by the first
+    # stop not before it (the only candidates: tr + follow rises with tr),
+    # looked up by bisection, not by a scan per line
+    trigger_ts, stop_ts = _times_by_cause(triggers), _times_by_cause(stops)
     for seq, s in st.events("stop"):
         cause = s.get("cause")
         f.expect(9, type(cause) is str and cause in rules.STOP_SCOPE and s.get("scope") == rules.STOP_SCOPE[cause],
                  log, seq,
                  f"stop cause {cause!r} / scope {s.get('scope')!r} is not a known pair")
         if cause in rules.TRIGGER_CAUSES:
-            ok = _num(s.get("t")) and any(tr.get("cause") == cause and tr["t"] <= s["t"] <= tr["t"] + follow
-                                          for _, tr in triggers)
+            ok = _num(s.get("t")) and s["t"] == s["t"]
+            if ok:
+                ts = trigger_ts.get(cause, [])
+                k = bisect.bisect_right(ts, s["t"]) - 1
+                ok = k >= 0 and s["t"] <= ts[k] + follow
             f.expect(9, ok, log, seq, f"stop ({cause}) without its trigger within {follow} s before it")
     for seq, tr in st.events("trigger"):
         cause, t = tr.get("cause"), tr.get("t")
-        ok = _num(t) and any(s.get("cause") == cause and t <= s["t"] <= t + follow for _, s in stops)
+        if type(cause) is str:
+            ok = _num(t) and t == t
+            if ok:
+                ts = stop_ts.get(cause, [])
+                k = bisect.bisect_left(ts, t)
+                ok = k < len(ts) and ts[k] <= t + follow
+        else:  # (a cause of another kind fails its field check; compared as it is)
+            ok = _num(t) and any(s.get("cause") == cause and t <= s["t"] <= t + follow for _, s in stops)
         f.expect(9, ok, log, seq, f"trigger ({cause}) not followed by its stop within {follow} s")
         key = (tr.get("household"), tr.get("arm"), tr.get("pass"))
         attempt = st.stop_attempts.pop(key, None)
@@ -131,6 +147,17 @@ def check_stops(ctx: RunContext, st: ModelState) -> None:
 
 def _num(t) -> bool:
     return type(t) is float or type(t) is int
+
+
+def _times_by_cause(lines: list[tuple[int, dict]]) -> dict[str, list]:
+    """The times of the lines with a string cause, per cause, in order, without NaN."""
+    out: dict[str, list] = {}
+    for _, o in lines:
+        if type(o.get("cause")) is str and o["t"] == o["t"]:
+            out.setdefault(o["cause"], []).append(o["t"])
+    for ts in out.values():
+        ts.sort()
+    return out
 
 
 def check_run_stops(ctx: RunContext, states: list[ModelState]) -> None:
@@ -154,12 +181,14 @@ def check_run_stops(ctx: RunContext, states: list[ModelState]) -> None:
 
 def check_resumes(ctx: RunContext, st: ModelState) -> None:
     f, log = ctx.findings, model_log(st.name, "run.jsonl")
-    pauses = sorted(p["t"] for _, p in st.events("pause") if _num(p.get("t")))
+    # (a NaN begins no pause: left out, the others sort into an order)
+    pauses = sorted(p["t"] for _, p in st.events("pause") if _num(p.get("t")) and p["t"] == p["t"])
     for seq, r in st.events("resume"):
         if r.get("accepted") is not True:
             continue
         t, req = r.get("t"), r.get("request_t")
-        began = max((p for p in pauses if p < t), default=None) if _num(t) else None
+        k = bisect.bisect_left(pauses, t) if _num(t) and t == t else 0
+        began = pauses[k - 1] if k else None  # the latest pause before the resume
         ok = began is not None and _num(req) and began < req <= t
         f.expect(10, ok, log, seq, f"accepted resume requested at {req}, the pause began at {began}")
         f.expect(10, _num(req) and (st.name, req) in ctx.resume_requests, log, seq,
