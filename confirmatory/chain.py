@@ -307,17 +307,23 @@ def _batches(f: Any, start: int = 0, stop: int | None = None, *, guard: Any = No
     unterminated tail alone with ``is_tail`` set.
     """
     base = start
-    rest = b""
+    pieces: list[bytes] = []  # the line under way, chunk by chunk, until its newline comes
     if start:
         f.seek(start)
     left = None if stop is None else stop - start
     while chunk := f.read(_CHUNK if left is None else min(_CHUNK, left)):
         if left is not None:
             left -= len(chunk)
-        data = rest + chunk if rest else chunk
+        if b"\n" not in chunk:
+            # a line longer than a chunk: its bytes are joined, split and
+            # guarded once, when it ends (not again with every chunk)
+            pieces.append(chunk)
+            continue
+        data = b"".join([*pieces, chunk]) if pieces else chunk
         del chunk
         parts = data.split(b"\n")
         rest = parts.pop()
+        pieces = [rest] if rest else []
         if guard is None:
             del data
             yield base, parts, False
@@ -326,7 +332,8 @@ def _batches(f: Any, start: int = 0, stop: int | None = None, *, guard: Any = No
             del data  # hold no more than the lines themselves
             yield base, parts, False, clean
         base += sum(map(len, parts)) + len(parts)
-    if rest:
+    if pieces:
+        rest = b"".join(pieces)
         yield (base, [rest], True) if guard is None else (base, [rest], True, False)
 
 

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
@@ -524,3 +524,45 @@ def test_the_writers_guard_removes_only_the_secret_value_and_leaves_the_study_da
     written = json.loads((tmp_path / "rec.json").read_bytes())
     expected = json.loads(json.dumps(record).replace(secret, "[redacted:WITNESS_DEPLOY_TOKEN]"))
     assert written == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([b"\n", b"a", b"{", b"\\", b"e+", b"0.0000", b"1"]), max_size=80),
+       st.integers(1, 9), st.integers(0, 40))
+def test_batches_hand_out_every_line_once_at_its_offset_whatever_the_chunk_size(tokens, chunk, start_at):
+    """chain._batches, with chunks from 1 byte up: lines longer than a chunk
+    are whole, each line once, at its byte offset, the unterminated tail
+    last; a batch's guard holds only if it holds for each of its lines."""
+    import io
+
+    from confirmatory import chain
+
+    data = b"".join(tokens)
+    start = data.find(b"\n", min(start_at, len(data))) + 1 if start_at else 0  # a line's first byte
+    old = chain._CHUNK
+    chain._CHUNK = chunk
+    try:
+        got = list(chain._batches(io.BytesIO(data), start, guard=chain._guards_hold))
+    finally:
+        chain._CHUNK = old
+    body = data[start:]
+    *whole, tail = body.split(b"\n")
+    lines, offsets, at = [], [], start
+    for line in whole:
+        lines.append(line)
+        offsets.append(at)
+        at += len(line) + 1
+    seen, seen_at = [], []
+    for k, (base, parts, is_tail, clean) in enumerate(got):
+        assert is_tail == (k == len(got) - 1 and bool(tail)), (k, is_tail)
+        if is_tail:
+            assert parts == [tail] and base == at and clean is False
+            continue
+        assert parts, "no empty batch"
+        if clean:
+            assert all(chain._guards_hold(line) for line in parts)
+        for line in parts:
+            seen.append(line)
+            seen_at.append(base)
+            base += len(line) + 1
+    assert seen == lines and seen_at == offsets
