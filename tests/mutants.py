@@ -114,7 +114,7 @@ MUTANTS = (
            "elif seq not in control or type(ev) is not str or ev not in CONTROL_EVENTS:", "elif False:",
            f"{VIOLATIONS}::test_a_line_of_no_known_event_fails_invariant_1"),
     Mutant("answer a trigger with an earlier stop", "confirmatory/verify/timeline.py",
-           'and t <= s["t"] <= t + follow', 'and s["t"] <= t + follow',
+           "                k = bisect.bisect_left(ts, t)\n", "                k = 0\n",
            f"{VIOLATIONS}::test_a_trigger_is_not_answered_by_a_stop_before_it_invariant_9"),
     Mutant("leave run-scope stops unchecked", "confirmatory/verify/__init__.py",
            '    guarded(f, 9, "run.jsonl", check_run_stops, ctx, states)\n', "",
