@@ -135,12 +135,12 @@ def stream(path: Path) -> Iterator[LogLine]:
 HostIndex = HostTimeline
 
 _POINTS = ("open", "sample")  # a tuple: an edited line's event may be unhashable
+_NUM = (int, float)
 
 
 def _maybe_num(v: object) -> bool:
     """None or a number: what the host rule reads a sample's clock step and pressure as."""
     return v is None or isinstance(v, _NUM)
-_NUM = (int, float)
 
 
 class HostSummary:

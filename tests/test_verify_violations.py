@@ -204,6 +204,29 @@ def test_an_attempt_during_a_pause_fails_invariant_6(run):
     fails(run, 6)
 
 
+def test_an_attempt_inside_two_pauses_fails_invariant_6_for_each(run):
+    """Two pauses, neither resumed before the attempts after them: each
+    attempt that starts then is reported once per pause it falls in (the
+    pauses it can fall in are looked up, not scanned)."""
+    def pause_twice(objs):
+        pause = next(o for o in objs if o.get("event") == "pause")
+        accepted = next(o for o in objs if o.get("event") == "resume" and o["accepted"])
+        accepted["t"] = accepted["t"] + 3600
+        accepted["request_t"] = pause["t"] + 1
+        objs.insert(objs.index(pause), {**pause, "t": pause["t"] - 5})
+    edit_log(run, "models/beta/run.jsonl", pause_twice)
+    def request(objs):
+        objs[-1]["t"] = next(o for o in read(run / "models/beta/run.jsonl") if o.get("event") == "pause")["t"] + 6
+    edit_log(run, "resume.jsonl", request)
+    first = fails(run, 6).result(6).first
+    per_line = {}
+    for v in first:
+        if "during the pause" in v.message:
+            per_line.setdefault(v.line, []).append(v.message)
+    per_line.pop(first[-1].line, None)  # its pair may be cut by the report's limit
+    assert per_line and all(len(m) == 2 for m in per_line.values()), per_line
+
+
 def test_a_total_that_does_not_conserve_spend_fails_invariant_7(run):
     def more(objs):
         objs[-1]["spend_total_nusd"] += 1

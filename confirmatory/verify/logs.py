@@ -79,7 +79,12 @@ class LogPass:
         self.finals: list[int] = []
         self.last_anchor: tuple[int, dict] | None = None
         self.anchor_count = 0
-        self._model_manifests = {model_manifest(name) for name in layout.models}
+        self.anchored = [rel for rel in self.specs if rel not in UNANCHORED_BY_DESIGN]
+        # the manifests an anchor may name, and their hashes (None: unreadable).
+        # Nothing else is read: an anchor names paths, and a forged one could
+        # name any file (/dev/zero, a FIFO, another log).
+        self._manifest_shas = {"manifest.json": layout.manifest.sha256,
+                               **{model_manifest(name): mf.sha256 for name, mf in layout.models.items()}}
         self._read_anchors()
 
     # -- anchors.jsonl --------------------------------------------------------------
@@ -88,7 +93,6 @@ class LogPass:
         other log is made here, as it comes; its counts and heads are kept
         (``fixed``) for the pass over each log."""
         f = self.f
-        anchored = [rel for rel in self.specs if rel not in UNANCHORED_BY_DESIGN]
         last_counts: dict[str, int] = {}
         last_t = float("-inf")
         for seq, obj in self.lines(ANCHORS_LOG):
@@ -107,7 +111,7 @@ class LogPass:
             t = obj.get("t") if isinstance(obj.get("t"), (int, float)) else float("-inf")
             f.expect(8, t >= last_t, ANCHORS_LOG, seq, "anchor time goes backwards")
             last_t = max(t, last_t)
-            missing = sorted(set(anchored) - set(obj["logs"]))
+            missing = sorted(set(self.anchored) - set(obj["logs"]))
             f.expect(8, not missing, ANCHORS_LOG, seq, f"anchor lacks logs {missing}")
             for rel, fixed in obj["logs"].items():
                 n = fixed.get("lines") if isinstance(fixed, dict) else None
@@ -128,9 +132,9 @@ class LogPass:
                     f.fail(8, ANCHORS_LOG, seq, f"{rel}: head at line count {n} differs from the anchor")
             for rel, sha in obj["manifests"].items():
                 f.check(8)
-                if rel != "manifest.json" and rel not in self._model_manifests:
+                if rel not in self._manifest_shas:
                     f.fail(8, ANCHORS_LOG, seq, f"anchors a manifest the run does not have: {rel}")
-                elif self._manifest_sha(rel) != sha:
+                elif self._manifest_shas[rel] != sha:
                     f.fail_root(8, ANCHORS_LOG, seq, f"manifest {rel} does not hash as anchored")
 
     def heads_at(self, rel: str) -> frozenset[int]:
@@ -200,7 +204,6 @@ class LogPass:
     # -- after every log was read -------------------------------------------------------
     def finish(self, witness: Path | None) -> None:
         f = self.f
-        anchored = [rel for rel in self.specs if rel not in UNANCHORED_BY_DESIGN]
         for rel in list(self.fixed):  # logs no pass read (a model whose manifest is unreadable)
             self.settle(rel, {}, self.valid_lines.get(rel, 0))
         if not f.expect(8, self.last_anchor is not None, ANCHORS_LOG, None, "no anchor at all"):
@@ -218,7 +221,7 @@ class LogPass:
                 f.fail(8, ANCHORS_LOG, s, "a final anchor before the last one")
         for rel in ("manifest.json", *(model_manifest(m) for m in self.layout.models)):
             f.expect(8, rel in final["manifests"], ANCHORS_LOG, seq, f"final anchor lacks manifest {rel}")
-        for rel in anchored:
+        for rel in self.anchored:
             fixed = final["logs"].get(rel)
             if not f.expect(8, isinstance(fixed, dict), ANCHORS_LOG, seq, f"final anchor lacks {rel}"):
                 continue
@@ -236,17 +239,6 @@ class LogPass:
             f.witness, f.witness_problems = str(witness), len(problems)
             for p in problems:
                 f.fail(8, "witness", None, p)
-
-    def _manifest_sha(self, rel: str) -> str | None:
-        """The sha256 of a manifest of the layout (None: not one of them).
-        Nothing else is read: an anchor names paths, and a forged one could
-        name any file (/dev/zero, a FIFO, another log)."""
-        if rel == "manifest.json":
-            return self.layout.manifest.sha256
-        for name, mf in self.layout.models.items():
-            if rel == model_manifest(name):
-                return mf.sha256
-        return None
 
     def _final_push(self, final_seq: int, is_final: bool) -> None:
         """The last push line is the final anchor's, it returned 0, and every

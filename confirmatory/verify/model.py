@@ -209,8 +209,8 @@ class ModelCheck:
         # rise with the beginnings: the pauses a start falls in are a run of
         # them, found by bisection; if not (only an edited log), by the
         # running maximum of the ends and a scan of the rest
-        self.pause_ends_rise = all(a <= b for a, b in zip(ends, ends[1:]))
-        self.pause_until = ends if self.pause_ends_rise else list(itertools.accumulate(ends, max))
+        rise = all(a <= b for a, b in zip(ends, ends[1:]))
+        self.pause_until = ends if rise else list(itertools.accumulate(ends, max))
 
     def _times(self) -> None:
         st, ctx = self.st, self.ctx
