@@ -15,6 +15,7 @@ quota or credit balance), its recorded ``message``.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -306,6 +307,60 @@ _HEXID = re.compile(r"\b(?:0x)?(?=[0-9a-f_-]*\d)[0-9a-f][0-9a-f_-]{7,}\b")
 _DIGITS = re.compile(r"\d+")
 _SPACE = re.compile(r"\s+")
 SIGNATURE_MESSAGE_CHARS = 200
+# _HEXID tries every word start in a run of its characters and looks ahead
+# to the run's end for a digit: in a long run with many word starts and no
+# digit ("a-a-a-..."), that is quadratic (40 kB: 8 s). Where such a run is
+# long enough to matter, _sub_hex_ids gives the same result in linear time.
+_HEX_RUN = re.compile(r"[0-9a-f_-]+")
+_LONG_HEX_RUN = re.compile(r"[0-9a-f_-]{64,}")
+_HEX_START = re.compile(r"\b[0-9a-f]")
+_WORD = re.compile(r"\w")
+_DIGIT = re.compile(r"\d")
+
+
+def _sub_hex_ids(msg: str) -> str:
+    """``_HEXID.sub("#", msg)`` in linear time.
+
+    A match lies inside one maximal run of ``[0-9a-f_-]`` (after an optional
+    ``0x`` that starts at a word boundary): it starts at a word start ``q``
+    of the run holding a hex digit; the lookahead holds when a digit
+    (``\\d``) follows ``q`` in the run or just after it; and the greedy tail
+    ends at the run's last word boundary, which must be 8 or more characters
+    past ``q``. When the ``0x`` form fails the form without it fails too (the
+    ``x`` ends the run after the ``0``). Searching resumes at a match's end.
+    Each run's last digit and last boundary are found once.
+    """
+    spans = [m.span() for m in _HEX_RUN.finditer(msg)]
+    starts = [a for a, _ in spans]
+    runs: dict[int, tuple[int, int, int]] = {}  # run index -> (end, last ASCII digit, last word boundary)
+    n, out, keep = len(msg), [], 0
+    for m in _HEX_START.finditer(msg):
+        p = m.start()
+        if p < keep:
+            continue
+        q = p + 2 if msg.startswith("0x", p) else p
+        if q >= n or msg[q] not in "0123456789abcdef":
+            continue
+        k = bisect.bisect_right(starts, q) - 1
+        run = runs.get(k)
+        if run is None:
+            a, r = spans[k]
+            text = msg[a:r]
+            digit = max(text.rfind(c) for c in "0123456789")
+            if (text[-1] != "-") != bool(r < n and _WORD.match(msg, r)):
+                edge = r  # a boundary at the run's end
+            elif text[-1] == "-":  # ... else where its trailing dashes begin
+                edge = a + len(text.rstrip("-"))  # (a: there is none; it never matches)
+            else:  # ... or after its last dash
+                edge = a + text.rfind("-") + 1
+            run = runs[k] = (r, a + digit if digit >= 0 else -1, edge)
+        r, digit, edge = run
+        if (digit >= q or (r < n and _DIGIT.match(msg, r))) and edge >= q + 8:
+            out.append(msg[keep:p])
+            out.append("#")
+            keep = edge
+    out.append(msg[keep:])
+    return "".join(out)
 
 
 def error_signature(error: Mapping | None) -> str | None:
@@ -315,7 +370,7 @@ def error_signature(error: Mapping | None) -> str | None:
         return None
     msg = str(error.get("message") or "").lower()
     msg = _UUID.sub("#", msg)
-    msg = _HEXID.sub("#", msg)
+    msg = _sub_hex_ids(msg) if _LONG_HEX_RUN.search(msg) else _HEXID.sub("#", msg)
     msg = _DIGITS.sub("#", msg)
     msg = _SPACE.sub(" ", msg).strip()[:SIGNATURE_MESSAGE_CHARS]
     return f"{error.get('type')}: {msg}"

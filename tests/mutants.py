@@ -148,4 +148,9 @@ MUTANTS = (
            "    def _settle(self) -> None:\n",
            "    def _settle(self) -> None:\n        return\n",
            "tests/test_column.py::test_the_host_summary_keeps_little_of_its_samples_in_memory"),
+    # the error signature's linear hex-id path (a long run of hex letters and dashes)
+    Mutant("miss a digit just after a hex run", "confirmatory/rules.py",
+           "if (digit >= q or (r < n and _DIGIT.match(msg, r))) and edge >= q + 8:",
+           "if digit >= q and edge >= q + 8:",
+           "tests/test_rules.py::test_the_linear_hex_id_substitution_is_the_pattern_s"),
 )

@@ -7,6 +7,8 @@ import inspect
 import os
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from confirmatory import errors, rules
 from confirmatory.rules import Action, Cls
@@ -203,6 +205,31 @@ def test_error_signatures_ignore_ids_numbers_case_and_spacing():
     assert rules.error_signature(None) is None
     assert len(rules.error_signature(err("x.Y", message="z" * 999))) == len("x.Y: ") + 200
     assert rules.error_signature(err("x.Y", message="a")) != rules.error_signature(err("x.Z", message="a"))
+
+
+# the characters and pieces where the hex-id pattern's edges lie: hex digits and letters,
+# the run's `_` and `-`, `0x`, a word character outside the run (`g`, `x`, `é`), a digit
+# outside it (`٣`), spaces and punctuation
+_HEX_PIECES = [*"0123456789abcdef", "_", "-", "0x", "x", "g", "é", "٣", " ", ".", "\n", "a-", "1-", "abcd", "be-ef"]
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.lists(st.sampled_from(_HEX_PIECES), max_size=60).map("".join))
+@example("id abcdefab-٣ x")     # the lookahead's digit just after the run
+@example("at 0xabcdefab1 and 0x-abcdefab1 and 0xabc")   # 0x, and its fallback
+@example("abcdefab-1g abcdefa1 abcdef-ab1-")   # the greedy tail backs off to the last boundary
+@example("a-a-a-a-a-a-a-a-a-a1 _-_-_-_-_-_-_-_-1")
+def test_the_linear_hex_id_substitution_is_the_pattern_s(msg):
+    assert rules._sub_hex_ids(msg) == rules._HEXID.sub("#", msg)
+
+
+def test_a_long_run_of_hex_letters_and_dashes_takes_the_linear_path_with_the_same_signature():
+    # the pattern takes seconds on 40 kB of this; this size it does quickly, for the comparison
+    for msg in ["a-" * 1500, "a-" * 1500 + "1", "0x" + "ab-" * 1000 + "7g", "_-" * 1500 + "٣", "f" * 70 + "1"]:
+        assert rules._LONG_HEX_RUN.search(msg)
+        want = rules._HEXID.sub("#", rules._UUID.sub("#", msg))
+        want = f"x.Y: {rules._SPACE.sub(' ', rules._DIGITS.sub('#', want)).strip()[:200]}"
+        assert rules.error_signature(err("x.Y", message=msg)) == want
 
 
 def test_the_inconclusive_trigger_fires_only_beyond_the_household_limit():
