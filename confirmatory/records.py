@@ -143,6 +143,46 @@ def _maybe_num(v: object) -> bool:
     return v is None or isinstance(v, _NUM)
 
 
+class _Overlaps:
+    """Intervals [a, b], found by overlap with a window: ``touching(lo, hi)``
+    yields the index of each interval with b >= lo and a <= hi, in order of
+    b. The intervals are sorted by b; a tree of the least a over each run of
+    them skips every run whose intervals all start after hi, so a query
+    costs the log of their number plus the intervals it yields (a scan of
+    those ending after lo would cost all of them, for every attempt). An
+    interval whose a or b is NaN touches no window and is left out."""
+
+    def __init__(self, starts: list[float], ends: list[float]) -> None:
+        order = sorted((b, j) for j, b in enumerate(ends) if b == b and starts[j] == starts[j])
+        self.ends = [b for b, _ in order]
+        self.index = [j for _, j in order]
+        size = 1
+        while size < len(order):
+            size *= 2
+        tree = [float("inf")] * (2 * size)   # tree[v]: the least start under node v; leaves from size
+        tree[size:size + len(order)] = [starts[j] for _, j in order]
+        for v in range(size - 1, 0, -1):
+            tree[v] = min(tree[2 * v], tree[2 * v + 1])
+        self.size, self.tree = size, tree
+
+    def touching(self, lo: float, hi: float) -> Iterator[int]:
+        k = bisect.bisect_left(self.ends, lo)
+        if k == len(self.ends):
+            return
+        tree, size, index = self.tree, self.size, self.index
+        stack = [(1, 0, size)]   # (node, its first leaf, past its last); the left child is taken first
+        while stack:
+            v, first, past = stack.pop()
+            if past <= k or not tree[v] <= hi:
+                continue
+            if v >= size:
+                yield index[v - size]
+                continue
+            middle = (first + past) // 2
+            stack.append((2 * v + 1, middle, past))
+            stack.append((2 * v, first, middle))
+
+
 class HostSummary:
     """host.jsonl reduced to what a verdict needs, fed line by line.
 
@@ -416,14 +456,13 @@ class HostSummary:
         return complete, cut, start - slack, end + slack, ns
 
     def _time_ordered(self) -> tuple:
-        """The marks and the gaps, each in time order (for a log whose times
-        go back somewhere: its marks and gaps are not), without those whose
-        time is NaN (they touch no window): (mark times, mark indices, gap
-        ends, gap indices). Made when first asked, again after an addition."""
+        """The marks and the gaps as intervals (a mark from its ``since`` to
+        its ``t``, a gap from its first time point to its last), each in an
+        `_Overlaps` index, for a log whose times go back somewhere (its marks
+        and gaps are then not in time order, nor are their starts). Made when
+        first asked, again after an addition."""
         if self._by_t is None:
-            marks = sorted((t, j) for j, t in enumerate(self.marks_t) if t == t)
-            gaps = sorted((t, j) for j, t in enumerate(self.gaps_end) if t == t)
-            self._by_t = ([t for t, _ in marks], [j for _, j in marks], [t for t, _ in gaps], [j for _, j in gaps])
+            self._by_t = (_Overlaps(self.marks_since, self.marks_t), _Overlaps([q for q, _, _ in self.gaps], self.gaps_end))
         return self._by_t
 
     def _hits(self, lo: float, hi: float, cut: int, first: bool) -> list:
@@ -446,19 +485,15 @@ class HostSummary:
                     return hits
                 k += 1
             return hits
-        marks_t, marks_j, gaps_end, gaps_j = self._time_ordered()
-        last = hi + self.mark_span
-        k = bisect.bisect_left(marks_t, lo)
-        while k < len(marks_t) and marks_t[k] <= last:
-            j = marks_j[k]
-            if self.marks[j][0] <= cut and self.marks_since[j] <= hi:
+        marks, gaps = self._time_ordered()
+        for j in marks.touching(lo, hi):
+            if self.marks[j][0] <= cut:
                 hits.append(self.marks[j])
                 if first:
                     return hits
-            k += 1
-        for k in range(bisect.bisect_left(gaps_end, lo), len(gaps_end)):
-            q, line, reason = self.gaps[gaps_j[k]]
-            if q <= hi and line <= cut:
+        for j in gaps.touching(lo, hi):
+            q, line, reason = self.gaps[j]
+            if line <= cut:
                 hits.append((line, 1, reason))
                 if first:
                     return hits

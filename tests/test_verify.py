@@ -218,6 +218,32 @@ def test_the_host_summary_gives_the_verdict_of_the_log_or_its_prefix(block):
                 assert summary.is_host(s, e, limit) == bool(expected.reasons), (s, e, limit)
 
 
+_END = st.sampled_from([0.0, 1.0, 2.0, 3.0, 5.0, float("nan")])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(_END, _END), max_size=40),
+       st.lists(st.tuples(st.sampled_from([0.0, 1.0, 2.5, 3.0, 5.0]), st.sampled_from([0.0, 1.0, 3.0, 5.0])),
+                min_size=1, max_size=6))
+def test_the_overlap_index_yields_every_interval_touching_the_window_in_order_of_end(intervals, windows):
+    """The index an edited host log's marks and gaps are looked up in: what
+    a scan of every interval finds (an interval with a NaN touches nothing;
+    ends equal to the window's edges touch it), in order of end. (A window's
+    edges are an attempt's times: numbers, never NaN.)"""
+    import math
+
+    from confirmatory.records import _Overlaps
+
+    starts, ends = [a for a, _ in intervals], [b for _, b in intervals]
+    index = _Overlaps(starts, ends)
+    for lo, hi in windows:
+        got = list(index.touching(lo, hi))
+        want = [j for j in range(len(intervals)) if ends[j] >= lo and starts[j] <= hi
+                and not math.isnan(starts[j]) and not math.isnan(ends[j])]
+        assert sorted(got) == want and len(got) == len(set(got))
+        assert [ends[j] for j in got] == sorted(ends[j] for j in got)
+
+
 def _edited_host_log(rng, lines, poison):
     """A random log edited as only an edit makes one: lines swapped, moved or
     repeated, a time set back, a step's reads beginning before the sample
