@@ -189,8 +189,11 @@ def _wall_clock_jump(monkeypatch, after_s: float, by_s: float):
 def test_a_wall_clock_jumping_forward_does_not_abandon_attempts_before_their_deadline(tmp_path, monkeypatch):
     """Deadlines run on the monotonic clock: a 120 s jump of the wall clock
     (NTP catching up, a suspended VM) is not 120 s of an attempt's time."""
-    real_time = _wall_clock_jump(monkeypatch, 0.3, 120.0)
-    hh = [{"id": f"hh-{i:03d}", "latency_s": 0.1} for i in range(8)]
+    # attempts of 1 s: the jump lands well inside one on each lane, and the
+    # main loop looks at the deadlines many times before they end (with
+    # attempts of 0.1 s, a busy machine let the jumped attempts end unseen)
+    real_time = _wall_clock_jump(monkeypatch, 0.8, 120.0)
+    hh = [{"id": f"hh-{i:03d}", "latency_s": 1.0} for i in range(6)]
     result, run_dir = execute(tmp_path, households=hh, models=1, arms=("alone",),
                               rules={"attempt_deadline_s": 30.0}, **FAST)
     monkeypatch.setattr(time, "time", real_time)
