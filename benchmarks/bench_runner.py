@@ -201,14 +201,12 @@ def child(cfg: dict) -> dict:
         HostMonitor.wait_complete = real_wait  # type: ignore[method-assign]
     rss_after_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
-    host_lines = run.host.lines
-    samples = sum(1 for ln in host_lines if ln.get("event") == "sample")
-    sample_bytes = 0
-    for ln in host_lines:
-        if ln.get("event") == "sample":
-            sample_bytes = sys.getsizeof(ln) + sum(sys.getsizeof(v) for v in ln.values())
-            break
-    del run, host_lines
+    # The monitor keeps host.jsonl reduced to a records.HostSummary: of the
+    # samples' two numbers it holds only the columns' tails and a few blocks.
+    summary = run.host._summary
+    samples = len(summary.sample_t)
+    host_held = 8 * (summary.sample_t.in_memory() + summary.sample_c.in_memory())
+    del run, summary
 
     attempts = 0
     first = last = None
@@ -230,7 +228,7 @@ def child(cfg: dict) -> dict:
         "wall_s": wall, "span_s": (last - first) if first is not None and last is not None else wall,
         "cpu_s": cpu, "fsyncs": counts, "evidence_wait_s": waited[0], "lane_busy_s": lane_busy,
         "lanes": lanes, "rss_before_kb": rss_before_kb, "rss_after_kb": rss_after_kb,
-        "host_samples": samples, "sample_line_bytes": sample_bytes, "slack": cfg.get("slack"),
+        "host_samples": samples, "host_held_bytes": host_held, "slack": cfg.get("slack"),
     }
 
 
@@ -277,8 +275,8 @@ def report_run(label: str, r: dict, raw_rate: float) -> dict:
           f"({1e3 * r['evidence_wait_s'] / passes:.0f} ms per household pass)")
     print(f"  lane time inside attempts      {100 * r['lane_busy_s'] / lane_time:8.1f} %")
     print(f"  peak RSS                       {r['rss_before_kb'] / 1024:8.1f} MB before the run, "
-          f"{r['rss_after_kb'] / 1024:.1f} MB after; host samples held in memory {r['host_samples']} "
-          f"(~{r['sample_line_bytes']} B each)")
+          f"{r['rss_after_kb'] / 1024:.1f} MB after; host samples {r['host_samples']}, of which the "
+          f"monitor holds {r['host_held_bytes'] / 1024:.0f} kB in memory")
     return {"rate": rate, "fpa": fpa, "budget": budget}
 
 
@@ -351,13 +349,13 @@ def main() -> int:
         a, b = runs
         grow_kb = b["rss_after_kb"] - a["rss_after_kb"]
         d_att = max(1, b["attempts"] - a["attempts"])
-        host_grow = (b["host_samples"] - a["host_samples"]) * max(a["sample_line_bytes"], b["sample_line_bytes"])
+        host_grow = b["host_held_bytes"] - a["host_held_bytes"]
         print("\nmemory")
         print(f"  peak RSS {a['rss_after_kb'] / 1024:.1f} MB at {a['attempts']} attempts, "
               f"{b['rss_after_kb'] / 1024:.1f} MB at {b['attempts']} attempts")
         print(f"  growth {grow_kb * 1024 / d_att:8.0f} B per attempt (target: a few hundred at most)")
-        print(f"  of which host samples kept in memory (HostMonitor._lines, grows with run *time*): "
-              f"~{host_grow / d_att:.0f} B per attempt at this sample interval")
+        print(f"  of which host samples kept in memory (the monitor's HostSummary columns: their "
+              f"tails and a few blocks): ~{host_grow / d_att:.0f} B per attempt")
         print(f"  the rest                       {(grow_kb * 1024 - host_grow) / d_att:8.0f} B per attempt")
 
         print("\nsummary")

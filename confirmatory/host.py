@@ -26,7 +26,8 @@ from typing import Any, Callable, Protocol, Sequence
 import psutil
 
 from confirmatory.chain import iter_lines
-from confirmatory.hostrules import HostTimeline, HostVerdict
+from confirmatory.hostrules import HostVerdict
+from confirmatory.records import HostSummary
 from confirmatory.hostsources import (  # noqa: F401 - re-exported: the sources' types and factory
     READ_ERRORS, CommandSource, EvidenceSource, FileSource, ReadFailed, SourceRead, sources_from_spec,
 )
@@ -170,9 +171,11 @@ class HostMonitor:
             retry_pause_s if retry_pause_s is not None else min(1.0, spec.sample_interval_s / 10)
         )
         self._cond = threading.Condition()
-        # What the sampler wrote, indexed by time (the lanes' verdicts slice it).
-        self._timeline = HostTimeline()
-        self._lines: list[dict] = self._timeline.lines
+        # What the sampler wrote, reduced to what the lanes' verdicts need
+        # (records.HostSummary, the summary verify takes its verdicts from:
+        # its memory does not grow with the samples, only with the log's
+        # exceptions; the lines themselves are on disk).
+        self._summary = self._new_summary()
         # Set by a lane waiting for evidence: the sampler takes a step at once
         # instead of at its next interval, so a pass waits about one step.
         self._demand = threading.Event()
@@ -194,8 +197,9 @@ class HostMonitor:
         with self._cond:
             if self._thread is not None or self._stopping:
                 raise RuntimeError("a HostMonitor starts once, and not after stop()")
-            self._timeline = HostTimeline([dict(line.obj) for line in iter_lines(Path(self._writer.path))])
-            self._lines = self._timeline.lines
+            self._summary = self._new_summary()
+            for line in iter_lines(Path(self._writer.path)):
+                self._summary.add(dict(line.obj))
             if self._window is None:
                 self._window = (self._clock.now(), None)
             self._last_good_mono = time.monotonic()
@@ -223,28 +227,33 @@ class HostMonitor:
         """Whether some lane is waiting for host evidence (for the progress display)."""
         return self._waiters > 0
 
+    def _new_summary(self) -> HostSummary:
+        return HostSummary(max_gap_s=float(self._spec.max_gap_s),
+                           pressure_threshold=float(self._spec.pressure_threshold))
+
     @property
     def lines(self) -> tuple[dict, ...]:
+        """The lines written so far, as written (read back from host.jsonl
+        without their chain fields ``seq`` and ``prev``; for tests and tools)."""
         with self._cond:
-            return tuple(self._lines)
+            return tuple({k: v for k, v in line.obj.items() if k not in ("seq", "prev")}
+                         for line in iter_lines(Path(self._writer.path)))
 
     # -- questions the lanes ask ------------------------------------------------
 
     def line_count(self) -> int:
         """How many host.jsonl lines are written so far (a prefix to decide on)."""
         with self._cond:
-            return len(self._lines)
+            return self._summary.lines
 
     def verdict(self, start: float, end: float, limit: int | None = None) -> HostVerdict:
         """The verdict on the first ``limit`` lines written (all so far when None).
 
         Lines are only ever appended, so a verdict on a prefix needs no copy:
-        the timeline slices the lines around the attempt's window.
+        the summary looks the attempt's window up in what it kept.
         """
         with self._cond:
-            n = len(self._lines) if limit is None else limit
-            return self._timeline.verdict(start, end, max_gap_s=self._spec.max_gap_s,
-                                          pressure_threshold=self._spec.pressure_threshold, limit=n)
+            return self._summary.verdict(start, end, limit=limit)
 
     def wait_complete(self, t_end: float, stop: threading.Event) -> bool:
         """Wait until a sample lies after `t_end` (+ slack); at most ~3 intervals.
@@ -262,7 +271,7 @@ class HostMonitor:
             self._waiters += 1
             try:
                 while True:
-                    if self._timeline.completion(t_end) is not None:
+                    if self._summary.completion(t_end) is not None:
                         return True
                     if stop.is_set() and not halted:
                         # Stopping: the step asked for below takes milliseconds,
@@ -412,7 +421,7 @@ class HostMonitor:
         # evidence incomplete for a moment, never give a different verdict.
         self._writer.append(obj)
         with self._cond:
-            self._timeline.append(obj)
+            self._summary.add(obj)
             self._cond.notify_all()
 
     def _fatal(self, cause: str, detail: str) -> None:

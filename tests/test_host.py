@@ -279,6 +279,17 @@ def test_the_lanes_and_verify_see_the_same_log(make_monitor, tmp_path):
     assert on_disk[0]["event"] == "open" and monitor.lines[0]["event"] == "open"
     params = dict(max_gap_s=FAST["max_gap_s"], pressure_threshold=FAST["pressure_threshold"])
     assert attempt_host_verdict(on_disk, start, end, **params) == monitor.verdict(start, end)
+    # every window between two of its lines' times, on every prefix: the monitor's
+    # verdict (from the summary it keeps) is the rule's on the lines on disk
+    times = sorted({line["t"] for line in on_disk})
+    seen = set()
+    for a in times:
+        for b in times[times.index(a):]:
+            for n in range(len(on_disk) + 1):
+                want = attempt_host_verdict(on_disk[:n], a, b, **params)
+                assert monitor.verdict(a, b, limit=n) == want, (a, b, n)
+                seen.add((want.complete, bool(want.reasons)))
+    assert seen == {(True, True), (True, False), (False, True)}  # pressure and clean windows, short prefixes
 
 
 # ---------------------------------------------------------------- real readers
