@@ -55,6 +55,11 @@ _CANON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=Fa
 # The checker's hot loop calls the C scanner and encoder directly: json.loads
 # and JSONEncoder.encode spend as long on set-up as on a ~200-byte line
 # itself. Same grammar, same output (markers=None: parsed JSON has no cycles).
+# The checker's encoder allows NaN (its last argument), unlike _CANON: the
+# contract's line is json.dumps with its default allow_nan=True, which writes
+# NaN and Infinity as such, so a line holding one is canonical by the contract
+# and must be judged by the checks past the chain (this runner never writes
+# one: its writer refuses them).
 _scan_once = (c_make_scanner or py_make_scanner)(json.JSONDecoder())
 if c_make_encoder is not None:
     _encode_c = c_make_encoder(None, _CANON.default, c_encode_basestring, None, ":", ",", True, False, True)

@@ -118,7 +118,8 @@ def load_layout(root: Path) -> RunLayout:
         names.extend(str(n) for n in listed)
     models_dir = root / "models"
     if models_dir.is_dir():
-        names.extend(sorted(p.name for p in models_dir.iterdir() if p.is_dir() and p.name not in names))
+        listed_names = set(names)  # (a set: a run may list thousands)
+        names.extend(sorted(p.name for p in models_dir.iterdir() if p.is_dir() and p.name not in listed_names))
     for name in names:
         layout.models[name] = read_json(root / model_manifest(name))
     return layout
@@ -143,44 +144,76 @@ def _maybe_num(v: object) -> bool:
     return v is None or isinstance(v, _NUM)
 
 
+_SCAN_MARKS = 8  # marks an attempt's window is compared with one by one, before the tree takes over
+
+
+class _Least:
+    """A tree of the least value over each run of a list: ``at_most(k, x)``
+    yields, in order, every position from ``k`` on whose value is <= x,
+    skipping every run whose values are all above x: the log of the list's
+    length plus the positions it yields. A NaN value is never <= x."""
+
+    def __init__(self, values: list[float] = ()) -> None:
+        self._build([v if v == v else float("inf") for v in values])
+
+    def _build(self, leaves: list[float]) -> None:
+        size = 1
+        while size < len(leaves):
+            size *= 2
+        tree = [float("inf")] * (2 * size)   # tree[v]: the least value under node v; leaves from size
+        tree[size:size + len(leaves)] = leaves
+        for v in range(size - 1, 0, -1):
+            tree[v] = min(tree[2 * v], tree[2 * v + 1])
+        self.size, self.tree, self.n = size, tree, len(leaves)
+
+    def append(self, value: float) -> None:
+        """One more value, at the end: the log of the length (a rebuild at twice the size when full)."""
+        value = value if value == value else float("inf")
+        if self.n == self.size:
+            self._build([*self.tree[self.size:self.size + self.n], value])
+            return
+        tree, v = self.tree, self.size + self.n
+        tree[v] = value
+        self.n += 1
+        v //= 2
+        while v and value < tree[v]:
+            tree[v] = value
+            v //= 2
+
+    def at_most(self, k: int, x: float) -> Iterator[int]:
+        tree, size = self.tree, self.size
+        stack = [(1, 0, size)]   # (node, its first leaf, past its last); the left child is taken first
+        while stack:
+            v, first, past = stack.pop()
+            if past <= k or not tree[v] <= x:
+                continue
+            if v >= size:
+                yield v - size
+                continue
+            middle = (first + past) // 2
+            stack.append((2 * v + 1, middle, past))
+            stack.append((2 * v, first, middle))
+
+
 class _Overlaps:
     """Intervals [a, b], found by overlap with a window: ``touching(lo, hi)``
     yields the index of each interval with b >= lo and a <= hi, in order of
-    b. The intervals are sorted by b; a tree of the least a over each run of
-    them skips every run whose intervals all start after hi, so a query
-    costs the log of their number plus the intervals it yields (a scan of
-    those ending after lo would cost all of them, for every attempt). An
-    interval whose a or b is NaN touches no window and is left out."""
+    b. The intervals are sorted by b, their starts in a `_Least` tree, which
+    skips every run of them that all start after hi: a query costs the log
+    of their number plus the intervals it yields (a scan of those ending
+    after lo would cost all of them, for every attempt). An interval whose a
+    or b is NaN touches no window and is left out."""
 
     def __init__(self, starts: list[float], ends: list[float]) -> None:
         order = sorted((b, j) for j, b in enumerate(ends) if b == b and starts[j] == starts[j])
         self.ends = [b for b, _ in order]
         self.index = [j for _, j in order]
-        size = 1
-        while size < len(order):
-            size *= 2
-        tree = [float("inf")] * (2 * size)   # tree[v]: the least start under node v; leaves from size
-        tree[size:size + len(order)] = [starts[j] for _, j in order]
-        for v in range(size - 1, 0, -1):
-            tree[v] = min(tree[2 * v], tree[2 * v + 1])
-        self.size, self.tree = size, tree
+        self.starts = _Least([starts[j] for _, j in order])
 
     def touching(self, lo: float, hi: float) -> Iterator[int]:
-        k = bisect.bisect_left(self.ends, lo)
-        if k == len(self.ends):
-            return
-        tree, size, index = self.tree, self.size, self.index
-        stack = [(1, 0, size)]   # (node, its first leaf, past its last); the left child is taken first
-        while stack:
-            v, first, past = stack.pop()
-            if past <= k or not tree[v] <= hi:
-                continue
-            if v >= size:
-                yield index[v - size]
-                continue
-            middle = (first + past) // 2
-            stack.append((2 * v + 1, middle, past))
-            stack.append((2 * v, first, middle))
+        index = self.index
+        for k in self.starts.at_most(bisect.bisect_left(self.ends, lo), hi):
+            yield index[k]
 
 
 class HostSummary:
@@ -234,7 +267,9 @@ class HostSummary:
         # the columns' full blocks are moved out every (a power of two >= block) lines
         self._settle_mask = (1 << (block - 1).bit_length()) - 1
         self._max_c = float("-inf")             # the running maximum of the completion keys
-        self._by_t: tuple | None = None         # marks and gaps in time order, for a log that is not
+        self._by_t: dict | None = None          # the indexes of the marks and gaps (made when first asked)
+        self._since: _Least | None = None       # the marks' since, in line order (made when first asked, then kept up)
+        self._marks_nan = False                 # whether a mark's time is NaN
         self._other: list[int] = []             # line index of every line that is not a sample
         self._other_q: list[int] = []           # samples before each of those lines
         self._opens: list[tuple[int, float]] = []   # time points that are not samples: (line, t)
@@ -289,6 +324,7 @@ class HostSummary:
             since = obj.get("since", t)
             since = min(since, t) if isinstance(since, _NUM) else t  # as the rule reads it
             self.marks_t.append(t)
+            self._marks_nan = self._marks_nan or t != t
             self.marks_since.append(since)
             self.mark_span = max(self.mark_span, t - since)
             self.marks.append((i, 0, f"evidence {obj.get('source')}: {obj.get('line')} at {_fmt_t(t)}"))
@@ -317,6 +353,7 @@ class HostSummary:
         self.sample_t.append(t)
         if pressure is not None and pressure > self.pressure_threshold:
             self.marks_t.append(t)
+            self._marks_nan = self._marks_nan or t != t
             self.marks_since.append(t)
             self.marks.append((i, 0, f"pressure {pressure:g} > {self.pressure_threshold:g} at {_fmt_t(t)}"))
             self._by_t = None
@@ -399,6 +436,7 @@ class HostSummary:
         self._other_q.extend(q + samples for q in part._other_q)
         self._opens.extend((i + lines, t) for i, t in part._opens)
         self.marks_t.extend(part.marks_t)
+        self._marks_nan = self._marks_nan or part._marks_nan
         self.marks_since.extend(part.marks_since)
         self.mark_span = max(self.mark_span, part.mark_span)
         self.marks.extend((i + lines, z, r) for i, z, r in part.marks)
@@ -461,42 +499,83 @@ class HostSummary:
         `_Overlaps` index, for a log whose times go back somewhere (its marks
         and gaps are then not in time order, nor are their starts). Made when
         first asked, again after an addition."""
+        by_t = self._indexes()
+        if "overlaps" not in by_t:
+            by_t["overlaps"] = (_Overlaps(self.marks_since, self.marks_t),
+                                _Overlaps([q for q, _, _ in self.gaps], self.gaps_end))
+        return by_t["overlaps"]
+
+    def _indexes(self) -> dict:
         if self._by_t is None:
-            self._by_t = (_Overlaps(self.marks_since, self.marks_t), _Overlaps([q for q, _, _ in self.gaps], self.gaps_end))
+            self._by_t = {}
         return self._by_t
+
+    def _since_tree(self) -> "_Least | None":
+        """The marks' ``since`` in a `_Least` tree, in line order, for a log in
+        time order, brought up to date with the marks added since it was last
+        asked for (the runner's monitor adds as it asks); None where a mark's
+        time is NaN (a NaN keeps the log "in time order", yet its marks' times
+        are then no order to bisect: they are looked up as the intervals of a
+        log whose times go back)."""
+        if self._marks_nan:
+            return None
+        tree = self._since
+        if tree is None:
+            tree = self._since = _Least()
+        since = self.marks_since
+        while tree.n < len(since):
+            tree.append(since[tree.n])
+        return tree
 
     def _hits(self, lo: float, hi: float, cut: int, first: bool) -> list:
         """The marks and gaps in the prefix through line ``cut`` that touch
         [lo, hi], as (line, 0 mark / 1 gap, reason); with ``first``, at most one."""
         hits = []
-        if self.monotone:  # times in line order: marks and gaps in time order too
+        if self.monotone and not self._marks_nan:  # times in line order: the marks in time order too
             marks_t, since, n, last = self.marks_t, self.marks_since, len(self.marks_t), hi + self.mark_span
             k = bisect.bisect_left(marks_t, lo)
+            scanned = 0
             while k < n and marks_t[k] <= last and self.marks[k][0] <= cut:
                 if since[k] <= hi:
                     hits.append(self.marks[k])
                     if first:
                         return hits
                 k += 1
+                scanned += 1
+                if scanned == _SCAN_MARKS and (tree := self._since_tree()) is not None:
+                    # Many marks after the window's start yet before the cut:
+                    # one evidence line that reaches far back (a long
+                    # ``since``) makes ``last`` late. The rest of the scan
+                    # from the tree of the ``since``s: the marks' times and
+                    # lines only rise, so the scan's end is the first mark
+                    # the tree yields past it.
+                    for j in tree.at_most(k, hi):
+                        if not (marks_t[j] <= last and self.marks[j][0] <= cut):
+                            break
+                        hits.append(self.marks[j])
+                        if first:
+                            return hits
+                    break
+        elif self.marks_t:
+            for j in self._time_ordered()[0].touching(lo, hi):
+                if self.marks[j][0] <= cut:
+                    hits.append(self.marks[j])
+                    if first:
+                        return hits
+        if self.monotone:
             k = bisect.bisect_left(self.gaps_end, lo)  # gaps are disjoint: the later ones start after hi
             while k < len(self.gaps) and self.gaps[k][0] <= hi and self.gaps[k][1] <= cut:
                 hits.append((self.gaps[k][1], 1, self.gaps[k][2]))
                 if first:
                     return hits
                 k += 1
-            return hits
-        marks, gaps = self._time_ordered()
-        for j in marks.touching(lo, hi):
-            if self.marks[j][0] <= cut:
-                hits.append(self.marks[j])
-                if first:
-                    return hits
-        for j in gaps.touching(lo, hi):
-            q, line, reason = self.gaps[j]
-            if line <= cut:
-                hits.append((line, 1, reason))
-                if first:
-                    return hits
+        else:
+            for j in self._time_ordered()[1].touching(lo, hi):
+                q, line, reason = self.gaps[j]
+                if line <= cut:
+                    hits.append((line, 1, reason))
+                    if first:
+                        return hits
         return hits
 
     def _open_gap(self, cut: int, ns: int, hi: float) -> bool:

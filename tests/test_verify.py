@@ -177,7 +177,9 @@ def _random_host_log(rng, n=300):
         kind = rng.random()
         if kind < 0.08:
             line = {"event": "evidence", "t": t, "source": "guard", "line": f"oom {k}"}
-            back_to = rng.choice([None, 0.0, 2.0, 25.0, 120.0])
+            # (1e9: a line that reaches back past the log's start, so every later
+            # window's marks are looked at: the summary's tree takes over there)
+            back_to = rng.choice([None, 0.0, 2.0, 25.0, 120.0, 1e9])
             if back_to is not None:
                 line["since"] = max(0.0, t - back_to)
             lines.append(line)
@@ -242,6 +244,25 @@ def test_the_overlap_index_yields_every_interval_touching_the_window_in_order_of
                 and not math.isnan(starts[j]) and not math.isnan(ends[j])]
         assert sorted(got) == want and len(got) == len(set(got))
         assert [ends[j] for j in got] == sorted(ends[j] for j in got)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.tuples(st.just("add"), _END),
+                          st.tuples(st.integers(0, 40), st.sampled_from([0.0, 1.0, 2.5, 3.0, 5.0]))), max_size=80))
+def test_the_least_tree_yields_every_position_at_most_a_value_as_it_grows(steps):
+    """The tree a host summary keeps its marks' ``since`` in, appended to as
+    the runner's monitor does between its questions: every position from k
+    on whose value is <= x (NaN never), in order."""
+    from confirmatory.records import _Least
+
+    tree, values = _Least(), []
+    for step in steps:
+        if step[0] == "add":
+            tree.append(step[1])
+            values.append(step[1])
+            continue
+        k, x = step
+        assert list(tree.at_most(k, x)) == [j for j in range(k, len(values)) if values[j] <= x]
 
 
 def _edited_host_log(rng, lines, poison):
