@@ -66,6 +66,14 @@ def _start_pass(item: tuple[int, dict]) -> tuple:
     return item[1]["start"], item[1]["pass"]
 
 
+def lane_in(lane, lanes: int) -> bool:
+    """``lane in {0: .., .., lanes - 1: ..}`` without the dictionary (a
+    manifest can say any number of lanes): True for a number equal to one of
+    them (1.0 and True are lane 1), TypeError for an unhashable lane."""
+    hash(lane)
+    return type(lane) in (int, bool, float) and 0 <= lane < lanes and lane == int(lane)
+
+
 _open, _read, _close = os.open, os.read, os.close
 _RDONLY = os.O_RDONLY | os.O_CLOEXEC
 
@@ -187,7 +195,8 @@ class ModelCheck:
         self.draw = list(mf.get("draw") or [])
         self.index = {h: k for k, h in enumerate(self.draw)}
         self.orders = mf.get("arm_orders") or {}
-        self.lane_next = {lane: lane for lane in range(self.lanes)}   # next draw index expected per lane
+        # next draw index expected per lane, for the lanes seen (lane k's first is k)
+        self.lane_next: dict[int, int] = {}
         self.lane_end = defaultdict(lambda: float("-inf"))
         self.incon: list[tuple] = []
         self.decided: dict[tuple, rules.Decision] = {}
@@ -198,6 +207,7 @@ class ModelCheck:
         self.completion = ctx.host.completion
         self.host_is = ctx.host.is_host
         self.root_fd: int | None = None  # the model folder, while the stream is read
+        self.listed: set[str] = set()  # the households whose records folder was listed
         self._times()
         # the pauses' beginnings, and the latest end of any pause begun by
         # each: an attempt's start is looked up, not compared with every pause
@@ -209,8 +219,8 @@ class ModelCheck:
         # rise with the beginnings: the pauses a start falls in are a run of
         # them, found by bisection; if not (only an edited log), by the
         # running maximum of the ends and a scan of the rest
-        rise = all(a <= b for a, b in zip(ends, ends[1:]))
-        self.pause_until = ends if rise else list(itertools.accumulate(ends, max))
+        self.rise = all(a <= b for a, b in zip(ends, ends[1:]))
+        self.pause_until = ends if self.rise else list(itertools.accumulate(ends, max))
 
     def _times(self) -> None:
         st, ctx = self.st, self.ctx
@@ -219,14 +229,18 @@ class ModelCheck:
         st.halt_t = min([*stops, *ceilings, *ctx.run_stop_ts, ctx.ceiling_t])
         st.trigger_t = min([o["t"] for _, o in st.events("trigger") if isinstance(o.get("t"), (int, float))],
                            default=float("inf"))
-        resumes = sorted(o["t"] for _, o in st.events("resume") if o.get("accepted") is True and _num(o.get("t")))
-        clean = all(r == r for r in resumes)  # no NaN: the sort is an order, and the first resume after is bisected
+        # Each pause ends at the first accepted resume in their sorted list
+        # that is after it. A NaN is after no pause (never > t): left out
+        # once sorted. The first resume above t is where their running
+        # maximum first exceeds t, so it is bisected there: the sorted list
+        # itself when it is in order, and what a scan of it finds when a NaN
+        # left it out of order (a sort of [5, NaN, 3] leaves it as it is).
+        resumes = [r for r in sorted(o["t"] for _, o in st.events("resume")
+                                     if o.get("accepted") is True and _num(o.get("t"))) if r == r]
+        highest = list(itertools.accumulate(resumes, max))
         for t in sorted(o["t"] for _, o in st.events("pause") if _num(o.get("t"))):
-            if clean and t == t:
-                k = bisect.bisect_right(resumes, t)
-                st.pauses.append((t, resumes[k] if k < len(resumes) else float("inf")))
-            else:
-                st.pauses.append((t, next((r for r in resumes if r > t), float("inf"))))
+            k = bisect.bisect_right(highest, t) if t == t else len(resumes)  # a NaN pause: never resumed
+            st.pauses.append((t, resumes[k] if k < len(resumes) else float("inf")))
 
     # -- the manifest's draw ------------------------------------------------------
     def check_draw(self) -> None:
@@ -304,15 +318,16 @@ class ModelCheck:
         h, lane = str(hl.get("household")), hl.get("lane")
         k = self.index.get(h)
         # asked before the check is counted: for an unhashable lane it raises, uncounted
-        in_draw = k is not None and lane in self.lane_next
+        in_draw = k is not None and lane_in(lane, self.lanes)
         checked = f.checked
         checked[3] += 1
         if not in_draw:  # the message only for a violation (f.expect would build it every time)
             f.fail(3, log, seq, f"household {h} on lane {lane} is not in the draw")
             return
         checked[3] += 2
-        if k != self.lane_next[lane]:
-            f.fail(3, log, seq, f"lane {lane} took {h} (draw index {k}), expected draw index {self.lane_next[lane]}")
+        expected = self.lane_next.get(lane, int(lane))
+        if k != expected:
+            f.fail(3, log, seq, f"lane {lane} took {h} (draw index {k}), expected draw index {expected}")
         self.lane_next[lane] = k + self.lanes
         if h in st.ends:
             f.fail(3, log, seq, f"second household line for {h}")
@@ -481,9 +496,20 @@ class ModelCheck:
         if self.pause_at and start == start:
             j = bisect.bisect_left(self.pause_at, start)           # the pauses begun before start
             i = bisect.bisect_right(self.pause_until, start, 0, j)  # ... from the first to end after it
-            for p, resumed in self.pauses_kept[i:j]:
-                if start < resumed:
+            if self.rise:
+                # the ends rise: every pause in [i, j) ends after start, so
+                # j - i violations, only those the report keeps built (in a
+                # log of pauses never resumed every later attempt is in each)
+                k = i
+                while k < j and f.keeps(6):
+                    p, resumed = self.pauses_kept[k]
                     f.fail(6, log, seq, f"attempt starts at {start} during the pause from {p} to {resumed}")
+                    k += 1
+                f.tally(6, j - k)
+            else:
+                for p, resumed in self.pauses_kept[i:j]:
+                    if start < resumed:
+                        f.fail(6, log, seq, f"attempt starts at {start} during the pause from {p} to {resumed}")
         if start > st.trigger_t:
             f.fail(9, log, seq, f"attempt starts at {start} after a trigger at {st.trigger_t}")
         if a["action"] == "stop":
@@ -559,7 +585,12 @@ class ModelCheck:
 
     def dir_matches(self, h: str, listed: set[str], seq: int) -> None:
         """No file under records/<h>/ lacks an attempt line (a write's
-        temporary file inside an arm folder, left by a crash, excepted)."""
+        temporary file inside an arm folder, left by a crash, excepted).
+        Each household's folder is listed once: a repeated household line
+        (reported by its own check) does not list and report it again."""
+        if h in self.listed:
+            return
+        self.listed.add(h)
         base = os.path.join(self.root_s, "records", h)
         extra = []
         try:

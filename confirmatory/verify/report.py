@@ -163,6 +163,11 @@ class Findings:
         if len(self.first[invariant]) < KEEP_PER_INVARIANT:
             self.first[invariant].append(Violation(invariant, file, line, message))
 
+    def tally(self, invariant: int, n: int) -> None:
+        """``n`` more violations of ``invariant`` past the ones the report
+        keeps (``keeps`` is false): counted, their messages never built."""
+        self.count[invariant] += n
+
     def fail_root(self, invariant: int, file: str, line: int | None, message: str) -> None:
         """A violation other checks may follow from: counted as any, and shown first."""
         self.fail(invariant, file, line, message)
