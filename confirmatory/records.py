@@ -267,7 +267,7 @@ class HostSummary:
         # the columns' full blocks are moved out every (a power of two >= block) lines
         self._settle_mask = (1 << (block - 1).bit_length()) - 1
         self._max_c = float("-inf")             # the running maximum of the completion keys
-        self._by_t: dict | None = None          # the indexes of the marks and gaps (made when first asked)
+        self._by_t: tuple | None = None         # the marks' and gaps' interval indexes (made when first asked)
         self._since: _Least | None = None       # the marks' since, in line order (made when first asked, then kept up)
         self._marks_nan = False                 # whether a mark's time is NaN
         self._other: list[int] = []             # line index of every line that is not a sample
@@ -499,15 +499,9 @@ class HostSummary:
         `_Overlaps` index, for a log whose times go back somewhere (its marks
         and gaps are then not in time order, nor are their starts). Made when
         first asked, again after an addition."""
-        by_t = self._indexes()
-        if "overlaps" not in by_t:
-            by_t["overlaps"] = (_Overlaps(self.marks_since, self.marks_t),
-                                _Overlaps([q for q, _, _ in self.gaps], self.gaps_end))
-        return by_t["overlaps"]
-
-    def _indexes(self) -> dict:
         if self._by_t is None:
-            self._by_t = {}
+            self._by_t = (_Overlaps(self.marks_since, self.marks_t),
+                          _Overlaps([q for q, _, _ in self.gaps], self.gaps_end))
         return self._by_t
 
     def _since_tree(self) -> "_Least | None":

@@ -214,13 +214,11 @@ class ModelCheck:
         # (a NaN begins or ends no pause: it is before and after nothing)
         self.pauses_kept = sorted(((p, r) for p, r in self.st.pauses if p == p), key=lambda pr: pr[0])
         self.pause_at = [p for p, _ in self.pauses_kept]
-        ends = [r for _, r in self.pauses_kept]
-        # each pause ends at the first accepted resume after it, so the ends
-        # rise with the beginnings: the pauses a start falls in are a run of
-        # them, found by bisection; if not (only an edited log), by the
-        # running maximum of the ends and a scan of the rest
-        self.rise = all(a <= b for a, b in zip(ends, ends[1:]))
-        self.pause_until = ends if self.rise else list(itertools.accumulate(ends, max))
+        # each pause ends where the running maximum of the accepted resumes
+        # first passes it (_times), so the ends rise with the beginnings,
+        # whatever order an edited log's resumes are in: the pauses a start
+        # falls in are a run of them, found by bisection
+        self.pause_until = [r for _, r in self.pauses_kept]
 
     def _times(self) -> None:
         st, ctx = self.st, self.ctx
@@ -496,20 +494,15 @@ class ModelCheck:
         if self.pause_at and start == start:
             j = bisect.bisect_left(self.pause_at, start)           # the pauses begun before start
             i = bisect.bisect_right(self.pause_until, start, 0, j)  # ... from the first to end after it
-            if self.rise:
-                # the ends rise: every pause in [i, j) ends after start, so
-                # j - i violations, only those the report keeps built (in a
-                # log of pauses never resumed every later attempt is in each)
-                k = i
-                while k < j and f.keeps(6):
-                    p, resumed = self.pauses_kept[k]
-                    f.fail(6, log, seq, f"attempt starts at {start} during the pause from {p} to {resumed}")
-                    k += 1
-                f.tally(6, j - k)
-            else:
-                for p, resumed in self.pauses_kept[i:j]:
-                    if start < resumed:
-                        f.fail(6, log, seq, f"attempt starts at {start} during the pause from {p} to {resumed}")
+            # the ends rise: every pause in [i, j) ends after start, so j - i
+            # violations, only those the report keeps built (in a log of
+            # pauses never resumed every later attempt is in each)
+            k = i
+            while k < j and f.keeps(6):
+                p, resumed = self.pauses_kept[k]
+                f.fail(6, log, seq, f"attempt starts at {start} during the pause from {p} to {resumed}")
+                k += 1
+            f.tally(6, j - k)
         if start > st.trigger_t:
             f.fail(9, log, seq, f"attempt starts at {start} after a trigger at {st.trigger_t}")
         if a["action"] == "stop":
