@@ -507,3 +507,26 @@ def test_host_samples_of_every_kind_the_contract_allows_pass(run):
     reseal(run)
     for workers in (1, 2):
         assert 2 not in verify_run(run, workers=workers).failed()
+
+
+@pytest.mark.parametrize("size", [(1 << 16) - 1, 1 << 16, (1 << 16) + 1, 3 << 20])
+def test_a_record_of_any_size_is_read_whole(run, size):
+    """verify reads a record in one read when it is shorter than the first
+    read's buffer (64 KiB): files at, past and far past that size are read to
+    their end, so they verify, and a byte added at the end still fails."""
+    rel = "models/alpha/run.jsonl"
+    objs = read(run / rel)
+    target = attempts(objs)[2]
+
+    def pad(rec):
+        rec["padding"] = ""
+        rec["padding"] = "x" * (size - len(dumps(rec)) - 1)  # "+ 1": the record file's newline
+    rewrite_record(run, "alpha", target, pad)
+    assert (run / "models" / "alpha" / target["record"]).stat().st_size == size
+    (run / rel).write_bytes(b"".join(dumps(o) + b"\n" for o in objs))
+    reseal(run)
+    assert verify_run(run).ok, verify_run(run).to_table()
+    with open(run / "models" / "alpha" / target["record"], "ab") as fh:
+        fh.write(b" ")
+    report = verify_run(run)
+    assert 1 in report.failed() and "does not hash" in report.to_table(), report.to_table()
