@@ -29,10 +29,12 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import io
 import itertools
 import json
 import os
 import re
+import stat
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -42,6 +44,27 @@ from json.scanner import c_make_scanner, py_make_scanner
 from typing import Any
 
 _CHUNK = 1 << 18  # readers hold one chunk (and its lines) at a time
+
+
+class NotRegularFile(OSError):
+    """A path a reader was to read is not a regular file (a FIFO, a device, a
+    folder, a socket): reading it could block for ever or never end."""
+
+
+def open_regular(path: Any, dir_fd: int | None = None) -> "io.FileIO":
+    """``path`` opened for reading, unbuffered, once it is known to be a
+    regular file: opened without blocking (a FIFO with no writer would block
+    the open itself), then ``fstat``ed; anything else raises
+    `NotRegularFile`. A symbolic link is followed (the contract does not
+    forbid one) and judged by what it names."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotRegularFile(errno.EINVAL, "not a regular file", str(path))
+        return io.FileIO(fd, "rb", closefd=True)
+    except BaseException:
+        os.close(fd)
+        raise
 
 # One shared encoder: json.dumps with non-default arguments builds a new
 # JSONEncoder on every call, which costs as much as the encoding itself on
@@ -376,9 +399,11 @@ def _walk(path: Path, seed: str, limit: int | None = None) -> ChainCheck:
     parse, links, sha256 = _parse_line, _links, hashlib.sha256
     head, n, end = seed, 0, 0
     try:
-        f = open(path, "rb", buffering=0)
+        f = open_regular(path)
     except FileNotFoundError:
         return ChainCheck(False, 0, seed, problem=f"{path}: no such file", problem_line=0)
+    except NotRegularFile:
+        return ChainCheck(False, 0, seed, problem=f"{path}: not a regular file", problem_line=0)
     with f:
         for base, parts, is_tail in _batches(f):
             if limit is not None and not is_tail and len(parts) >= limit - n:
@@ -427,7 +452,7 @@ def iter_lines(path: Path) -> Iterator[LogLine]:
     """
     path = Path(path)
     n = 0
-    with open(path, "rb", buffering=0) as f:
+    with open_regular(path) as f:
         for offset, parts, is_tail in _batches(f):
             if is_tail:
                 raise TornTail(path, TornInfo(offset, len(parts[0]), sha256_hex(parts[0]), "no trailing newline"))
@@ -489,9 +514,12 @@ class ChainReader:
         wanted, heads = self.heads_at, self.heads
         head, n, end = self.seed, 0, self.start
         try:
-            f = open(self.path, "rb", buffering=0)
+            f = open_regular(self.path)
         except FileNotFoundError:
             self.result = ChainCheck(False, 0, head, problem=f"{self.path}: no such file", problem_line=0)
+            return
+        except NotRegularFile:
+            self.result = ChainCheck(False, 0, head, problem=f"{self.path}: not a regular file", problem_line=0)
             return
         with f:
             batches = _batches(f, self.start, self.stop, guard=guards_hold if fast is not None else None)
@@ -565,7 +593,7 @@ def iter_objects(path: Path) -> Iterator[dict]:
     unterminated tail. For re-reading a prefix the chain pass has already
     accepted."""
     parse = _parse_line
-    with open(path, "rb", buffering=0) as f:
+    with open_regular(path) as f:
         for _, parts, is_tail in _batches(f):
             if is_tail:
                 return

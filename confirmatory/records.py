@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from confirmatory import column
-from confirmatory.chain import LogLine, iter_lines, log_seed
+from confirmatory.chain import LogLine, iter_lines, log_seed, open_regular
 from confirmatory.column import Column
 from confirmatory.hostrules import BASE_SLACK_S, NO_SAMPLE_AFTER, HostTimeline, HostVerdict, _fmt_t
 
@@ -63,7 +63,8 @@ class JsonFile:
 
 def read_json(path: Path) -> JsonFile:
     try:
-        data = Path(path).read_bytes()
+        with open_regular(path) as fh:  # a FIFO or a device is not a manifest: never read
+            data = fh.read()
     except OSError as exc:
         return JsonFile(None, None, f"cannot read: {exc.strerror or exc}")
     digest = hashlib.sha256(data).hexdigest()

@@ -15,9 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from confirmatory import RECORD_FORMAT, rules
+from confirmatory import RECORD_FORMAT, manifests
 from confirmatory.chain import ChainWriter, log_seed, write_json_durable
-from confirmatory.money import usd_to_nusd
 from confirmatory.streams import arm_orders, draw_order
 
 
@@ -79,54 +78,20 @@ def expand_command(command: Any, run_dir: Path) -> list[str]:
 def run_manifest(loaded: Any, *, run_id: str, created_t: float, anchors_cwd: str,
                  run_dir: Path) -> dict[str, Any]:
     d = loaded.design
-    return {
-        "format": RECORD_FORMAT,
-        "run_id": run_id,
-        "created_t": created_t,
-        "design_sha256": loaded.sha256,
-        "study_id": d.study.id,
-        "seed": d.study.seed,
-        "models": [m.name for m in d.models],
-        "arms": [a.name for a in d.arms],
-        "ceiling_nusd": usd_to_nusd(d.ceiling.overall_cap_usd) + usd_to_nusd(d.ceiling.margin_usd),
-        "spend_before_nusd": usd_to_nusd(d.study.spend_before_stage_usd),
-        "harness": {"entry": d.harness.entry, "pins": dict(loaded.pins)},
-        "engine": {"factory": d.engine.factory, "workers_per_model": d.engine.workers_per_model},
-        "rules": {
-            "precedence": list(d.rules.precedence),
-            "max_reruns_per_arm": d.rules.max_reruns_per_arm,
-            "attempt_deadline_s": d.rules.attempt_deadline_s,
-            "inconclusive_household_limit": d.rules.inconclusive_household_limit,
-            "stop_follow_s": d.rules.stop_follow_s,
-            "class_lists": rules.CLASS_LISTS,
-            "host": {
-                "sample_interval_s": d.host.sample_interval_s,
-                "max_gap_s": d.host.max_gap_s,
-                "pressure_threshold": d.host.pressure_threshold,
-            },
-        },
-        "anchors": {
-            "interval_s": d.anchors.interval_s,
-            "command": expand_command(d.anchors.command, run_dir) if d.anchors.command else None,
-            "cwd": anchors_cwd,
-        },
-    }
+    fields = manifests.run_fields(d)
+    fields["harness"] = {**fields["harness"], "pins": dict(loaded.pins)}
+    fields["anchors"] = {**fields["anchors"],
+                         "command": expand_command(d.anchors.command, run_dir) if d.anchors.command else None,
+                         "cwd": anchors_cwd}
+    return {"format": RECORD_FORMAT, "run_id": run_id, "created_t": created_t, "design_sha256": loaded.sha256,
+            **fields}
 
 
 def model_manifest(loaded: Any, spec: Any) -> dict[str, Any]:
     d = loaded.design
-    ids = [h.id for h in loaded.households]
-    draw = draw_order(d.study.seed, ids)
-    return {
-        "model": spec.name,
-        "litellm_model": spec.litellm_model,
-        "cap_nusd": usd_to_nusd(spec.cap_usd),
-        "reserve_nusd": usd_to_nusd(spec.reserve_usd),
-        "lanes": spec.lanes,
-        "seed": d.study.seed,
-        "draw": draw,
-        "arm_orders": arm_orders(d.study.seed, spec.name, draw, [a.name for a in d.arms]),
-    }
+    draw = draw_order(d.study.seed, [h.id for h in loaded.households])
+    return {**manifests.model_fields(d, spec), "draw": draw,
+            "arm_orders": arm_orders(d.study.seed, spec.name, draw, [a.name for a in d.arms])}
 
 
 def _open_log(run_dir: Path, rel: str, manifest_sha: str, t: float) -> ChainWriter:

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from confirmatory import RECORD_FORMAT, rules
 from confirmatory.chain import ChainWriter, dumps, log_seed, sha256_hex
+from confirmatory.money import usd_to_nusd
 from confirmatory.records import HostSummary, record_relpath
 from confirmatory.streams import arm_orders, draw_order
 
@@ -109,6 +110,25 @@ entry = "demo.harness:converse"
 [engine]
 factory = "demo.engine:start"
 workers_per_model = 2
+
+[households]
+path = "households.jsonl"
+sha256 = "{pin}"
+
+[rules]
+max_reruns_per_arm = 2
+attempt_deadline_s = 3600
+inconclusive_household_limit = 5
+stop_follow_s = 5
+
+[host]
+sample_interval_s = {interval!r}
+max_gap_s = 45.0
+pressure_threshold = 10.0
+
+[anchors]
+interval_s = {anchor_s!r}
+command = ["true"]
 """
 
 
@@ -120,7 +140,7 @@ class _Gen:
         self.households = [f"h{i:05d}" for i in range(plan.households)]
         self.spend_before = 500_000_000
         self.total = self.spend_before
-        self.ceiling_nusd = int(plan.ceiling_usd * 1e9)
+        self.ceiling_nusd = usd_to_nusd(plan.ceiling_usd)
         self.crossed_t: float | None = None
         self.rules = {"precedence": list(rules.DEFAULT_PRECEDENCE), "max_reruns_per_arm": 2,
                       "attempt_deadline_s": 3600, "inconclusive_household_limit": 5, "stop_follow_s": 5,
@@ -137,7 +157,9 @@ class _Gen:
         p, root = self.plan, self.root
         root.mkdir(parents=True, exist_ok=False)
         pin = "0" * 64
-        design = DESIGN_TOML.format(seed=p.seed, ceiling=p.ceiling_usd, pin=pin)
+        design = DESIGN_TOML.format(seed=p.seed, ceiling=p.ceiling_usd, pin=pin, interval=float(p.sample_interval_s),
+                                    anchor_s=float(p.anchor_every_s))
+        design += "".join(f'\n[[arms]]\nname = "{a}"\n' for a in p.arms)
         for m in p.models:
             design += (f'\n[[models]]\nname = "{m}"\nlitellm_model = "openai/{m}"\n'
                        f"cap_usd = {p.cap_usd}\nreserve_usd = {p.reserve_usd}\nlanes = {p.lanes}\n")
@@ -156,8 +178,8 @@ class _Gen:
         draw = draw_order(p.seed, self.households)
         self.models = {}
         for m in p.models:
-            mman = {"model": m, "litellm_model": f"openai/{m}", "cap_nusd": int(p.cap_usd * 1e9),
-                    "reserve_nusd": int(p.reserve_usd * 1e9), "lanes": p.lanes, "seed": p.seed,
+            mman = {"model": m, "litellm_model": f"openai/{m}", "cap_nusd": usd_to_nusd(p.cap_usd),
+                    "reserve_nusd": usd_to_nusd(p.reserve_usd), "lanes": p.lanes, "seed": p.seed,
                     "draw": draw, "arm_orders": arm_orders(p.seed, m, draw, p.arms)}
             msha = _write_json(root / f"models/{m}/manifest.json", mman)
             for name in ("run.jsonl", "admission.jsonl"):

@@ -22,8 +22,14 @@ import threading
 import tomllib
 import traceback
 from pathlib import Path
+from typing import Any
 
-from confirmatory.chain import ChainReader
+from pydantic import ValidationError
+
+from confirmatory.chain import ChainReader, open_regular
+from confirmatory.design import Design, slug_problem
+from confirmatory.design_load import validation_problems
+from confirmatory.manifests import RUN_OPTIONAL, differences, model_fields, run_fields
 from confirmatory.records import MODEL_LOG_NAMES, HostSummary, load_layout, model_log
 from confirmatory.verify.context import RulesView, RunContext
 from confirmatory.verify.logs import LogPass
@@ -102,7 +108,7 @@ def _verify_run(root: Path, witness: Path | str | None, workers: int | None, fil
                            f"resume request for model {o.get('model')!r} at {o.get('t')!r}: not a model of the run "
                            "with a numeric time"):
                 requests.add((o["model"], o["t"]))
-        ctx = RunContext(layout, rest, logs, rv, host, list(man.get("arms") or []), run_events, requests)
+        ctx = RunContext(layout, rest, logs, rv, host, manifest_arms(man, rest), run_events, requests)
         ctx.run_stop_ts = least_first([o["t"] for _, o in run_events
                                        if o.get("event") == "stop" and isinstance(o.get("t"), (int, float))])
         ceilings = [o for _, o in run_events if o.get("event") == "ceiling"]
@@ -137,6 +143,7 @@ def _verify_run(root: Path, witness: Path | str | None, workers: int | None, fil
     guarded(f, 7, "run.jsonl", check_totals, ctx, states, ceilings)
     guarded(f, 9, "run.jsonl", check_run_stops, ctx, states)
     guarded(f, 11, "design.toml", check_design, ctx, man)
+    guarded(f, 11, "manifest.json", check_slugs, ctx, man)
     guarded(f, 8, "anchors.jsonl", logs.finish, Path(witness) if witness is not None else None)
     if witness is not None and f.witness is None:  # finish failed before it got to the witness
         f.witness, f.witness_problems = str(witness), 1
@@ -295,7 +302,7 @@ def host_spans(path: Path, parts: int) -> list[tuple[int, int | None]]:
     cuts = [0]
     try:
         size = os.path.getsize(path)
-        with open(path, "rb") as fh:
+        with open_regular(path) as fh:
             for i in range(1, parts):
                 fh.seek(max(size * i // parts, cuts[-1]))
                 window = fh.read(1 << 16)
@@ -464,33 +471,81 @@ def check_totals(ctx: RunContext, states: list[ModelState], ceilings: list[dict]
                  "run.jsonl", None, f"ceiling event total {c.get('total_nusd')} does not exceed {c.get('ceiling_nusd')}")
 
 
+def manifest_arms(man: dict, f: Findings) -> list:
+    """The run manifest's arms (optional: the model manifests' arm orders
+    name them too); anything but a list of names fails invariant 11."""
+    arms = man.get("arms", [])
+    f.check(11)
+    if not (isinstance(arms, list) and all(type(a) is str for a in arms)):
+        f.fail(11, "manifest.json", None, f"arms is {arms!r}, not a list of names")
+        return []
+    return arms
+
+
+def check_slugs(ctx: RunContext, man: dict) -> None:
+    """Invariant 11: the models', arms' and households' names are slugs
+    (RECORDS.md "Layout": each names a folder; ``..`` or a ``/`` would walk
+    the tree). Each name is reported once, in the first manifest naming it."""
+    f, seen = ctx.findings, set()
+
+    def check(names: Any, where: str, what: str) -> None:
+        for name in names if isinstance(names, list) else ():
+            key = name if type(name) is str else repr(name)
+            if key in seen:
+                continue
+            seen.add(key)
+            problem = slug_problem(name) if type(name) is str else f"must be a string (got {name!r})"
+            if problem is not None:
+                f.fail(11, where, None, f"{what} name {problem}")
+
+    f.check(11)
+    check(man.get("models"), "manifest.json", "model")
+    check(man.get("arms"), "manifest.json", "arm")
+    for name, mf in ctx.layout.models.items():
+        if isinstance(mf.obj, dict):
+            check(mf.obj.get("draw"), f"models/{name}/manifest.json", "household")
+
+
 def check_design(ctx: RunContext, man: dict) -> None:
-    """Invariant 11: the manifests say what design.toml says."""
+    """Invariant 11: the manifests say what design.toml says: every field the
+    design fixes (``manifests.run_fields`` / ``model_fields``, the mapping the
+    runner wrote them with), the pins and the models' folders."""
     f, layout = ctx.findings, ctx.layout
     try:
-        raw = (layout.root / "design.toml").read_bytes()
-        design = tomllib.loads(raw.decode())
+        with open_regular(layout.root / "design.toml") as fh:
+            raw = fh.read()
+        data = tomllib.loads(raw.decode())
     except (OSError, ValueError) as exc:
         f.fail(11, "design.toml", None, f"unreadable: {exc}")
         return
     f.expect(11, man.get("design_sha256") == hashlib.sha256(raw).hexdigest(), "manifest.json", None,
              "design_sha256 is not design.toml's")
-    harness, engine = design.get("harness", {}), design.get("engine", {})
+    harness = data.get("harness") if isinstance(data.get("harness"), dict) else {}
     f.expect(11, (man.get("harness") or {}).get("pins") == harness.get("pins"), "manifest.json", None,
              "harness pins differ from the design's")
-    f.expect(11, (man.get("engine") or {}).get("workers_per_model") == engine.get("workers_per_model"),
-             "manifest.json", None, "workers_per_model differs from the design's")
-    names = [m.get("name") for m in design.get("models", [])]
+    models = data.get("models") if isinstance(data.get("models"), list) else []
+    names = [m.get("name") if isinstance(m, dict) else None for m in models]
     f.expect(11, man.get("models") == names and list(layout.models) == names, "manifest.json", None,
              f"models {man.get('models')} / folders {list(layout.models)} are not the design's {names}")
-    seed = design.get("study", {}).get("seed")
-    for spec in design.get("models", []):
-        mf = layout.models.get(spec.get("name"))
-        obj = mf.obj if mf is not None and isinstance(mf.obj, dict) else {}
-        where = f"models/{spec.get('name')}/manifest.json"
-        f.expect(11, obj.get("seed") == seed and obj.get("lanes") == spec.get("lanes", obj.get("lanes"))
-                 and obj.get("litellm_model") == spec.get("litellm_model"), where, None,
-                 "seed, lanes or litellm_model differ from the design's")
+    try:
+        design = Design.model_validate(data)
+    except ValidationError as exc:
+        f.fail(11, "design.toml", None, "not a valid design: " + "; ".join(validation_problems(exc)))
+        return
+    f.check(11)
+    expected = run_fields(design)
+    # The class lists are the runner's, not the design's (a later version
+    # may list more names): the rules check reads them from the manifest.
+    del expected["rules"]["class_lists"]
+    for problem in differences(expected, man, optional=RUN_OPTIONAL):
+        f.fail(11, "manifest.json", None, f"{problem}")
+    for spec in design.models:
+        mf = layout.models.get(spec.name)
+        if mf is None or not isinstance(mf.obj, dict):
+            continue  # reported with the folders above, or as an unreadable manifest
+        f.check(11)
+        for problem in differences(model_fields(design, spec), mf.obj):
+            f.fail(11, f"models/{spec.name}/manifest.json", None, problem)
 
 
 def verify_command(run_dir: Path, as_json: bool = False, witness: Path | None = None) -> int:

@@ -4,6 +4,7 @@ the run-level times (run stops, the ceiling's crossing)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,16 +29,70 @@ class RulesView:
 
     @classmethod
     def from_manifest(cls, manifest: Any, findings: Findings) -> "RulesView":
+        """The rules as the manifest gives them. A rule missing or not of its
+        kind fails invariant 11, naming it, and the checks go on with the
+        design format's default in its place: never a value made up from a
+        wrong one (2.9 is not 2 reruns), never a traceback."""
         r = manifest.get("rules") if isinstance(manifest, dict) else None
-        ok = isinstance(r, dict) and isinstance(r.get("host"), dict) and all(
-            k in r for k in ("precedence", "max_reruns_per_arm", "inconclusive_household_limit",
-                             "stop_follow_s", "class_lists"))
-        findings.expect(11, ok, "manifest.json", None, "rules incomplete; defaults used")
-        r = r if ok else {"host": {}}
-        return cls(tuple(r.get("precedence") or rules.DEFAULT_PRECEDENCE),
-                   int(r.get("max_reruns_per_arm", 2)), int(r.get("inconclusive_household_limit", 5)),
-                   float(r.get("stop_follow_s", 5)), r.get("class_lists") or rules.CLASS_LISTS,
-                   float(r["host"].get("max_gap_s", 45)), float(r["host"].get("pressure_threshold", 10)))
+        findings.check(11)
+        if not isinstance(r, dict):
+            findings.fail(11, "manifest.json", None, f"rules is {r!r}, not an object; the defaults used")
+            r = {}
+        host = r.get("host")
+        if not isinstance(host, dict):
+            findings.fail(11, "manifest.json", None, f"rules.host is {host!r}, not an object; the defaults used")
+            host = {}
+
+        def rule(table: dict, key: str, ok, kind: str, default: Any) -> Any:
+            value = table.get(key, _MISSING)
+            findings.check(11)
+            try:
+                good = value is not _MISSING and ok(value)
+            except Exception:  # noqa: BLE001 - any value a forged manifest holds
+                good = False
+            if good:
+                return value
+            name = f"rules.{'host.' if table is host else ''}{key}"
+            said = "missing" if value is _MISSING else f"{value!r}, not {kind}"
+            findings.fail(11, "manifest.json", None, f"{name} is {said}; {default!r} used in the checks")
+            return default
+
+        return cls(tuple(rule(r, "precedence", _is_precedence, "each class once", rules.DEFAULT_PRECEDENCE)),
+                   rule(r, "max_reruns_per_arm", _is_count, "an integer >= 0", 2),
+                   rule(r, "inconclusive_household_limit", _is_count, "an integer >= 0", 5),
+                   float(rule(r, "stop_follow_s", _is_positive, "a number > 0", 5)),
+                   rule(r, "class_lists", _is_class_lists, "provider, model and operator lists of names",
+                        rules.CLASS_LISTS),
+                   float(rule(host, "max_gap_s", _is_positive, "a number > 0", 45)),
+                   float(rule(host, "pressure_threshold", _is_percent, "a number from 0 to 100", 10.0)))
+
+
+_MISSING = object()
+
+
+def _is_number(v: Any) -> bool:
+    return type(v) in (int, float) and math.isfinite(v)
+
+
+def _is_count(v: Any) -> bool:
+    return type(v) is int and v >= 0
+
+
+def _is_positive(v: Any) -> bool:
+    return _is_number(v) and v > 0
+
+
+def _is_percent(v: Any) -> bool:
+    return _is_number(v) and 0 <= v <= 100
+
+
+def _is_precedence(v: Any) -> bool:
+    return isinstance(v, list) and all(type(c) is str for c in v) and sorted(v) == sorted(rules.DEFAULT_PRECEDENCE)
+
+
+def _is_class_lists(v: Any) -> bool:
+    return isinstance(v, dict) and all(
+        isinstance(v.get(c), list) and all(type(n) is str for n in v[c]) for c in ("provider", "model", "operator"))
 
 
 @dataclass

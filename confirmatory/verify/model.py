@@ -13,16 +13,19 @@ the admission replay (`timeline`).
 from __future__ import annotations
 
 import bisect
+import errno
+import io
 import itertools
 import json
 import os
 import re
+import stat
 from hashlib import sha256
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 from confirmatory import rules
-from confirmatory.chain import parse_document
+from confirmatory.chain import NotRegularFile, open_regular, parse_document
 from confirmatory.records import model_log, record_relpath
 from confirmatory.streams import arm_orders, draw_order
 from confirmatory.verify.context import RunContext
@@ -74,9 +77,9 @@ def lane_in(lane, lanes: int) -> bool:
     return type(lane) in (int, bool, float) and 0 <= lane < lanes and lane == int(lane)
 
 
-_open, _read, _close = os.open, os.read, os.close
+_open, _read, _close, _fstat, _is_regular = os.open, os.read, os.close, os.fstat, stat.S_ISREG
+_RDONLY = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC  # a FIFO must not block the open
 _FIRST_READ = 1 << 16  # a record's first read: most records fit (see ModelCheck.read_record)
-_RDONLY = os.O_RDONLY | os.O_CLOEXEC
 
 
 def parse_object(data: bytes):
@@ -108,11 +111,16 @@ def rule_key(record: dict):
     return key
 
 
+def _regular(fd: int, rel: str) -> None:
+    if not _is_regular(_fstat(fd).st_mode):
+        raise NotRegularFile(errno.EINVAL, "not a regular file", rel)
+
+
 def control_events(path) -> list[tuple[int, dict]]:
     """Every line that is not an attempt or household line, with its position."""
     out = []
     try:
-        with open(path, "rb") as fh:
+        with io.BufferedReader(open_regular(path)) as fh:
             for i, raw in enumerate(fh):
                 # Only a line whose one "event" key is attempt/household is
                 # skipped: a control line with a nested "event" is parsed.
@@ -431,18 +439,17 @@ class ModelCheck:
             f.fail(1, log, seq, f"record path {rel} is not {record_relpath(a['household'], a['arm'], a['pass'])}")
         try:
             data = self.read_record(rel, False)
+            if sha256(data).hexdigest() != a["record_sha256"] and len(data) < _FIRST_READ:
+                data = self.read_record(rel, True)  # perhaps a short read: once more, to the end
+        except NotRegularFile:
+            f.fail(1, log, seq, f"record {rel} is not a regular file")
+            return
         except (OSError, TypeError, ValueError):
             f.fail(1, log, seq, f"record {rel} missing")
             return
         if sha256(data).hexdigest() != a["record_sha256"]:
-            if len(data) < _FIRST_READ:  # perhaps a short read: once more, to the end
-                try:
-                    data = self.read_record(rel, True)
-                except (OSError, TypeError, ValueError):
-                    data = None
-            if data is None or sha256(data).hexdigest() != a["record_sha256"]:
-                f.fail(1, log, seq, f"record {rel} does not hash as its line says")
-                return
+            f.fail(1, log, seq, f"record {rel} does not hash as its line says")
+            return
         r = parse_object(data)
         if not isinstance(r, dict):
             f.fail(1, f"models/{st.name}/{rel}", None, "record is not a JSON object")
@@ -507,14 +514,28 @@ class ModelCheck:
         is taken as the whole file (on Linux a regular file's read is short
         only at its end) unless ``to_eof``, which reads on until a read
         returns nothing: the caller asks again so when the bytes do not hash
-        as their line says, for a read a signal cut short."""
+        as their line says, for a read a signal cut short.
+
+        Whatever reads on first makes sure it reads a regular file
+        (`NotRegularFile` if not): a device never ends (/dev/zero), a FIFO
+        may block. The open itself never blocks, and the first read of a
+        FIFO returns at once (with nothing, with what it holds, or with
+        BlockingIOError); only the bytes of a regular file can then pass."""
         if self.root_fd is None:
             fd = _open(os.path.join(self.root_s, rel), _RDONLY)
         else:
             fd = _open(rel, _RDONLY, dir_fd=self.root_fd)
         try:
-            data = _read(fd, _FIRST_READ)
+            if to_eof:
+                _regular(fd, rel)
+            try:
+                data = _read(fd, _FIRST_READ)
+            except (BlockingIOError, IsADirectoryError):  # never so for a regular file
+                _regular(fd, rel)
+                raise
             if data and (to_eof or len(data) == _FIRST_READ):
+                if not to_eof:
+                    _regular(fd, rel)
                 parts = [data]
                 while chunk := _read(fd, 1 << 20):
                     parts.append(chunk)
