@@ -28,6 +28,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from confirmatory.redaction import HEADER_KEYS, is_secret_name, redact
+
 from confirmatory.design import (
     ENTRY_RE,
     SHA256_RE,
@@ -70,6 +72,7 @@ def load_design(path: Path | str, *, workers: int | None = None) -> LoadedDesign
     if workers is not None and workers != declared_workers:
         problems.append(f"engine.workers_per_model: the design says {declared_workers!r}, --workers says {workers}")
 
+    problems.extend(credential_problems(data))
     households = _read_households(data.get("households"), base_dir, problems)
     pins = _verify_pins(data.get("harness"), base_dir, problems)
     _check_entries(data, base_dir, problems)
@@ -93,6 +96,48 @@ def load_design(path: Path | str, *, workers: int | None = None) -> LoadedDesign
         households=households or (),
         pins=pins,
     )
+
+
+_CREDENTIAL_HEADERS = ("authorization", "proxy-authorization", "cookie")
+_NOT_CREDENTIALS = ("prompt_cache_key",)  # OpenAI's cache routing key: study data, not a secret
+_PUBLISHED = ("a credential must not be in the design: design.toml is copied byte for byte into the run "
+              "directory, which is published; give it in the environment instead (litellm reads "
+              "OPENAI_API_KEY, ANTHROPIC_API_KEY, ...)")
+
+
+def credential_problems(data: Any) -> list[str]:
+    """Credentials written in the design, which the run directory would
+    publish byte for byte: a model parameter whose name says it is one
+    (``api_key``, ``token``, ...; ``redaction.is_secret_name``), a header of
+    such a name (or Authorization, Cookie) in a header table, and anywhere in
+    the design a string holding a token's shape (``sk-...``, ``Bearer ...``)
+    or the value of a secret-named environment variable (``redaction.redact``
+    would change it)."""
+    problems: list[str] = []
+    models = data.get("models") if isinstance(data, dict) else None
+    for i, spec in enumerate(models if isinstance(models, list) else []):
+        params = spec.get("params") if isinstance(spec, dict) else None
+        for key, value in (params.items() if isinstance(params, dict) else ()):
+            if key in HEADER_KEYS and isinstance(value, dict):
+                for name in value:
+                    if is_secret_name(str(name)) or str(name).lower() in _CREDENTIAL_HEADERS:
+                        problems.append(f"models[{i}].params.{key}.{name}: {_PUBLISHED}")
+            elif is_secret_name(str(key)) and key not in _NOT_CREDENTIALS:
+                problems.append(f"models[{i}].params.{key}: {_PUBLISHED}")
+
+    def walk(value: Any, key: str) -> None:
+        if isinstance(value, str):
+            if redact(value) != value and not any(p.startswith(f"{key}:") for p in problems):
+                problems.append(f"{key}: holds what looks like a credential; {_PUBLISHED}")
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, f"{key}.{k}" if key else str(k))
+        elif isinstance(value, list):
+            for j, v in enumerate(value):
+                walk(v, f"{key}[{j}]")
+
+    walk(data, "")
+    return problems
 
 
 def key_of(loc: tuple[Any, ...]) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import uuid
@@ -12,7 +13,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from confirmatory.config import IDENTITY_FIELDS, build_config, identity, known_confounds, write_config
-from confirmatory.design import Design, load_design
+from confirmatory.design import Design, DesignError, load_design
 from confirmatory.redaction import is_secret_name, redact, redact_argv
 from runhelpers import DEMO, minimal_design
 
@@ -38,20 +39,24 @@ def registry(tmp_path: Path, models: dict) -> Path:
 
 
 def test_no_secret_from_the_environment_argv_or_params_reaches_config_json(tmp_path, monkeypatch):
+    # A design holding a credential is refused (test_a_credential_in_the_design_is_refused_by_name), so
+    # the secrets are put into the loaded design, as a library caller could: config.json must still
+    # withhold or redact every one of them.
+    design = design_copy(tmp_path)
+    loaded = load_design(design)
     monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
     monkeypatch.setenv("ANTHROPIC_API_KEY", ANTHROPIC_KEY)
     monkeypatch.setenv("MY_SERVICE_TOKEN", SERVICE_TOKEN)
-    # truncates' params are replaced by ones carrying a key and a header value
-    design = design_copy(tmp_path)
-    text = design.read_text().replace(
-        'params = { temperature = 0.0, max_tokens = 512 }',
-        f'params = {{ temperature = 0.0, max_tokens = 512, api_key = "{PARAM_KEY}", '
-        f'extra_headers = {{ "X-Api-Key" = "{HEADER_VALUE}" }}, user = "{SERVICE_TOKEN}" }}')
-    # a secret in an arm's features is caught by the last pass over every string
-    text = text.replace('features = { tools = [] }', f'features = {{ tools = [], note = "{SERVICE_TOKEN}" }}')
-    assert PARAM_KEY in text and f'note = "{SERVICE_TOKEN}"' in text
-    design.write_text(text)
-    loaded = load_design(design)
+    d = loaded.design
+    # truncates' params carry a key and a header value; an arm's features a secret (caught by the
+    # last pass over every string)
+    models = tuple(m.model_copy(update={"params": {**m.params, "api_key": PARAM_KEY,
+                                                   "extra_headers": {"X-Api-Key": HEADER_VALUE},
+                                                   "user": SERVICE_TOKEN}}) if m.name == "truncates" else m
+                   for m in d.models)
+    arms = tuple(a.model_copy(update={"features": {**a.features, "note": SERVICE_TOKEN}}) if a.name == "alone" else a
+                 for a in d.arms)
+    loaded = dataclasses.replace(loaded, design=d.model_copy(update={"models": models, "arms": arms}))
     argv = ["confirmatory", "run", str(design), "--api-key", OPENAI_KEY, f"--token={SERVICE_TOKEN}", ANTHROPIC_KEY]
     cfg = build_config(loaded, argv=argv, registry_path=Path(__file__).parent.parent / "models.json")
     run_dir = tmp_path / "run"
@@ -200,3 +205,35 @@ def test_a_secret_environment_value_never_survives_redaction(secret, before, aft
 @pytest.mark.parametrize("name", ["API_KEY", "github_token", "DbPassword", "aws_secret_access_key", "CREDENTIALS"])
 def test_secret_looking_names_are_recognised(name):
     assert is_secret_name(name)
+
+
+@pytest.mark.parametrize("params,key", [
+    ('api_key = "abc123456"', "models[2].params.api_key"),
+    ('access_token = "abc123456"', "models[2].params.access_token"),
+    ('extra_headers = { "X-Api-Key" = "v-123456" }', "models[2].params.extra_headers.X-Api-Key"),
+    ('extra_headers = { Authorization = "Basic dXNlcjpwYXNzd29yZA==" }', "models[2].params.extra_headers.Authorization"),
+    ('user = "sk-abcdefghijklmnop"', "models[2].params.user"),
+    ('user = "the-env-value-42"', "models[2].params.user"),
+])
+def test_a_credential_in_the_design_is_refused_by_name(tmp_path, monkeypatch, params, key):
+    """design.toml is copied byte for byte into the published run directory:
+    a credential written in it would be published, so check and run refuse it."""
+    monkeypatch.setenv("STUDY_SERVICE_TOKEN", "the-env-value-42")
+    design = design_copy(tmp_path)
+    text = design.read_text().replace('params = { temperature = 0.0, max_tokens = 512 }',
+                                      f'params = {{ temperature = 0.0, max_tokens = 512, {params} }}')
+    assert params in text
+    design.write_text(text)
+    with pytest.raises(DesignError) as err:
+        load_design(design)
+    assert any(p.startswith(f"{key}: ") and "must not be in the design" in p for p in err.value.problems), \
+        err.value.problems
+
+
+def test_parameters_that_only_look_like_credentials_are_accepted(tmp_path):
+    design = design_copy(tmp_path)
+    text = design.read_text().replace(
+        'params = { temperature = 0.0, max_tokens = 512 }',
+        'params = { temperature = 0.0, max_completion_tokens = 512, prompt_cache_key = "study-7", user = "task-runner" }')
+    design.write_text(text)
+    assert load_design(design).design.models[2].params["prompt_cache_key"] == "study-7"
