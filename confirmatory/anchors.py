@@ -43,7 +43,7 @@ from filelock import FileLock, Timeout
 from confirmatory.chain import ChainError, ChainWriter, check_chain, iter_lines, log_seed, sha256_hex
 from confirmatory.clock import Clock
 from confirmatory.redaction import redact
-from confirmatory.witness import is_slug, problem_line, run_id_from_pushes, witness_args
+from confirmatory.witness import default_run_id, filed_run_id, is_slug, problem_line, witness_args
 
 OUTPUT_TAIL_CHARS = 2000
 # Exit status of push-anchor when the command failed: the witness does not
@@ -439,10 +439,16 @@ def push_anchor_command(run_dir: Path, run_id: str | None = None) -> int:
         if not is_slug(run_id):
             return fail(f"--run-id {run_id!r} is not a slug ([A-Za-z0-9._-]+)")
     elif ours:
-        run_id = run_id_from_pushes(run_dir)  # an earlier push-anchor --run-id: keep filing there
+        # keep filing where the run's pushes filed: an earlier push-anchor
+        # --run-id, or (a run directory renamed since) the file they wrote
+        run_id, given = filed_run_id(run_dir)
+        if run_id is not None and not given and run_id == default_run_id(run_dir / "anchors.jsonl"):
+            run_id = None  # the command's own default: nothing to pass, nothing to record
         if run_id is not None:
-            print(f"confirmatory push-anchor: using run id {run_id!r}, as the last push-anchor --run-id did",
-                  file=sys.stderr)
+            why = ("as the last push-anchor --run-id did" if given else
+                   "the id the run's earlier pushes filed its anchors under (the run directory's name "
+                   "has changed since)")
+            print(f"confirmatory push-anchor: using run id {run_id!r}, {why}", file=sys.stderr)
 
     lock_file = runlock.lock_path(run_dir)
     lock = FileLock(str(lock_file))

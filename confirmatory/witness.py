@@ -338,7 +338,13 @@ def run_id_from_pushes(run_dir: Path) -> str | None:
     another name still finds its anchors). None if no push says. Read
     leniently: a damaged line is skipped (verify reports the chain); the
     witness check still compares contents."""
-    found = None
+    return filed_run_id(run_dir)[0]
+
+
+def filed_run_id(run_dir: Path) -> tuple[str | None, bool]:
+    """`run_id_from_pushes`, and whether that id was given (a push line's
+    ``run_id``: ``push-anchor --run-id``) rather than read off a push's output."""
+    found, given = None, False
     try:
         with open(Path(run_dir) / "anchor-pushes.jsonl", "rb") as fh:
             for raw in fh:
@@ -349,14 +355,14 @@ def run_id_from_pushes(run_dir: Path) -> str | None:
                 if not (isinstance(obj, dict) and obj.get("event") == "push"):
                     continue
                 if isinstance(obj.get("run_id"), str):
-                    found = obj["run_id"]
+                    found, given = obj["run_id"], True
                 elif obj.get("rc") == 0 and isinstance(obj.get("output"), str):
                     said = next(filter(None, map(_PUBLISHED.match, obj["output"].splitlines())), None)
                     if said and is_slug(said.group(1)):
-                        found = said.group(1)
+                        found, given = said.group(1), False
     except OSError:
-        return None
-    return found
+        return None, False
+    return found, given
 
 
 def _run_id_from_manifest(run_dir: Path) -> str | None:

@@ -208,6 +208,33 @@ def test_push_anchor_run_id_files_a_run_whose_id_the_witness_already_holds_elsew
     assert check_witness(reviewer, first.path) == []
 
 
+def test_push_anchor_names_a_run_id_only_when_it_files_under_another_than_the_default(tmp_path, capsys):
+    """Pushes filed under the run directory's name (the witness script's
+    default): a later push-anchor passes no id and says none; once the
+    directory is renamed, it files where the earlier pushes did, and says why
+    (not that a --run-id was given: none was)."""
+    remote, clone = _witness(tmp_path)
+    command = [PY, str(ROOT / "scripts" / "confirmatory_anchor.py"), "--clone", str(clone)]
+    run = Run(tmp_path, command=command, name="run")
+    assert push_anchor_command(run.path) == 0
+    run.anchor(final=True)
+    capsys.readouterr()
+    assert push_anchor_command(run.path) == 0
+    assert "using run id" not in capsys.readouterr().err
+    pushed = [ln.obj for ln in iter_lines(run.path / "anchor-pushes.jsonl") if ln.obj.get("event") == "push"]
+    assert [p["rc"] for p in pushed] == [0, 0] and not any("run_id" in p for p in pushed)
+    run.anchors.close()
+    run.pushes.close()
+    renamed = run.path.rename(tmp_path / "renamed")
+    assert push_anchor_command(renamed) == 0
+    err = capsys.readouterr().err
+    assert "using run id 'run', the id the run's earlier pushes filed its anchors under" in err, err
+    assert "--run-id did" not in err
+    reviewer = tmp_path / "reviewer"
+    subprocess.run(["git", "clone", "-q", str(remote), str(reviewer)], check=True, capture_output=True)
+    assert check_witness(reviewer, renamed) == []
+
+
 def test_push_anchor_quotes_the_run_directory_in_its_hint(tmp_path, capsys):
     _, clone = _witness(tmp_path)
     command = [PY, str(ROOT / "scripts" / "confirmatory_anchor.py"), "--clone", str(clone)]
