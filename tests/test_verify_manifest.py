@@ -242,3 +242,19 @@ def test_a_log_manifest_or_design_that_is_a_fifo_is_reported_not_read(run, rel, 
     os.mkfifo(run / rel)
     out = verify_in_child(run, workers)
     assert out.startswith("False") and "not a regular file" in out, out
+
+
+# -- what the report says of how the run ended -------------------------------------------------------
+def test_a_damaged_manifest_is_not_told_as_a_run_that_never_ended(run):
+    (run / "manifest.json").write_text("{bad")
+    report = verify_run(run)
+    assert report.outcome.startswith("no close line among run.jsonl's chain-valid lines"), report.outcome
+    assert "killed" not in report.outcome
+
+
+def test_a_run_without_its_close_line_is_told_as_one_that_never_ended(run):
+    lines = (run / "run.jsonl").read_bytes().split(b"\n")[:-1]
+    assert b'"event":"close"' in lines[-1]
+    (run / "run.jsonl").write_bytes(b"\n".join(lines[:-1]) + b"\n")  # a chain-valid prefix
+    report = verify_run(run)
+    assert report.outcome.startswith("no close line (the runner did not end the run"), report.outcome

@@ -149,7 +149,7 @@ def _verify_run(root: Path, witness: Path | str | None, workers: int | None, fil
         f.witness, f.witness_problems = str(witness), 1
         f.fail(8, "witness", None, "not checked: the anchors could not be read (see the violations above)")
     try:
-        f.outcome = outcome(run_events, states)
+        f.outcome = outcome(run_events, states, "run.jsonl" in logs.broken)
     except Exception:  # noqa: BLE001 - a description only; the checks above judge the lines
         f.outcome = None
     return f.report(str(root))
@@ -168,13 +168,18 @@ def least_first(ts: list) -> list:
     return least if ts[0] == ts[0] else [ts[0], *least]
 
 
-def outcome(run_events: list[tuple[int, dict]], states: list[ModelState]) -> str:
+def outcome(run_events: list[tuple[int, dict]], states: list[ModelState], run_log_broken: bool = False) -> str:
     """How the run ended, as its chain-valid lines say (a description for the
     reader of the report, not a check): the close line's status, the run's
     stop causes, and per model the households ended of its draw, how many
-    unfinished, and its own stop."""
+    unfinished, and its own stop. Where run.jsonl's chain breaks (or the
+    run manifest it chains from changed), its lines past the break are not
+    read: the close line may be among them, so that is what is said."""
     closes = [o for _, o in run_events if o.get("event") == "close"]
-    if not closes:
+    if not closes and run_log_broken:
+        head = ("no close line among run.jsonl's chain-valid lines (its chain breaks, or the manifest it "
+                "chains from changed: see START HERE)")
+    elif not closes:
         head = "no close line (the runner did not end the run: killed, or still running)"
     else:
         head = str(closes[-1].get("status"))

@@ -70,6 +70,7 @@ class LogPass:
         self.f = findings
         self.specs = {s.relpath: s for s in layout.logs()}
         self.valid_lines: dict[str, int] = {}
+        self.broken: set[str] = set()  # logs whose chain breaks (read by this pass)
         # What stays of anchors.jsonl after its one pass: per anchored log its
         # counts and heads (compared once that log is read: ``settle``), each
         # anchor's time (for the pushes), the final-looking anchors and the
@@ -173,6 +174,7 @@ class LogPass:
         path = self.layout.root / rel
         if not path.exists():
             self.f.fail_root(8, rel, None, "log missing")
+            self.broken.add(rel)
             self.valid_lines[rel] = 0
             self.settle(rel, {}, 0)
             return
@@ -189,6 +191,7 @@ class LogPass:
         self.f.check(8)
         if not check.ok:
             self.f.fail_root(8, rel, check.problem_line, f"chain: {check.problem}")
+            self.broken.add(rel)
         self.valid_lines[rel] = check.lines
         self.settle(rel, reader.heads, check.lines)
         if check.lines == 0:
