@@ -140,7 +140,12 @@ class Progress:
         out = []
         for m in run.models.values():
             n = len(m.draw)
-            if m.stopped:
+            # lanes that all ended on their own (the draw run through, or
+            # the cap) before any stop: done, whatever stopped the run later
+            ended_alone = len(m.lane_ends) >= m.spec.lanes and all(r in ("done", "refused") for r in m.lane_ends)
+            if ended_alone:
+                state = "done" if "refused" not in m.lane_ends else "done: its cap admits no more households"
+            elif m.stopped:
                 state = f"stopped ({m.stop_cause})"
             elif run.stopped:
                 state = f"stopped ({run.stop_cause})"
@@ -150,7 +155,7 @@ class Progress:
                 state = (f"PAUSED, {m.waiting_resume} lane(s) waiting: "
                          f"confirmatory resume {shlex.quote(str(run.run_dir))} --model {m.name}")
             elif len(m.lane_ends) >= m.spec.lanes:
-                state = "done" if "refused" not in m.lane_ends else "done: its cap admits no more households"
+                state = "ended"
             else:
                 state = time_left(m.households_done, n, time.monotonic() - self._t0) or ""
             out.append(

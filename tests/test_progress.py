@@ -157,3 +157,27 @@ def test_reruns_are_counted_when_they_start(tmp_path):
     lines = [json.loads(ln) for ln in (run.run_dir / "models/m0/run.jsonl").read_text().splitlines()]
     later = [o for o in lines if o.get("event") == "attempt" and o["pass"] > 0]
     assert result.status == "completed" and len(later) == 1 and m.reruns == 1 and m.attempts == 3
+
+
+def test_after_an_interrupt_the_last_table_still_calls_a_model_that_had_finished_done(tmp_path):
+    import os
+    import signal
+
+    hh = [{"id": "hh-000", "plan": {"m0:alone/0": "operator"}}, {"id": "hh-001"}]
+    run = make_run(tmp_path, households=hh, models=2, install_signals=True, **FAST)
+    out = io.StringIO()
+    progress = Progress(run, stream=out, table=False)
+    run.start()
+    progress.start()
+
+    def interrupt():  # m1 has run its draw through, m0 waits for an operator: then Ctrl-C
+        m1 = run.models["m1"]
+        while not (run.models["m0"].paused and len(m1.lane_ends) >= m1.spec.lanes):
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    result = watched(run, progress, interrupt)
+    assert result.status == "stopped" and result.stop_cause == "interrupt"
+    rows = {line.split()[0]: line for line in progress.lines()[1:]}
+    assert rows["m1"].endswith(" done"), rows
+    assert rows["m0"].endswith("stopped (interrupt)"), rows
