@@ -25,6 +25,7 @@ class RulesView:
     class_lists: dict
     max_gap_s: float
     pressure_threshold: float
+    attempt_deadline_s: float = 3600.0
 
     @classmethod
     def from_manifest(cls, manifest: Any, findings: Findings) -> "RulesView":
@@ -37,7 +38,8 @@ class RulesView:
         return cls(tuple(r.get("precedence") or rules.DEFAULT_PRECEDENCE),
                    int(r.get("max_reruns_per_arm", 2)), int(r.get("inconclusive_household_limit", 5)),
                    float(r.get("stop_follow_s", 5)), r.get("class_lists") or rules.CLASS_LISTS,
-                   float(r["host"].get("max_gap_s", 45)), float(r["host"].get("pressure_threshold", 10)))
+                   float(r["host"].get("max_gap_s", 45)), float(r["host"].get("pressure_threshold", 10)),
+                   attempt_deadline_s=float(r.get("attempt_deadline_s", 3600)))
 
 
 @dataclass
