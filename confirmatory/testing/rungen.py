@@ -373,8 +373,11 @@ class _Gen:
             etype, mro, code, msg = self.ERRORS[kind]
             error = {"type": etype, "mro": mro + ["builtins.BaseException", "builtins.object"],
                      "message": msg, "status_code": code, "cause": [], "escalated_after_truncation": False}
+        # The attempt's cost is counted at its end (add_cost below), so its
+        # last call carries it all: a cost is counted as its call ends
+        # (spend.AttemptSpend.add_call), which verify holds the ceiling to.
         calls = [{"kind": "chat", "start": start + i * dur / 2 + 0.01, "end": start + (i + 1) * dur / 2,
-                  "cost_nusd": cost // 2 + (cost % 2 if i == 0 else 0), "finish_reason": "stop",
+                  "cost_nusd": cost if i == 1 else 0, "finish_reason": "stop",
                   "error": error if i == 1 else None} for i in range(2)]
         record = {"model": m.name, "household": house.id, "arm": arm, "pass": pass_index, "lane": lane,
                   "start": start, "end": end, "status": status, "cost_nusd": cost, "error": error,

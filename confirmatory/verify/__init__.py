@@ -234,13 +234,48 @@ def sample_problem(obj: dict) -> str | None:
     return "; ".join(bad) or None
 
 
+class ClockDrift:
+    """How far the wall clock ran ahead of the monotonic one between two host
+    samples, at most: the largest rise, in line order, of a sample's ``wall -
+    mono`` over an earlier one's (a forward step, or a suspended machine: the
+    attempt deadline's watcher measures on the monotonic clock, the records'
+    times are the wall clock's). A value that is not a number is passed over."""
+
+    __slots__ = ("low", "high", "rise")
+
+    def __init__(self) -> None:
+        self.low, self.high, self.rise = float("inf"), float("-inf"), 0.0
+
+    def add(self, wall, mono) -> None:
+        if (type(wall) is float or type(wall) is int) and (type(mono) is float or type(mono) is int):
+            off = wall - mono
+            if off - self.low > self.rise:
+                self.rise = off - self.low
+            if off < self.low:
+                self.low = off
+            if off > self.high:
+                self.high = off
+
+    def then(self, later: "ClockDrift") -> "ClockDrift":
+        """This span's drift followed by a later span's: the whole's."""
+        out = ClockDrift()
+        out.low, out.high = min(self.low, later.low), max(self.high, later.high)
+        out.rise = max(self.rise, later.rise, later.high - self.low)
+        return out
+
+
 def summarize_checked(pairs, summary: HostSummary, found: Findings) -> None:
     """Feed host.jsonl's (seq, obj) to ``summary``; every sample's fields of
-    their kinds (invariant 2: the host lines' shape), counted in ``found``."""
+    their kinds (invariant 2: the host lines' shape), counted in ``found``;
+    the samples' clock drift in ``summary.clock_drift``."""
     add, samples = summary.add, 0
+    drift = getattr(summary, "clock_drift", None)
+    if drift is None:
+        drift = summary.clock_drift = ClockDrift()
     for seq, obj in pairs:
         if obj.get("event") == "sample":
             samples += 1
+            drift.add(obj.get("wall"), obj.get("mono"))
             # the common sample, every field a float or an integer as the
             # sampler writes them; anything else is looked at closely
             if not (type(obj.get("t")) is float and type(obj.get("wall")) is float
@@ -297,7 +332,8 @@ def _check_one(ctx: RunContext, name: str) -> tuple[Findings, dict, ModelState]:
         guarded(own, 4, model_log(name, "admission.jsonl"), check_admission, ctx, st)
         guarded(own, 9, log, check_stops, ctx, st)
         guarded(own, 10, log, check_resumes, ctx, st)
-    slim = ModelState(st.name, {}, st.control, attempt_cost=st.attempt_cost, outcome=model_outcome(st))
+    slim = ModelState(st.name, {}, st.control, attempt_cost=st.attempt_cost,
+                      ceiling_known_nusd=st.ceiling_known_nusd, outcome=model_outcome(st))
     return (*_log_part(own, ctx.logs, [model_log(name, n) for n in MODEL_LOG_NAMES]), slim)
 
 
@@ -375,10 +411,14 @@ def join_host_spans(parts: list, logs: LogPass, rv: RulesView):
     own.check(8)   # the chain
     spans = [(summary, first_t) for *_, first_t, summary, _ in parts]
     parts.clear()  # each span's summary is dropped once joined
+    drift = ClockDrift()
+    for summary, _ in spans:
+        drift = drift.then(getattr(summary, "clock_drift", None) or ClockDrift())
     host = HostSummary.join(spans)
     del spans
     if host is None:
         return read_host(logs, rv)
+    host.clock_drift = drift
     logs.settle("host.jsonl", heads, before.lines, own)
     return host, (own, {"host.jsonl": before.lines})
 
@@ -442,12 +482,20 @@ def check_totals(ctx: RunContext, states: list[ModelState], ceilings: list[dict]
     total = int(man.get("spend_before_nusd") or 0)
     key = lambda o: (o.get("t"), o.get("total_nusd"), o.get("ceiling_nusd"))  # noqa: E731
     want = None  # run.jsonl's ceilings in order: sorted once, where the first model's are
+    # the spend counted before the ceiling event's t: the calls that ended
+    # before it (less the slack: ModelCheck._money_times) and the late costs
+    # logged before it (a late cost's t is read after it is counted)
+    known, ceiling_t = total, ctx.ceiling_t
     for st in states:
         log = model_log(st.name, "run.jsonl")
         late = 0
+        known += st.ceiling_known_nusd
         for seq, o in st.events("late-cost"):
             if f.expect(7, type(o.get("cost_nusd")) is int, log, seq, f"late cost {o.get('cost_nusd')!r} is not an integer"):
                 late += o["cost_nusd"]
+                t = o.get("t")
+                if (type(t) is float or type(t) is int) and t < ceiling_t:
+                    known += o["cost_nusd"]
         closes = st.events("close")
         share = st.attempt_cost + late
         total += share
@@ -474,6 +522,15 @@ def check_totals(ctx: RunContext, states: list[ModelState], ceilings: list[dict]
         f.expect(7, type(c.get("total_nusd")) is int and type(c.get("ceiling_nusd")) is int
                  and c.get("ceiling_nusd") == man.get("ceiling_nusd") and c["total_nusd"] > c["ceiling_nusd"],
                  "run.jsonl", None, f"ceiling event total {c.get('total_nusd')} does not exceed {c.get('ceiling_nusd')}")
+    # Invariant 6: the crossing is the first count that takes the total above
+    # the ceiling (spend.Spend.add: `>`), so what was counted before the
+    # event's t cannot exceed it; else the spend crossed earlier than its event.
+    ceiling_nusd = man.get("ceiling_nusd")
+    if ceilings and type(ceiling_nusd) is int:
+        f.check(6)
+        if known > ceiling_nusd:
+            f.fail(6, "run.jsonl", None, f"{known} nano-dollars were counted before the ceiling event's t "
+                   f"({ceiling_t}), over the ceiling {ceiling_nusd}: the spend crossed it earlier")
 
 
 def manifest_arms(man: dict, f: Findings) -> list:

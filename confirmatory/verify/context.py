@@ -26,6 +26,7 @@ class RulesView:
     class_lists: dict
     max_gap_s: float
     pressure_threshold: float
+    attempt_deadline_s: float = 3600.0
 
     @classmethod
     def from_manifest(cls, manifest: Any, findings: Findings) -> "RulesView":
@@ -64,7 +65,8 @@ class RulesView:
                    rule(r, "class_lists", _is_class_lists, "provider, model and operator lists of names",
                         rules.CLASS_LISTS),
                    float(rule(host, "max_gap_s", _is_positive, "a number > 0", 45)),
-                   float(rule(host, "pressure_threshold", _is_percent, "a number from 0 to 100", 10.0)))
+                   float(rule(host, "pressure_threshold", _is_percent, "a number from 0 to 100", 10.0)),
+                   attempt_deadline_s=float(rule(r, "attempt_deadline_s", _is_positive, "a number > 0", 3600)))
 
 
 _MISSING = object()

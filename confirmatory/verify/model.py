@@ -38,9 +38,10 @@ CONTROL_EVENTS = {"open": 8, "late-cost": 7, "trigger": 9, "stop": 9, "ceiling":
 _INT = (lambda v: type(v) is int, "an integer")
 _STR = (lambda v: type(v) is str, "a string")
 _NUMBER = (lambda v: type(v) in (int, float), "a number")
+_COST = (lambda v: type(v) is int and v >= 0, "a non-negative integer")  # spend.Spend.add refuses less
 # The contract fields of each control event beyond `t` (RECORDS.md), and their kinds.
 CONTROL_FIELDS = {
-    "late-cost": {"household": _STR, "arm": _STR, "pass": _INT, "cost_nusd": _INT},
+    "late-cost": {"household": _STR, "arm": _STR, "pass": _INT, "cost_nusd": _COST},
     "trigger": {"cause": (lambda v: v in rules.TRIGGER_CAUSES, f"one of {list(rules.TRIGGER_CAUSES)}"),
                 "household": _STR, "arm": _STR, "pass": _INT},
     "stop": {"cause": _STR, "scope": (lambda v: v in ("model", "run"), "model or run")},
@@ -54,6 +55,20 @@ CONTROL_FIELDS = {
 _TMP_NAME = re.compile(r"\..+\.\d+\.\d+\.tmp")  # chain.write_json_durable's temporary file
 ATTEMPT_FIELDS = ("lane", "household", "arm", "pass", "start", "end", "cost_nusd", "record",
                   "record_sha256", "class", "action", "signature")
+# A record's contract fields (RECORDS.md "Records"), its calls' and an error
+# object's: required, as that section says of every field it names.
+RECORD_FIELDS = ("model", "household", "arm", "pass", "lane", "start", "end", "status", "cost_nusd", "error",
+                 "calls", "answer")
+CALL_FIELDS = ("kind", "start", "end", "cost_nusd", "finish_reason", "error")
+CALL_KINDS = ("chat", "responses", "tool", "explain")  # spend.CALL_KINDS (verify imports nothing of the runner)
+ERROR_FIELDS = ("type", "mro", "message", "escalated_after_truncation")
+_RECORD_FIELD_SET, _CALL_FIELD_SET = frozenset(RECORD_FIELDS), frozenset(CALL_FIELDS)
+_ERROR_FIELD_SET = frozenset(ERROR_FIELDS)
+# How far a watched attempt's clock duration may fall short of the deadline
+# (a deadline record) or pass it (any other record): see ModelCheck.attempt.
+# The watcher measures on time.monotonic; the records' times are the wall
+# clock's, which NTP slews by at most 500 ppm (twice that allowed).
+DEADLINE_DRIFT = 0.001
 DECIDED_KEPT = 4096
 _SKIP = (b'"event":"attempt"', b'"event":"household"')
 _ATTEMPT_FIELD_SET = frozenset(ATTEMPT_FIELDS)
@@ -114,6 +129,31 @@ def rule_key(record: dict):
 def _regular(fd: int, rel: str) -> None:
     if not _is_regular(_fstat(fd).st_mode):
         raise NotRegularFile(errno.EINVAL, "not a regular file", rel)
+
+
+def error_ok(err) -> bool:
+    """An error object with its contract fields (RECORDS.md "Records")."""
+    return (type(err) is dict and err.keys() >= _ERROR_FIELD_SET and type(err["type"]) is str
+            and type(err["mro"]) is list)
+
+
+def record_problem(r: dict) -> str:
+    """What a record lacks of its fields, or what is wrong with its error (for the message)."""
+    missing = [k for k in RECORD_FIELDS if k not in r]
+    if missing:
+        return f"record lacks {', '.join(missing)}"
+    return f"record error is not null or an object with {', '.join(ERROR_FIELDS)} (type a string, mro a list)"
+
+
+def call_problem(c) -> str:
+    if type(c) is not dict:
+        return f"a call that is not an object ({type(c).__name__})"
+    missing = [k for k in CALL_FIELDS if k not in c]
+    if missing:
+        return f"call lacks {', '.join(missing)}"
+    if c["kind"] not in CALL_KINDS:
+        return f"call kind {c['kind']!r} is not one of {list(CALL_KINDS)}"
+    return f"call error is not null or an object with {', '.join(ERROR_FIELDS)} (type a string, mro a list)"
 
 
 def control_events(path) -> list[tuple[int, dict]]:
@@ -186,6 +226,9 @@ class ModelState:
     halt_t: float = float("inf")
     trigger_t: float = float("inf")
     pauses: list[tuple[float, float]] = field(default_factory=list)
+    # the cost of this model's calls that ended before the ceiling event's t,
+    # less the slack: counted before the crossing (ModelCheck.attempt)
+    ceiling_known_nusd: int = 0
     outcome: str = ""  # how its households ended, for the report (verify.model_outcome)
 
     def events(self, name: str) -> list[tuple[int, dict]]:
@@ -228,6 +271,43 @@ class ModelCheck:
         # whatever order an edited log's resumes are in: the pauses a start
         # falls in are a run of them, found by bisection
         self.pause_until = [r for _, r in self.pauses_kept]
+        self._money_times()
+
+    def _money_times(self) -> None:
+        """The bounds `attempt` compares with, set once: the ceiling's cut,
+        the deadline's, and the halts a budget_stop needs."""
+        ctx, st, rl = self.ctx, self.st, self.ctx.rules
+        # The runner counts a call's cost when the harness reports it, as the
+        # call ends (docs/HARNESS.md), and notes the crossing (the ceiling
+        # event's t) at the first count that takes the total above the
+        # ceiling (spend.Spend.add). A call ending more than the call-time
+        # slack before that t (widened by the backward clock steps reported
+        # through the sample after it: the run's clock can then be ahead of
+        # the raw times) was counted before it; their sum is checked in
+        # check_totals. No ceiling: no call is counted (-inf).
+        ct = ctx.ceiling_t
+        if _num(ct) and ct == ct and ct != float("inf"):
+            self.ceiling_cut = ct - CALL_SLACK_S - (ctx.host.back_until(ct) if self.any_back else 0.0)
+        else:
+            self.ceiling_cut = float("-inf")
+        deadline = rl.attempt_deadline_s
+        self.deadline_s = deadline
+        self.deadline_short = CALL_SLACK_S + DEADLINE_DRIFT * deadline
+        # past the deadline: the main loop's watcher polls every 50 ms, but
+        # its tick writes records and stops (fsyncs): stop_follow_s, the
+        # contract's allowance for its acting on a trigger; and the wall
+        # clock's lead over the monotonic one that host.jsonl's samples show
+        # (verify.ClockDrift; where unknown, max_gap_s: a longer step leaves
+        # a gap between samples, which excuses the attempt)
+        drift = getattr(ctx.host, "clock_drift", None)
+        forward = drift.rise if drift is not None else rl.max_gap_s
+        self.deadline_over = deadline + rl.stop_follow_s + forward + DEADLINE_DRIFT * deadline
+        self.run_stop_first = min((t for t in ctx.run_stop_ts if t == t), default=float("inf"))
+        # a budget_stop needs its model's stop or trigger (Run.trigger sets the
+        # stop at the trigger's t and writes the stop line after it), a run
+        # stop or the ceiling, by its end (1 s: a stop_model by another thread
+        # writes its line a moment after setting it)
+        self.halt_any = min(st.halt_t, st.trigger_t)
 
     def _times(self) -> None:
         st, ctx = self.st, self.ctx
@@ -454,14 +534,25 @@ class ModelCheck:
         if not isinstance(r, dict):
             f.fail(1, f"models/{st.name}/{rel}", None, "record is not a JSON object")
             return
-        checked[1] += 1
+        checked[1] += 2
         start, end = a["start"], a["end"]
+        if not r.keys() >= _RECORD_FIELD_SET or (r["error"] is not None and not error_ok(r["error"])):
+            f.fail(1, f"models/{st.name}/{rel}", None, record_problem(r))
         if r.get("model") != st.name or (
                 r.get("household"), r.get("arm"), r.get("pass"), r.get("lane"), r.get("start"), r.get("end"),
                 r.get("cost_nusd")) != (a["household"], a["arm"], a["pass"], a["lane"], start, end,
                                         a["cost_nusd"]):
             f.fail(1, f"models/{st.name}/{rel}", None, "record disagrees with its attempt line")
-        calls = r.get("calls") or []
+        calls = r.get("calls")
+        if type(calls) is not list:
+            if "calls" in r:  # (a record without it failed above)
+                f.fail(1, f"models/{st.name}/{rel}", None, "record calls is not a list")
+            calls = []
+        # An attempt is an interval: its end is never before its start (the
+        # runner reads both from the never-backwards clock, the end after).
+        checked[5] += 1
+        if not end >= start:
+            f.fail(5, log, seq, f"attempt ends at {end}, before its start {start}")
         # Call times are raw time.time(); attempt times are the never-backwards
         # clock's. A wall clock that stepped back (the host log shows by how
         # much) can put raw times, even a call's end before its start, that
@@ -472,8 +563,15 @@ class ModelCheck:
         slack = CALL_SLACK_S + back
         lo, hi = start - slack, end + slack
         checked[5] += len(calls)
-        cost = 0
+        checked[1] += len(calls)
+        cost = known = 0
+        cut = self.ceiling_cut
         for c in calls:
+            if type(c) is not dict or not c.keys() >= _CALL_FIELD_SET or c["kind"] not in CALL_KINDS or (
+                    c["error"] is not None and not error_ok(c["error"])):
+                f.fail(1, f"models/{st.name}/{rel}", None, call_problem(c))
+                if type(c) is not dict:
+                    continue
             cs, ce = c.get("start"), c.get("end")
             if not (isinstance(cs, (int, float)) and isinstance(ce, (int, float))
                     and lo <= cs <= hi and lo <= ce <= hi and cs <= ce + back):
@@ -482,11 +580,37 @@ class ModelCheck:
             if type(cc) is not int:
                 f.fail(7, f"models/{st.name}/{rel}", None, f"call cost_nusd {cc!r} is not an integer")
                 cc = int(cc) if isinstance(cc, (int, float)) else 0
+            elif cc < 0:  # spend.Spend.add refuses it: counted spend never goes down
+                f.fail(7, f"models/{st.name}/{rel}", None, f"call cost_nusd {cc} is negative")
             cost += cc
-        checked[7] += 1
+            if (type(ce) is float or type(ce) is int) and ce < cut:
+                known += cc
+        st.ceiling_known_nusd += known
+        checked[7] += 1 + len(calls)
         if cost != r.get("cost_nusd") or type(r.get("cost_nusd")) is not int:
             f.fail(7, f"models/{st.name}/{rel}", None, f"record cost {r.get('cost_nusd')} is not its calls' {cost}")
         self.classify(seq, a, r, reruns, start, end)
+        # Invariant 2, the record's status against the rules it claims:
+        # "deadline" (class harness) only for an attempt that reached its
+        # deadline, any other only for one the watcher had not yet abandoned
+        # (Run._tick: abandoned once time.monotonic() passes the deadline
+        # after its start); "budget_stop" (class stopped: the runner ended the
+        # conversation) only once its model or the run had stopped or the
+        # ceiling was crossed.
+        status = r.get("status")
+        checked[2] += 1
+        if status == "deadline":
+            if not end - start >= self.deadline_s - self.deadline_short - back:
+                f.fail(2, log, seq, f"a deadline record for an attempt of {end - start:.3f} s, under the "
+                       f"deadline of {self.deadline_s:g} s")
+        elif end - start > self.deadline_over and not self.past_deadline_excused(start, end):
+            f.fail(2, log, seq, f"attempt of {end - start:.3f} s, past the deadline of {self.deadline_s:g} s, "
+                   f"ended {status!r}, not abandoned")
+        if status == "budget_stop":
+            checked[2] += 1
+            if not end + CALL_SLACK_S >= self.halt_any:
+                f.fail(2, log, seq, f"budget_stop at {end}, but its model had not stopped, nor the run, nor was "
+                       "the ceiling crossed")
         checked[6] += 1 + len(st.pauses)
         checked[9] += 1
         if start > st.halt_t:
@@ -507,6 +631,20 @@ class ModelCheck:
             f.fail(9, log, seq, f"attempt starts at {start} after a trigger at {st.trigger_t}")
         if a["action"] == "stop":
             st.stop_attempts[(a["household"], a["arm"], a["pass"])] = (seq, a["class"])
+
+    def past_deadline_excused(self, start: float, end: float) -> bool:
+        """Whether an attempt that ran past its deadline (on the records'
+        clock) may have been missed by the watcher: the run stopped before
+        its deadline (on a runner error the main loop joins the lanes and no
+        longer watches), or the host evidence overlaps it (a suspended
+        machine's wall clock runs on while the monotonic one stands, and
+        leaves a gap between samples; a forward step does so too)."""
+        if self.run_stop_first <= start + self.deadline_over:
+            return True
+        try:
+            return self.host_is(start, end, None)
+        except ValueError:  # a host log the rule cannot read (classify reports it)
+            return False
 
     def read_record(self, rel: str, to_eof: bool) -> bytes:
         """A record file's bytes, relative to the model folder: open, read,
