@@ -318,3 +318,34 @@ def test_a_negative_late_cost_fails_invariant_7(fresh):
     report = verify(run)
     assert report.failed() == {7}, report.to_table()
     assert messages(report, 7) == ["late cost -40000 is negative"]
+
+
+SOLO = Plan(models=("alpha",), households=8, cap_usd=10.0, operator=None, harness=None)
+
+
+@pytest.mark.parametrize("reason", ["record not written: OSError(28, 'No space left on device')", None])
+def test_a_late_cost_of_a_lost_record_needs_its_reason_and_runner_error(fresh, reason):
+    """The runner's one late cost without an abandoned attempt (Lane.run_attempt):
+    a record that could not be written. Its attempt has no line, its
+    household ends unfinished, the run stops (runner-error); the late cost
+    says why. Without the reason it names no attempt of the model."""
+    run = fresh(SOLO)
+    rel = "models/alpha/run.jsonl"
+    last = max(events(run, rel, "household"), key=lambda o: o["t"])
+    stop = {"event": "stop", "cause": "runner-error", "scope": "run", "t": round(last["t"] + 1, 6)}
+    late = {"event": "late-cost", "household": last["household"], "arm": "alone", "pass": 9, "cost_nusd": 4_000,
+            "t": round(last["t"] - 0.5, 6)}
+    if reason:
+        late["reason"] = reason
+    cut(run, "alpha", last["household"], halt_t=stop["t"])
+    edit_log(run, rel, lambda objs: objs[:-1] + [late, stop] + objs[-1:])
+    edit_log(run, "run.jsonl", lambda objs: objs[:-1] + [stop] + objs[-1:])
+    fix_totals(run)
+    report = verify(run)
+    if reason:
+        assert report.ok, report.to_table()
+    else:
+        assert report.failed() == {7}, report.to_table()
+        assert messages(report, 7) == [
+            f"late cost names {last['household']}/alone/9, no attempt of the model (nor one whose record was lost: "
+            "a reason, an unfinished household, a runner-error stop)"]
