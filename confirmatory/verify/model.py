@@ -222,7 +222,8 @@ class ModelState:
     control: list[tuple[int, dict]]
     ends: dict[str, HouseholdEnd] = field(default_factory=dict)
     attempt_cost: int = 0
-    stop_attempts: dict[tuple, tuple[int, str]] = field(default_factory=dict)  # (h, arm, pass) -> (seq, cause)
+    # (h, arm, pass) -> (seq, class, end, the rules' stop cause or None) of each attempt with action stop
+    stop_attempts: dict[tuple, tuple[int, str, float, str | None]] = field(default_factory=dict)
     halt_t: float = float("inf")
     trigger_t: float = float("inf")
     pauses: list[tuple[float, float]] = field(default_factory=list)
@@ -272,6 +273,7 @@ class ModelCheck:
         # falls in are a run of them, found by bisection
         self.pause_until = [r for _, r in self.pauses_kept]
         self._money_times()
+        self._procedure_keys()
 
     def _money_times(self) -> None:
         """The bounds `attempt` compares with, set once: the ceiling's cut,
@@ -308,6 +310,29 @@ class ModelCheck:
         # stop or the ceiling, by its end (1 s: a stop_model by another thread
         # writes its line a moment after setting it)
         self.halt_any = min(st.halt_t, st.trigger_t)
+
+    def _procedure_keys(self) -> None:
+        """The few control lines that name an attempt, by its (household,
+        arm, pass): the pauses (invariant 6: each attempt with action pause
+        has its pause) and the late costs (invariant 7: each names an attempt
+        abandoned at its deadline). Lines whose fields are not of their kind
+        are left out (control_times fails them)."""
+        self.pause_of: dict[tuple, list] = {}  # (h, arm, pass) -> [(seq, t)] of its pause lines
+        self.late_named: dict[str, list] = {}  # household -> [(seq, late-cost line)] naming it
+        self.late_lines: set[tuple] = set()  # the (h, arm, pass) of each attempt line of a late-named household
+        self.deadline_keys: set[tuple] = set()  # attempts the rules give stop cause deadline
+        for seq, o in self.st.control:
+            ev = o.get("event")
+            if ev != "pause" and ev != "late-cost":
+                continue
+            h, arm, p = o.get("household"), o.get("arm"), o.get("pass")
+            if not (type(h) is str and type(arm) is str and type(p) is int):
+                continue
+            if ev == "pause":
+                if _num(o.get("t")):
+                    self.pause_of.setdefault((h, arm, p), []).append((seq, o["t"]))
+            else:
+                self.late_named.setdefault(h, []).append((seq, o))
 
     def _times(self) -> None:
         st, ctx = self.st, self.ctx
@@ -371,6 +396,7 @@ class ModelCheck:
         for h, lines in pending.items():
             self.f.fail(1, self.log, lines[0][0], f"attempt lines of {h} without a household line")
         self.orphans()
+        self.late_costs()
         self.inconclusive()
         self.short_prefixes()
         self.control_times()
@@ -440,6 +466,10 @@ class ModelCheck:
                 cost = int(cost) if isinstance(cost, (int, float)) else 0
             spend += cost
             attempt(aseq, a, reruns)
+            if a["action"] == "pause":
+                self.paused(aseq, a, hl.get("t"))
+        if h in self.late_named:  # (rare) late costs name this household: its attempts' keys
+            self.late_lines.update((h, a["arm"], a["pass"]) for _, a in attempts)
         if attempts:
             last = attempts[-1][1]
             self.lane_last[lane] = (h, last["pass"])
@@ -505,7 +535,76 @@ class ModelCheck:
                 f.fail(3, log, seq, f"household {h} marked finished with {rest or order} still to run")
             # stop_seen: whether any attempt's action is stop
             f.expect(3, not stop_seen, log, seq, "a finished household has a stop action")
+        else:
+            self.cut_short(seq, hl, h, stop_seen)
         return used_before
+
+    def cut_short(self, seq: int, hl: dict, h: str, stop_seen: bool) -> None:
+        """Invariant 3: a household ends unfinished only when something cut it
+        short. `finished` is true or false. A false one has an attempt with
+        action stop (its trigger is invariant 9's), or its model halted (a
+        trigger or stop of its model, a stop of the run, the ceiling) no
+        later than `stop_follow_s` after the household's end: the lanes end a
+        household early only on a stop action, on a halt (`Lane._halted`: a
+        model's stop is flagged under the ceiling's lock before its line's
+        time is taken, so that time may follow the household's end a little)
+        or on a runner error, which stops the run when its lane has written
+        the household's lines. (That the lane then takes no next household is
+        checked with the decisions, `timeline.check_admission`.)"""
+        f, finished = self.f, hl.get("finished")
+        f.checked[3] += 1
+        if finished is not False:
+            f.fail(3, self.log, seq, f"household {h}: finished is {finished!r}, not true or false")
+            return
+        if stop_seen:
+            return
+        t, st = hl.get("t"), self.st
+        halt = min(st.halt_t, st.trigger_t)
+        if not (_num(t) and halt <= t + self.ctx.rules.stop_follow_s):
+            f.fail(3, self.log, seq, f"household {h} ended unfinished at {t!r} with no attempt of action stop and "
+                   f"no stop, trigger or ceiling by {self.ctx.rules.stop_follow_s} s after it"
+                   + (f" (the first at {halt})" if halt < float("inf") else ""))
+
+    def paused(self, seq: int, a: dict, household_t) -> None:
+        """Invariant 6: an attempt with action pause paused its model: a pause
+        line names it, dated after the attempt ended and no later than its
+        household's end (the lane pauses as the attempt ends, or when it
+        classifies the pass, before it ends the household: `Lane._consequence`)."""
+        key = (a["household"], a["arm"], a["pass"])
+        end = a["end"]
+        self.f.checked[6] += 1
+        for _, t in self.pause_of.get(key, ()):
+            if end <= t and not (_num(household_t) and t > household_t):
+                return
+        self.f.fail(6, self.log, seq, f"attempt {key[0]}/{key[1]}/{key[2]} has action pause but no pause line "
+                    f"dated from its end ({end}) to its household's end ({household_t})")
+
+    def late_costs(self) -> None:
+        """Invariant 7: a late cost is money spent outside any record: by an
+        attempt abandoned at its deadline, after it (`AttemptSpend.add_call`),
+        or by an attempt whose record could not be written (`Lane.run_attempt`:
+        the line then says why in `reason`, the attempt has no line, its
+        household ended unfinished and the run stops, cause runner-error).
+        Its amount is a non-negative integer."""
+        f, st = self.f, self.st
+        runner_error = None
+        for h, lines in self.late_named.items():
+            for seq, o in lines:
+                f.checked[7] += 1  # (its amount: a control field, non-negative, CONTROL_FIELDS)
+                key = (h, o["arm"], o["pass"])
+                if key in self.deadline_keys:
+                    continue
+                if key in self.late_lines:
+                    f.fail(7, self.log, seq, f"late cost names {h}/{key[1]}/{key[2]}, an attempt not abandoned "
+                           "at its deadline")
+                    continue
+                if runner_error is None:
+                    runner_error = any(s.get("cause") == "runner-error" and s.get("scope") == "run"
+                                       for _, s in st.events("stop"))
+                end = st.ends.get(h)
+                if not (type(o.get("reason")) is str and runner_error and end is not None and not end.finished):
+                    f.fail(7, self.log, seq, f"late cost names {h}/{key[1]}/{key[2]}, no attempt of the model "
+                           "(nor one whose record was lost: a reason, an unfinished household, a runner-error stop)")
 
     def attempt(self, seq: int, a: dict, reruns: int) -> None:
         # The hot path: one record file per attempt. Messages are built only
@@ -589,7 +688,7 @@ class ModelCheck:
         checked[7] += 1 + len(calls)
         if cost != r.get("cost_nusd") or type(r.get("cost_nusd")) is not int:
             f.fail(7, f"models/{st.name}/{rel}", None, f"record cost {r.get('cost_nusd')} is not its calls' {cost}")
-        self.classify(seq, a, r, reruns, start, end)
+        d = self.classify(seq, a, r, reruns, start, end)
         # Invariant 2, the record's status against the rules it claims:
         # "deadline" (class harness) only for an attempt that reached its
         # deadline, any other only for one the watcher had not yet abandoned
@@ -629,8 +728,15 @@ class ModelCheck:
             f.tally(6, j - k)
         if start > st.trigger_t:
             f.fail(9, log, seq, f"attempt starts at {start} after a trigger at {st.trigger_t}")
-        if a["action"] == "stop":
-            st.stop_attempts[(a["household"], a["arm"], a["pass"])] = (seq, a["class"])
+        cause = None if d is None else d.stop_cause
+        if cause is not None or a["action"] == "stop":
+            key = (a["household"], a["arm"], a["pass"])
+            if cause == "deadline":
+                self.deadline_keys.add(key)
+            if a["action"] == "stop":
+                if cause is None and d is not None and d.cls is _INCONCLUSIVE:
+                    cause = "inconclusive"
+                st.stop_attempts[key] = (seq, a["class"], end, cause)
 
     def past_deadline_excused(self, start: float, end: float) -> bool:
         """Whether an attempt that ran past its deadline (on the records'
@@ -683,10 +789,11 @@ class ModelCheck:
             _close(fd)
         return data
 
-    def classify(self, seq: int, a: dict, r: dict, reruns: int, start: float, end: float) -> None:
+    def classify(self, seq: int, a: dict, r: dict, reruns: int, start: float, end: float) -> rules.Decision | None:
         """Class, action and signature recomputed with the rules. The rules read
         only the record's status and error and whether the host gave reasons,
-        so their answer is kept per distinct (status, error, host, reruns)."""
+        so their answer is kept per distinct (status, error, host, reruns).
+        Returns the rules' decision (None: the record could not be classified)."""
         f, rl = self.f, self.ctx.rules
         try:
             # Judged on the host.jsonl prefix the lane decided on (its line
@@ -717,7 +824,7 @@ class ModelCheck:
                     self.decided[key] = d
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             f.fail(2, self.log, seq, f"cannot classify: {exc}")
-            return
+            return None
         f.checked[2] += 3
         if a["class"] != d.cls:
             # the host's reasons only for a violation the report keeps (the
@@ -730,6 +837,7 @@ class ModelCheck:
             self.incon.append((seq, a, d, reruns))
         elif a["action"] != d.action:
             f.fail(2, self.log, seq, f"action {a['action']}, the rules give {d.action}")
+        return d
 
     def inconclusive(self) -> None:
         """The inconclusive stop, bounded by what the lanes could have known when they decided."""

@@ -54,6 +54,12 @@ def check_admission(ctx: RunContext, st: ModelState) -> None:
     lane_closed: set[int] = set()
     checked = f.checked
     reserve_nusd, cap_nusd, ceiling_t = mf.get("reserve_nusd"), mf.get("cap_nusd"), ctx.ceiling_t
+    # each lane's household admitted last and its end: the lane asks about
+    # its next one only once that one has ended, finished (DESIGN.md "Lanes")
+    lane_prev: dict = {}
+    # the households' end times: a decision's t is never one (RECORDS.md:
+    # taken under one lock, strictly ordered)
+    ended_at = {e.t: h for h, e in st.ends.items() if _num(e.t)}
     for t, seq, d in decisions:
         while i < len(leaves) and leaves[i][0] < t:
             finished_nusd += leaves[i][1]
@@ -80,6 +86,20 @@ def check_admission(ctx: RunContext, st: ModelState) -> None:
               and k == lane_next.get(lane, int(lane)))
         if not ok:
             f.fail(3, log, seq, f"lane {lane} decided on {h} out of its draw order")
+        checked[4] += 1
+        if t in ended_at:
+            f.fail(4, log, seq, f"decision at {t}, the end time of household {ended_at[t]}: a decision and a "
+                                "household's end are strictly ordered")
+        prev = lane_prev.get(lane)
+        if prev is not None:
+            ph, pe = prev
+            checked[3] += 1
+            if not (_num(pe.t) and pe.t < t):
+                f.fail(3, log, seq, f"lane {lane} decided on {h} at {t}, before its previous household {ph} "
+                                    f"ended ({pe.t!r})")
+            elif not pe.finished:
+                f.fail(3, log, seq, f"lane {lane} decided on {h} after its household {ph} was cut short "
+                                    "(a lane ends with a household it did not finish)")
         if k is not None and lane_in(lane, lanes):
             lane_next[lane] = k + lanes
         if h in decided:
@@ -88,6 +108,7 @@ def check_admission(ctx: RunContext, st: ModelState) -> None:
         if admit:
             admitted += 1
             end = st.ends.get(h)
+            lane_prev[lane] = None if end is None else (h, end)
             checked[4] += 1
             if end is None:
                 f.fail(4, log, seq, f"admitted {h} never ended (no household line)")
@@ -157,7 +178,18 @@ def check_stops(ctx: RunContext, st: ModelState) -> None:
         key = (tr.get("household"), tr.get("arm"), tr.get("pass"))
         attempt = st.stop_attempts.pop(key, None)
         f.expect(9, attempt is not None, log, seq, f"trigger for {key} names no attempt with action stop")
-    for key, (seq, cls) in st.stop_attempts.items():
+        if attempt is not None:
+            # the trigger comes of classifying its attempt (Run.trigger, from
+            # Lane._consequence, Lane.classify_with or Run._abandon): dated at
+            # or after its end, with the rules' stop cause for it (a class the
+            # rules give no stop is invariant 2's)
+            _, _, end, want = attempt
+            f.checked[9] += 2
+            if _num(t) and _num(end) and not t >= end:
+                f.fail(9, log, seq, f"trigger at {t} before its attempt {key} ended ({end})")
+            if want is not None and cause != want:
+                f.fail(9, log, seq, f"trigger cause {cause!r}, the rules give {want!r} for its attempt {key}")
+    for key, (seq, *_) in st.stop_attempts.items():
         f.fail(9, log, seq, f"attempt {key} has action stop but no trigger")
 
 

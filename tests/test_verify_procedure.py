@@ -1,0 +1,351 @@
+"""The lanes' procedure, planted wrong in otherwise valid generated runs,
+re-chained and re-anchored (`reseal`): each fails the invariant it breaks,
+with the message of the check that reads it.
+
+Found by an audit as false accepts: a paused attempt without its pause, a
+decision taken while its lane's previous household ran (or at a household's
+end time), a household cut short with nothing that cut it, a trigger of the
+wrong cause or dated before its attempt ended, late costs that belong to no
+abandoned attempt.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from test_verify_violations import PLAN, attempts, edit_log, read, reseal
+
+from confirmatory import rules
+from confirmatory.chain import dumps
+from confirmatory.testing.rungen import Plan, generate_run
+from confirmatory.verify import verify_run
+
+# a deadline (with its late cost) in alpha, an inconclusive stop in beta
+PLAN2 = Plan(households=16, anchor_every_s=120, cap_usd=0.3, deadline=("alpha", 5), inconclusive=("beta", 2),
+             harness=None)
+
+
+@pytest.fixture(scope="module")
+def pristines(tmp_path_factory):
+    made = {}
+
+    def get(plan):
+        if plan not in made:
+            made[plan] = tmp_path_factory.mktemp("procedure") / "run"
+            generate_run(made[plan], plan)
+        return made[plan]
+    return get
+
+
+@pytest.fixture
+def fresh(pristines, tmp_path):
+    def copy(plan=PLAN):
+        root = tmp_path / f"run{len(list(tmp_path.iterdir()))}"
+        shutil.copytree(pristines(plan), root)
+        return root
+    return copy
+
+
+def verify(root):
+    reseal(root)
+    return verify_run(root, workers=1)
+
+
+def messages(report, invariant, part=""):
+    return [v.message for v in report.result(invariant).first if part in v.message]
+
+
+def events(root, rel, name):
+    return [o for o in read(root / rel) if o.get("event") == name]
+
+
+def replay_decisions(root, model, halt_t=float("inf")):
+    """Rewrite a model's decisions' state and admit as the replay computes them
+    from the household ends (what a forger does after moving one): so that
+    only the procedure's checks, not the replay's, can fail."""
+    run = read(root / f"models/{model}/run.jsonl")
+    mf = json.loads((root / f"models/{model}/manifest.json").read_bytes())
+    leaves = sorted((o["t"] if o["finished"] is True else halt_t, o["spend_nusd"] if o["finished"] is True else 0)
+                    for o in run if o.get("event") == "household")
+    adm = read(root / f"models/{model}/admission.jsonl")
+    decs = sorted((o for o in adm if o.get("event") == "decision"), key=lambda o: o["t"])
+    i = fin = left = admitted = 0
+    refused = False
+    for d in decs:
+        while i < len(leaves) and leaves[i][0] < d["t"]:
+            fin += leaves[i][1]
+            left += 1
+            i += 1
+        d["finished_nusd"], d["under_way"] = fin, admitted - left
+        d["admit"] = rules.admit(refused_before=refused, finished_nusd=fin, under_way=admitted - left,
+                                 reserve_nusd=mf["reserve_nusd"], cap_nusd=mf["cap_nusd"])
+        admitted += d["admit"]
+        refused = refused or not d["admit"]
+    opens = [o for o in adm if o.get("event") != "decision"]
+    (root / f"models/{model}/admission.jsonl").write_bytes(b"".join(dumps(o) + b"\n" for o in opens + decs))
+
+
+def fix_totals(root):
+    """Every model's close spend and the run's total made to conserve again."""
+    man = json.loads((root / "manifest.json").read_bytes())
+    total = man["spend_before_nusd"]
+    for m in man["models"]:
+        rel = f"models/{m}/run.jsonl"
+        objs = read(root / rel)
+        share = sum(o["cost_nusd"] for o in objs if o.get("event") in ("attempt", "late-cost"))
+        for o in objs:
+            if o.get("event") == "close":
+                o["spend_nusd"] = share
+        (root / rel).write_bytes(b"".join(dumps(o) + b"\n" for o in objs))
+        total += share
+
+    def close(objs):
+        for o in objs:
+            if o.get("event") == "close":
+                o["spend_total_nusd"] = total
+    edit_log(root, "run.jsonl", close)
+
+
+def test_the_pristine_runs_verify(fresh):
+    for plan in (PLAN, PLAN2):
+        report = verify(fresh(plan))
+        assert report.ok, report.to_table()
+
+
+# -- invariant 6: an attempt with action pause paused its model ------------------------------
+
+def test_a_paused_attempt_without_its_pause_line_fails_invariant_6(fresh):
+    run = fresh()
+    rel = "models/beta/run.jsonl"
+    (paused,) = [a for a in attempts(read(run / rel)) if a["action"] == "pause"]
+    # no pause (and so no resume): the attempts after it started unblocked
+    edit_log(run, rel, lambda objs: [o for o in objs if o.get("event") not in ("pause", "resume")])
+    report = verify(run)
+    assert report.failed() == {6}, report.to_table()
+    key = f"{paused['household']}/{paused['arm']}/{paused['pass']}"
+    assert messages(report, 6) == [(f"attempt {key} has action pause but no pause line dated from its end "
+                                   f"({paused['end']}) to its household's end ({paused_household_t(run, rel, paused)})")]
+
+
+def paused_household_t(run, rel, a):
+    return next(o["t"] for o in events(run, rel, "household") if o["household"] == a["household"])
+
+
+def test_a_pause_dated_before_its_attempt_ended_fails_invariant_6(fresh):
+    run = fresh()
+    rel = "models/beta/run.jsonl"
+    (paused,) = [a for a in attempts(read(run / rel)) if a["action"] == "pause"]
+    early = paused["end"] - 0.001
+    edit_log(run, rel, lambda objs: [o.update(t=early) for o in objs if o.get("event") == "pause"] and None)
+    report = verify(run)
+    assert report.failed() == {6}, report.to_table()
+    assert len(messages(report, 6, "has action pause but no pause line")) == 1
+
+
+# -- invariants 3 and 4: when a lane asks for a decision ---------------------------------------
+
+def lane_households(run, model):
+    """Per lane, its admitted households as (decision, household line), in decision order."""
+    ends = {o["household"]: o for o in events(run, f"models/{model}/run.jsonl", "household")}
+    out = {}
+    for d in sorted(events(run, f"models/{model}/admission.jsonl", "decision"), key=lambda d: d["t"]):
+        out.setdefault(d["lane"], []).append((d, ends.get(d["household"])))
+    return out
+
+
+def admitted(run, model, lane):
+    return [(d, e) for d, e in lane_households(run, model)[lane] if e is not None]
+
+
+def test_a_decision_before_its_lanes_previous_household_ended_fails_invariant_3(fresh):
+    run = fresh()
+    (_, first), (second, _) = admitted(run, "alpha", 1)[:2]
+    def move(objs):
+        for o in objs:
+            if o.get("event") == "decision" and o["household"] == second["household"]:
+                o["t"] = first["t"] - 1.0  # while the lane's first household still ran
+    edit_log(run, "models/alpha/admission.jsonl", move)
+    replay_decisions(run, "alpha")
+    report = verify(run)
+    assert report.failed() == {3}, report.to_table()
+    assert messages(report, 3) == [
+        (f"lane 1 decided on {second['household']} at {first['t'] - 1.0}, before its previous household "
+        f"{first['household']} ended ({first['t']!r})")]
+
+
+def test_a_decision_at_a_households_end_time_fails_invariant_4(fresh):
+    """A decision moved back onto its lane's previous household's end time
+    (the replay counts the tie as under way, as a forger needs it to): the
+    two times are not strictly ordered (4), and the lane did not ask after
+    its household ended (3)."""
+    run = fresh()
+    (_, first), (second, _) = admitted(run, "alpha", 1)[:2]
+    edit_log(run, "models/alpha/admission.jsonl",
+             lambda objs: [o.update(t=first["t"]) for o in objs if o.get("household") == second["household"]] and None)
+    replay_decisions(run, "alpha")
+    report = verify(run)
+    assert report.failed() == {3, 4}, report.to_table()
+    assert messages(report, 4) == [(f"decision at {first['t']}, the end time of household {first['household']}: a "
+                                   "decision and a household's end are strictly ordered")]
+    assert messages(report, 3) == [(f"lane 1 decided on {second['household']} at {first['t']}, before its previous "
+                                   f"household {first['household']} ended ({first['t']!r})")]
+
+
+# -- invariant 3: a household cut short by something -------------------------------------------
+
+def cut(run, model, household, finished=False, halt_t=float("inf")):
+    rel = f"models/{model}/run.jsonl"
+    edit_log(run, rel, lambda objs: [o.update(finished=finished) for o in objs
+                                     if o.get("event") == "household" and o["household"] == household] and None)
+    replay_decisions(run, model, halt_t)
+
+
+def test_a_household_cut_short_in_a_model_that_never_stopped_fails_invariant_3(fresh):
+    run = fresh()
+    (_, last), = admitted(run, "alpha", 0)[-1:]
+    assert not events(run, "models/alpha/run.jsonl", "stop") and not events(run, "run.jsonl", "ceiling")
+    cut(run, "alpha", last["household"])
+    report = verify(run)
+    assert report.failed() == {3}, report.to_table()
+    # (its lane's refusal after it is a decision the lane would not have asked for: also 3)
+    assert messages(report, 3, "ended unfinished") == [
+        (f"household {last['household']} ended unfinished at {last['t']} with no attempt "
+                                   "of action stop and no stop, trigger or ceiling by 5.0 s after it")]
+
+
+def test_a_lane_that_runs_on_after_a_household_cut_short_fails_invariant_3(fresh):
+    run = fresh()
+    (_, mid), (after, _) = admitted(run, "alpha", 0)[2:4]
+    cut(run, "alpha", mid["household"])
+    report = verify(run)
+    assert report.failed() == {3}, report.to_table()
+    assert messages(report, 3, "cut short") == [
+        (f"lane 0 decided on {after['household']} after its household {mid['household']} was cut short (a lane "
+        "ends with a household it did not finish)")]
+
+
+def test_a_household_cut_short_long_before_its_models_stop_fails_invariant_3(fresh):
+    run = fresh()
+    rel = "models/gamma/run.jsonl"
+    (stop,) = events(run, rel, "stop")
+    (trigger,) = events(run, rel, "trigger")
+    # a lane's last household, finished more than stop_follow_s before the trigger
+    early = [e for lane in (0, 1) for _, e in admitted(run, "gamma", lane)[-1:]
+             if e["finished"] and e["t"] < trigger["t"] - 5]
+    assert early
+    h = early[0]
+    cut(run, "gamma", h["household"], halt_t=stop["t"])
+    report = verify(run)
+    assert 3 in report.failed(), report.to_table()
+    assert messages(report, 3, "ended unfinished") == [
+        (f"household {h['household']} ended unfinished at {h['t']} with no attempt of action stop and no stop, "
+        f"trigger or ceiling by 5.0 s after it (the first at {trigger['t']})")]
+
+
+def test_a_finished_flag_that_is_not_a_bool_fails_invariant_3(fresh):
+    run = fresh()
+    (_, last), = admitted(run, "alpha", 1)[-1:]
+    cut(run, "alpha", last["household"], finished="yes")
+    report = verify(run)
+    assert messages(report, 3, "finished is") == [f"household {last['household']}: finished is 'yes', not true or false"]
+
+
+# -- invariant 9: a trigger is its attempt's -------------------------------------------------
+
+def recause(old, new):
+    return lambda objs: [o.update(cause=new) for o in objs
+                         if o.get("event") in ("trigger", "stop") and o.get("cause") == old] and None
+
+
+@pytest.mark.parametrize("plan, model, old, new", [
+    (PLAN2, "alpha", "deadline", "harness"),      # an AttemptDeadline record
+    (PLAN, "gamma", "harness", "deadline"),       # a harness error, 20 s long
+    (PLAN2, "beta", "inconclusive", "harness"),   # the inconclusive stop
+])
+def test_a_trigger_whose_cause_is_not_its_attempts_fails_invariant_9(fresh, plan, model, old, new):
+    run = fresh(plan)
+    rel = f"models/{model}/run.jsonl"
+    named = [(t["household"], t["arm"], t["pass"]) for t in events(run, rel, "trigger")]
+    edit_log(run, rel, recause(old, new))
+    report = verify(run)
+    assert report.failed() == {9}, report.to_table()
+    assert messages(report, 9) == [f"trigger cause {new!r}, the rules give {old!r} for its attempt {key}"
+                                   for key in named]
+
+
+def test_a_trigger_dated_before_its_attempt_ended_fails_invariant_9(fresh):
+    run = fresh()
+    rel = "models/gamma/run.jsonl"
+    (a,) = [a for a in attempts(read(run / rel)) if a["action"] == "stop"]
+    t = round((a["start"] + a["end"]) / 2, 6)
+    edit_log(run, rel, lambda objs: [o.update(t=t + (o["event"] == "stop") * 0.001) for o in objs
+                                     if o.get("event") in ("trigger", "stop")] and None)
+    report = verify(run)
+    assert 9 in report.failed(), report.to_table()
+    key = (a["household"], a["arm"], a["pass"])
+    assert messages(report, 9, "before its attempt") == [f"trigger at {t} before its attempt {key} ended ({a['end']})"]
+
+
+# -- invariant 7: a late cost is an abandoned attempt's ---------------------------------------
+
+def test_late_costs_of_no_abandoned_attempt_fail_invariant_7(fresh):
+    run = fresh()
+    rel = "models/alpha/run.jsonl"
+    ok = [a for a in attempts(read(run / rel)) if a["class"] == "ok"][:2]
+    late = [{"event": "late-cost", "household": ok[0]["household"], "arm": ok[0]["arm"], "pass": ok[0]["pass"],
+             "cost_nusd": 5_000, "t": ok[0]["end"] + 1},
+            {"event": "late-cost", "household": "h99999", "arm": "nonesuch", "pass": 7, "cost_nusd": 5_000,
+             "t": ok[0]["end"] + 2}]
+    edit_log(run, rel, lambda objs: objs[:-1] + late + objs[-1:])
+    fix_totals(run)
+    report = verify(run)
+    assert report.failed() == {7}, report.to_table()
+    key = f"{ok[0]['household']}/{ok[0]['arm']}/{ok[0]['pass']}"
+    assert messages(report, 7) == [
+        f"late cost names {key}, an attempt not abandoned at its deadline",
+        ("late cost names h99999/nonesuch/7, no attempt of the model (nor one whose record was lost: a reason, an "
+        "unfinished household, a runner-error stop)")]
+
+
+def test_a_negative_late_cost_fails_invariant_7(fresh):
+    run = fresh(PLAN2)
+    rel = "models/alpha/run.jsonl"
+    (late,) = events(run, rel, "late-cost")
+    edit_log(run, rel, lambda objs: objs[:-1] + [{**late, "cost_nusd": -40_000, "t": late["t"] + 1}] + objs[-1:])
+    fix_totals(run)
+    report = verify(run)
+    assert report.failed() == {7}, report.to_table()
+    assert messages(report, 7) == ["late-cost line: cost_nusd is -40000, not a non-negative integer"]
+
+
+SOLO = Plan(models=("alpha",), households=8, cap_usd=10.0, operator=None, harness=None)
+
+
+@pytest.mark.parametrize("reason", ["record not written: OSError(28, 'No space left on device')", None])
+def test_a_late_cost_of_a_lost_record_needs_its_reason_and_runner_error(fresh, reason):
+    """The runner's one late cost without an abandoned attempt (Lane.run_attempt):
+    a record that could not be written. Its attempt has no line, its
+    household ends unfinished, the run stops (runner-error); the late cost
+    says why. Without the reason it names no attempt of the model."""
+    run = fresh(SOLO)
+    rel = "models/alpha/run.jsonl"
+    last = max(events(run, rel, "household"), key=lambda o: o["t"])
+    stop = {"event": "stop", "cause": "runner-error", "scope": "run", "t": round(last["t"] + 1, 6)}
+    late = {"event": "late-cost", "household": last["household"], "arm": "alone", "pass": 9, "cost_nusd": 4_000,
+            "t": round(last["t"] - 0.5, 6)}
+    if reason:
+        late["reason"] = reason
+    cut(run, "alpha", last["household"], halt_t=stop["t"])
+    edit_log(run, rel, lambda objs: objs[:-1] + [late, stop] + objs[-1:])
+    edit_log(run, "run.jsonl", lambda objs: objs[:-1] + [stop] + objs[-1:])
+    fix_totals(run)
+    report = verify(run)
+    if reason:
+        assert report.ok, report.to_table()
+    else:
+        assert report.failed() == {7}, report.to_table()
+        assert messages(report, 7) == [
+            f"late cost names {last['household']}/alone/9, no attempt of the model (nor one whose record was lost: "
+            "a reason, an unfinished household, a runner-error stop)"]
