@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -331,7 +330,8 @@ def test_iter_lines_yields_every_line_with_offsets_that_tile_the_file(tmp_path):
     assert (info.value.offset, info.value.length) == (sum(map(len, lines)), 4)
 
 
-def test_check_chain_reads_a_large_log_quickly(tmp_path):
+def test_check_chain_reads_a_large_log_whole(tmp_path):
+    # (its speed is measured by benchmarks/bench_verify.py, not asserted here)
     path = tmp_path / "big.jsonl"
     head, out = SEED, []
     for i in range(60_000):
@@ -340,13 +340,8 @@ def test_check_chain_reads_a_large_log_quickly(tmp_path):
         head = sha256_hex(line)
         out.append(line)
     path.write_bytes(b"\n".join(out) + b"\n")
-    best = float("inf")
-    for _ in range(3):
-        start = time.perf_counter()
-        result = check_chain(path, SEED)
-        best = min(best, time.perf_counter() - start)
+    result = check_chain(path, SEED)
     assert result.ok and result.lines == 60_000 and result.head == head
-    assert 60_000 / best > 100_000  # loose: ~250k lines/s on an idle core
 
 
 # ---------------------------------------------------------------- whole files
