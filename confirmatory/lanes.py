@@ -339,7 +339,17 @@ class Lane:
             except (TypeError, ValueError) as exc:
                 raise HarnessContractError(f"the harness's result is not JSON: {exc}") from None
         except BudgetStop as exc:
-            status, error, ended_by = "budget_stop", record_error(exc), exc
+            if aspend.abandoned or aspend.stop_reason() is not None:
+                status, error, ended_by = "budget_stop", record_error(exc), exc
+            else:
+                # Only the runner ends a conversation (Spend.checkpoint): a
+                # BudgetStop with nothing stopped is the harness's own, and a
+                # record saying the runner ended it would be untrue (verify
+                # checks a budget_stop against the halts). A harness failure.
+                ended_by = HarnessContractError(
+                    f"the harness raised BudgetStop itself ({exc}), but the runner had not ended the "
+                    "conversation: only spend.checkpoint() raises it")
+                status, error, answer, extra = "error", record_error(ended_by), None, None
         except BaseException as exc:  # noqa: BLE001 - every failure becomes a record (SystemExit too)
             ended_by = exc
             answer, extra = None, None  # an answer that is not JSON must not keep the record from being written

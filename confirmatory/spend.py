@@ -194,6 +194,11 @@ class AttemptSpend:
         with self._lock:
             return max(0, self._llm_seen - self._llm_reported), self._direct
 
+    def stop_reason(self) -> str | None:
+        """Why the runner has ended this conversation (the ceiling crossed, its
+        model or the run stopped), or None while it runs on."""
+        return self._stop_reason()
+
     def checkpoint(self) -> None:
         """Raise ``BudgetStop`` if the runner has ended this conversation, and
         ``HarnessContractError`` if the harness left a call unreported (its

@@ -139,3 +139,25 @@ def test_the_breach_keeps_what_else_ended_the_conversation(tmp_path, then, ended
             assert "had ended with" not in message, message
         else:
             assert f"the conversation had ended with {ended_with}: no number in the reply" in message, message
+
+
+OWN_BUDGET_STOP = '''
+from confirmatory import BudgetStop
+
+def run(model, household, arm, pool, spend, clock):
+    raise BudgetStop("the harness thinks the budget is spent")
+'''
+
+
+def test_a_budget_stop_the_harness_raises_itself_is_a_harness_failure_not_a_runner_stop(tmp_path):
+    """Only the runner ends a conversation (spend.checkpoint). A BudgetStop the
+    harness raises with nothing stopped would make a record saying the runner
+    ended it, which verify rejects: it is the harness's failure instead."""
+    rc, run_dir = run_study(tmp_path, "own_budget_stop", OWN_BUDGET_STOP)
+    assert rc == 4  # stopped: every model's harness failed
+    verified(run_dir)
+    for model, record in first_records(run_dir).items():
+        assert record["status"] == "error", (model, record["status"])
+        assert record["error"]["type"].endswith("HarnessContractError")
+        assert "raised BudgetStop itself" in record["error"]["message"]
+        assert all(s["cause"] == "harness" for s in of(events(run_dir, model), "stop"))
