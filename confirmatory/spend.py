@@ -28,6 +28,15 @@ from confirmatory.money import to_nusd
 CALL_KINDS = ("chat", "responses", "tool", "explain")
 
 
+ERROR_FIELDS = ("type", "mro", "message", "escalated_after_truncation")  # RECORDS.md "Records"
+
+
+def _error_object(error: Any) -> bool:
+    """Whether ``error`` is a call error as the contract has it."""
+    return (type(error) is dict and all(k in error for k in ERROR_FIELDS) and type(error["type"]) is str
+            and type(error["mro"]) is list)
+
+
 def record_error(exc: BaseException, *, escalated_after_truncation: bool = False) -> dict[str, Any]:
     """The record's ``error`` object for ``exc``; ``describe_exception`` redacts its message.
 
@@ -239,6 +248,16 @@ class AttemptSpend:
         nusd = cost_nusd if cost_nusd is not None else to_nusd(cost_usd)
         if isinstance(error, BaseException):
             error = record_error(error, escalated_after_truncation=escalated_after_truncation)
+        bad_error = None
+        if error is not None and not _error_object(error):
+            # Counted all the same; what the harness gave is kept beside the
+            # call, whose error says what was wrong (RECORDS.md: an error is
+            # null or an object with these fields).
+            bad_error = (f"spend.add_call({kind!r}, ...): error must be an exception, None or an object "
+                         "with type (a string), mro (a list), message and escalated_after_truncation "
+                         f"(got {error!r:.300})")
+            extra = {**extra, "reported_error": repr(error)[:2000]}
+            error = record_error(HarnessContractError(bad_error))
         bad_times = _bad_times(start, end, self._opened)
         if bad_times:
             # Counted all the same, at the time it was reported; what the
@@ -274,6 +293,8 @@ class AttemptSpend:
             self._on_late_cost(nusd)
         if bad_times:
             raise HarnessContractError(f"spend.add_call({kind!r}, ...): {bad_times}")
+        if bad_error:
+            raise HarnessContractError(bad_error)
         return nusd
 
     def abandon(self) -> tuple[int, list[dict[str, Any]]] | None:

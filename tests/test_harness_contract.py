@@ -161,3 +161,28 @@ def test_a_budget_stop_the_harness_raises_itself_is_a_harness_failure_not_a_runn
         assert record["error"]["type"].endswith("HarnessContractError")
         assert "raised BudgetStop itself" in record["error"]["message"]
         assert all(s["cause"] == "harness" for s in of(events(run_dir, model), "stop"))
+
+
+ERROR_AS_TEXT = '''
+import time
+
+def run(model, household, arm, pool, spend, clock):
+    t = time.time()
+    spend.add_call("tool", t, time.time(), error={"message": "the tool failed"})
+    return {"answer": None}
+'''
+
+
+def test_a_call_error_given_as_an_object_without_its_fields_is_a_harness_failure_and_kept_beside(tmp_path):
+    """An error is an exception, None or an object with the contract's fields
+    (RECORDS.md): what else a harness gives is kept beside the call, whose
+    error says what was wrong, and its model stops; the records verify."""
+    rc, run_dir = run_study(tmp_path, "error_as_text", ERROR_AS_TEXT)
+    assert rc == 4
+    verified(run_dir)
+    for model, record in first_records(run_dir).items():
+        (call,) = record["calls"]
+        assert call["error"]["type"].endswith("HarnessContractError"), (model, call)
+        assert "error must be an exception, None or an object" in call["error"]["message"]
+        assert call["extra"]["reported_error"] == repr({"message": "the tool failed"})
+        assert record["status"] == "error" and "HarnessContractError" in record["error"]["type"]
