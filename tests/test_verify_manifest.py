@@ -25,7 +25,7 @@ import pytest
 from confirmatory.manifests import differences
 from confirmatory.testing.rungen import Plan, generate_run
 from confirmatory.verify import verify_run
-from tests.test_verify_violations import reseal
+from test_verify_violations import reseal
 
 PLAN = Plan(households=10, anchor_every_s=600, harness=None, operator=None)
 

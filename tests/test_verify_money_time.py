@@ -15,7 +15,7 @@ import random
 import shutil
 
 import pytest
-from test_verify_violations import PLAN, attempts, edit_log, read, reseal, rewrite_record
+from test_verify_violations import PLAN, attempts, edit_log, read, replay_decisions, reseal, rewrite_record
 
 from confirmatory.chain import dumps
 from confirmatory.testing.rungen import Plan, generate_run
@@ -91,31 +91,6 @@ def set_household_spend(objs, h):
     for o in objs:
         if o.get("event") == "household" and o["household"] == h:
             o["spend_nusd"] = sum(x["cost_nusd"] for x in attempts(objs, household=h))
-
-
-def replay_decisions(root, model):
-    """admission.jsonl's state fields and admits as the replay computes them."""
-    from confirmatory import rules
-    run = read(root / f"models/{model}/run.jsonl")
-    mf = json.loads((root / f"models/{model}/manifest.json").read_bytes())
-    leaves = sorted((o["t"] if o["finished"] else float("inf"), o["spend_nusd"] if o["finished"] else 0)
-                    for o in run if o.get("event") == "household")
-    adm = read(root / f"models/{model}/admission.jsonl")
-    decs = sorted((o for o in adm if o.get("event") == "decision"), key=lambda o: o["t"])
-    i = fin = left = admitted = 0
-    refused = False
-    for d in decs:
-        while i < len(leaves) and leaves[i][0] < d["t"]:
-            fin += leaves[i][1]
-            left += 1
-            i += 1
-        d["finished_nusd"], d["under_way"] = fin, admitted - left
-        d["admit"] = rules.admit(refused_before=refused, finished_nusd=fin, under_way=admitted - left,
-                                 reserve_nusd=mf["reserve_nusd"], cap_nusd=mf["cap_nusd"])
-        admitted += d["admit"]
-        refused = refused or not d["admit"]
-    opens = [o for o in adm if o.get("event") != "decision"]
-    (root / f"models/{model}/admission.jsonl").write_bytes(b"".join(dumps(o) + b"\n" for o in opens + decs))
 
 
 def set_design(root, edit_text, edit_manifest):

@@ -14,6 +14,7 @@ import shutil
 
 import pytest
 
+from confirmatory import rules
 from confirmatory.chain import dumps, sha256_hex
 from confirmatory.records import load_layout
 from confirmatory.testing.rungen import Plan, generate_run
@@ -62,6 +63,32 @@ def reseal(root):
         a["manifests"] = {rel: hashlib.sha256((root / rel).read_bytes()).hexdigest() for rel in a["manifests"]}
     write_chain(root / "anchors.jsonl", anchors, seeds["anchors.jsonl"])
     write_chain(root / "anchor-pushes.jsonl", read(root / "anchor-pushes.jsonl"), seeds["anchor-pushes.jsonl"])
+
+
+def replay_decisions(root, model, halt_t=float("inf")):
+    """Rewrite a model's decisions' state and admit as the replay computes them
+    from the household ends (what a forger does after moving one): so that
+    only the procedure's checks, not the replay's, can fail."""
+    run = read(root / f"models/{model}/run.jsonl")
+    mf = json.loads((root / f"models/{model}/manifest.json").read_bytes())
+    leaves = sorted((o["t"] if o["finished"] is True else halt_t, o["spend_nusd"] if o["finished"] is True else 0)
+                    for o in run if o.get("event") == "household")
+    adm = read(root / f"models/{model}/admission.jsonl")
+    decs = sorted((o for o in adm if o.get("event") == "decision"), key=lambda o: o["t"])
+    i = fin = left = admitted = 0
+    refused = False
+    for d in decs:
+        while i < len(leaves) and leaves[i][0] < d["t"]:
+            fin += leaves[i][1]
+            left += 1
+            i += 1
+        d["finished_nusd"], d["under_way"] = fin, admitted - left
+        d["admit"] = rules.admit(refused_before=refused, finished_nusd=fin, under_way=admitted - left,
+                                 reserve_nusd=mf["reserve_nusd"], cap_nusd=mf["cap_nusd"])
+        admitted += d["admit"]
+        refused = refused or not d["admit"]
+    opens = [o for o in adm if o.get("event") != "decision"]
+    (root / f"models/{model}/admission.jsonl").write_bytes(b"".join(dumps(o) + b"\n" for o in opens + decs))
 
 
 @pytest.fixture(scope="module")
