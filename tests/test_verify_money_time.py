@@ -308,6 +308,9 @@ def test_a_forward_clock_drift_in_host_samples_widens_the_deadline(fresh):
     edit_log(root, "host.jsonl", lambda objs: [{**o, "mono": o["mono"] - 10.0} if k >= cut and
                                                o.get("event") == "sample" else o for k, o in enumerate(objs)])
     passes(root)
+    # ... and so when host.jsonl is read by span workers, whose drifts are joined
+    report = verify_run(root, workers=3)
+    assert report.ok, report.to_table()
 
 
 def test_a_deadline_record_short_of_the_deadline_fails_invariant_2(fresh):

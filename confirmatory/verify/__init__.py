@@ -86,14 +86,14 @@ def _verify_run(root: Path, witness: Path | str | None, workers: int | None, fil
         spans = host_spans(root / "host.jsonl", max(2, min(os.cpu_count() or 2, 4))) if parallel else []
         files.extend(_column_files(2 * len(spans)) or [])
         if not files:
-            host, host_part = read_host(logs, rv)
+            host, drift, host_part = read_host(logs, rv)
         else:
             # host.jsonl is checked and summarized by workers, one per span
             # of the file, and joined here before the models' workers start
             span_children = [_fork(_host_span, logs, rv, a, b, (files[2 * k].fileno(), files[2 * k + 1].fileno()))
                              for k, (a, b) in enumerate(spans)]
             span_parts = [_collect(c) for c in span_children]
-            host, host_part = join_host_spans(span_parts, logs, rv)
+            host, drift, host_part = join_host_spans(span_parts, logs, rv)
             del span_parts
         rest = Findings()  # what is found after host.jsonl, merged after its findings
         logs.f = rest
@@ -109,6 +109,7 @@ def _verify_run(root: Path, witness: Path | str | None, workers: int | None, fil
                            "with a numeric time"):
                 requests.add((o["model"], o["t"]))
         ctx = RunContext(layout, rest, logs, rv, host, manifest_arms(man, rest), run_events, requests)
+        ctx.clock_drift = drift
         ctx.run_stop_ts = least_first([o["t"] for _, o in run_events
                                        if o.get("event") == "stop" and isinstance(o.get("t"), (int, float))])
         ceilings = [o for _, o in run_events if o.get("event") == "ceiling"]
@@ -264,14 +265,11 @@ class ClockDrift:
         return out
 
 
-def summarize_checked(pairs, summary: HostSummary, found: Findings) -> None:
+def summarize_checked(pairs, summary: HostSummary, found: Findings, drift: ClockDrift) -> None:
     """Feed host.jsonl's (seq, obj) to ``summary``; every sample's fields of
     their kinds (invariant 2: the host lines' shape), counted in ``found``;
-    the samples' clock drift in ``summary.clock_drift``."""
+    the samples' clock drift to ``drift``."""
     add, samples = summary.add, 0
-    drift = getattr(summary, "clock_drift", None)
-    if drift is None:
-        drift = summary.clock_drift = ClockDrift()
     for seq, obj in pairs:
         if obj.get("event") == "sample":
             samples += 1
@@ -290,16 +288,17 @@ def summarize_checked(pairs, summary: HostSummary, found: Findings) -> None:
     found.check(2, samples)
 
 
-def read_host(logs: LogPass, rv: RulesView) -> tuple[HostSummary, tuple[Findings, dict]]:
-    """host.jsonl read once in this process: the verdicts' view and the chain's findings."""
-    own = Findings()
+def read_host(logs: LogPass, rv: RulesView) -> tuple[HostSummary, ClockDrift, tuple[Findings, dict]]:
+    """host.jsonl read once in this process: the verdicts' view, the samples'
+    clock drift and the chain's findings."""
+    own, drift = Findings(), ClockDrift()
     outer, logs.f = logs.f, own
     summary = HostSummary(max_gap_s=rv.max_gap_s, pressure_threshold=rv.pressure_threshold)
     try:
-        summarize_checked(logs.lines("host.jsonl"), summary, own)
+        summarize_checked(logs.lines("host.jsonl"), summary, own, drift)
     finally:
         logs.f = outer
-    return summary, _log_part(own, logs, ["host.jsonl"])
+    return summary, drift, _log_part(own, logs, ["host.jsonl"])
 
 
 def _log_part(own: Findings, logs: LogPass, rels: list[str]) -> tuple[Findings, dict]:
@@ -367,13 +366,13 @@ def _host_span(logs: LogPass, rv: RulesView, start: int, stop: int | None, files
     reader = ChainReader(logs.layout.root / "host.jsonl", logs.specs["host.jsonl"].seed,
                          heads_at=logs.heads_at("host.jsonl"), start=start, stop=stop)
     first_event = first_t = None
-    lines, shape = iter(reader), Findings()
+    lines, shape, drift = iter(reader), Findings(), ClockDrift()
     for seq, obj in lines:
         first_event, first_t = obj.get("event"), obj.get("t")
-        summarize_checked([(seq, obj)], summary, shape)
+        summarize_checked([(seq, obj)], summary, shape, drift)
         break
-    summarize_checked(lines, summary, shape)
-    return reader.result, reader.heads, reader.first, first_event, first_t, summary, shape
+    summarize_checked(lines, summary, shape, drift)
+    return reader.result, reader.heads, reader.first, first_event, first_t, summary, drift, shape
 
 
 def _column_files(n: int) -> list | None:
@@ -409,18 +408,17 @@ def join_host_spans(parts: list, logs: LogPass, rv: RulesView):
     for *_, shape in parts:  # the samples' fields, in line order
         own.merge(shape)
     own.check(8)   # the chain
-    spans = [(summary, first_t) for *_, first_t, summary, _ in parts]
-    parts.clear()  # each span's summary is dropped once joined
     drift = ClockDrift()
-    for summary, _ in spans:
-        drift = drift.then(getattr(summary, "clock_drift", None) or ClockDrift())
+    for *_, span_drift, _ in parts:
+        drift = drift.then(span_drift)
+    spans = [(summary, first_t) for *_, first_t, summary, _, _ in parts]
+    parts.clear()  # each span's summary is dropped once joined
     host = HostSummary.join(spans)
     del spans
     if host is None:
         return read_host(logs, rv)
-    host.clock_drift = drift
     logs.settle("host.jsonl", heads, before.lines, own)
-    return host, (own, {"host.jsonl": before.lines})
+    return host, drift, (own, {"host.jsonl": before.lines})
 
 
 def _fork(fn, *args):
@@ -600,7 +598,7 @@ def check_design(ctx: RunContext, man: dict) -> None:
     # may list more names): the rules check reads them from the manifest.
     del expected["rules"]["class_lists"]
     for problem in differences(expected, man, optional=RUN_OPTIONAL):
-        f.fail(11, "manifest.json", None, f"{problem}")
+        f.fail(11, "manifest.json", None, problem)
     for spec in design.models:
         mf = layout.models.get(spec.name)
         if mf is None or not isinstance(mf.obj, dict):

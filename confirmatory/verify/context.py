@@ -109,6 +109,7 @@ class RunContext:
     resume_requests: set[tuple[str, float]]
     run_stop_ts: list[float] = field(default_factory=list)
     ceiling_t: float = float("inf")
+    clock_drift: Any = None  # verify.ClockDrift of host.jsonl's samples (set once host.jsonl is read)
 
     def host_verdict(self, start: float, end: float, limit: int | None = None) -> HostVerdict:
         """The verdict on host.jsonl's first ``limit`` lines (the attempt line's

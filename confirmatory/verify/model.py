@@ -299,11 +299,8 @@ class ModelCheck:
         # its tick writes records and stops (fsyncs): stop_follow_s, the
         # contract's allowance for its acting on a trigger; and the wall
         # clock's lead over the monotonic one that host.jsonl's samples show
-        # (verify.ClockDrift; where unknown, max_gap_s: a longer step leaves
-        # a gap between samples, which excuses the attempt)
-        drift = getattr(ctx.host, "clock_drift", None)
-        forward = drift.rise if drift is not None else rl.max_gap_s
-        self.deadline_over = deadline + rl.stop_follow_s + forward + DEADLINE_DRIFT * deadline
+        # (verify.ClockDrift)
+        self.deadline_over = deadline + rl.stop_follow_s + ctx.clock_drift.rise + DEADLINE_DRIFT * deadline
         self.run_stop_first = min((t for t in ctx.run_stop_ts if t == t), default=float("inf"))
         # a budget_stop needs its model's stop or trigger (Run.trigger sets the
         # stop at the trigger's t and writes the stop line after it), a run
