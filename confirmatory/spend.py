@@ -24,17 +24,7 @@ from typing import Any
 
 from confirmatory.errors import BudgetStop, HarnessContractError, UnreportedCall, describe_exception
 from confirmatory.money import to_nusd
-
-CALL_KINDS = ("chat", "responses", "tool", "explain")
-
-
-ERROR_FIELDS = ("type", "mro", "message", "escalated_after_truncation")  # RECORDS.md "Records"
-
-
-def _error_object(error: Any) -> bool:
-    """Whether ``error`` is a call error as the contract has it."""
-    return (type(error) is dict and all(k in error for k in ERROR_FIELDS) and type(error["type"]) is str
-            and type(error["mro"]) is list)
+from confirmatory.records import CALL_KINDS, is_error_object
 
 
 def record_error(exc: BaseException, *, escalated_after_truncation: bool = False) -> dict[str, Any]:
@@ -249,7 +239,7 @@ class AttemptSpend:
         if isinstance(error, BaseException):
             error = record_error(error, escalated_after_truncation=escalated_after_truncation)
         bad_error = None
-        if error is not None and not _error_object(error):
+        if error is not None and not is_error_object(error):
             # Counted all the same; what the harness gave is kept beside the
             # call, whose error says what was wrong (RECORDS.md: an error is
             # null or an object with these fields).

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 
 from confirmatory import rules
 from confirmatory.chain import NotRegularFile, open_regular, parse_document
-from confirmatory.records import model_log, record_relpath
+from confirmatory.records import (CALL_FIELDS, CALL_KINDS, ERROR_FIELDS, RECORD_FIELDS, is_error_object, model_log,
+                                 record_relpath)
 from confirmatory.streams import arm_orders, draw_order
 from confirmatory.verify.context import RunContext
 
@@ -55,15 +56,7 @@ CONTROL_FIELDS = {
 _TMP_NAME = re.compile(r"\..+\.\d+\.\d+\.tmp")  # chain.write_json_durable's temporary file
 ATTEMPT_FIELDS = ("lane", "household", "arm", "pass", "start", "end", "cost_nusd", "record",
                   "record_sha256", "class", "action", "signature")
-# A record's contract fields (RECORDS.md "Records"), its calls' and an error
-# object's: required, as that section says of every field it names.
-RECORD_FIELDS = ("model", "household", "arm", "pass", "lane", "start", "end", "status", "cost_nusd", "error",
-                 "calls", "answer")
-CALL_FIELDS = ("kind", "start", "end", "cost_nusd", "finish_reason", "error")
-CALL_KINDS = ("chat", "responses", "tool", "explain")  # spend.CALL_KINDS (verify imports nothing of the runner)
-ERROR_FIELDS = ("type", "mro", "message", "escalated_after_truncation")
 _RECORD_FIELD_SET, _CALL_FIELD_SET = frozenset(RECORD_FIELDS), frozenset(CALL_FIELDS)
-_ERROR_FIELD_SET = frozenset(ERROR_FIELDS)
 # How far a watched attempt's clock duration may fall short of the deadline
 # (a deadline record) or pass it (any other record): see ModelCheck.attempt.
 # The watcher measures on time.monotonic; the records' times are the wall
@@ -129,12 +122,6 @@ def rule_key(record: dict):
 def _regular(fd: int, rel: str) -> None:
     if not _is_regular(_fstat(fd).st_mode):
         raise NotRegularFile(errno.EINVAL, "not a regular file", rel)
-
-
-def error_ok(err) -> bool:
-    """An error object with its contract fields (RECORDS.md "Records")."""
-    return (type(err) is dict and err.keys() >= _ERROR_FIELD_SET and type(err["type"]) is str
-            and type(err["mro"]) is list)
 
 
 def record_problem(r: dict) -> str:
@@ -632,7 +619,7 @@ class ModelCheck:
             return
         checked[1] += 2
         start, end = a["start"], a["end"]
-        if not r.keys() >= _RECORD_FIELD_SET or (r["error"] is not None and not error_ok(r["error"])):
+        if not r.keys() >= _RECORD_FIELD_SET or (r["error"] is not None and not is_error_object(r["error"])):
             f.fail(1, f"models/{st.name}/{rel}", None, record_problem(r))
         if r.get("model") != st.name or (
                 r.get("household"), r.get("arm"), r.get("pass"), r.get("lane"), r.get("start"), r.get("end"),
@@ -664,7 +651,7 @@ class ModelCheck:
         cut = self.ceiling_cut
         for c in calls:
             if type(c) is not dict or not c.keys() >= _CALL_FIELD_SET or c["kind"] not in CALL_KINDS or (
-                    c["error"] is not None and not error_ok(c["error"])):
+                    c["error"] is not None and not is_error_object(c["error"])):
                 f.fail(1, f"models/{st.name}/{rel}", None, call_problem(c))
                 if type(c) is not dict:
                     continue
