@@ -23,12 +23,13 @@ from __future__ import annotations
 import hashlib
 import heapq
 import random
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from confirmatory import RECORD_FORMAT, rules
+from confirmatory import RECORD_FORMAT, manifests, rules
 from confirmatory.chain import ChainWriter, dumps, log_seed, sha256_hex
-from confirmatory.money import usd_to_nusd
+from confirmatory.design import Design
 from confirmatory.records import HostSummary, record_relpath
 from confirmatory.streams import arm_orders, draw_order
 
@@ -138,15 +139,7 @@ class _Gen:
         self.rng = random.Random(plan.seed)
         self.clock = T0
         self.households = [f"h{i:05d}" for i in range(plan.households)]
-        self.spend_before = 500_000_000
-        self.total = self.spend_before
-        self.ceiling_nusd = usd_to_nusd(plan.ceiling_usd)
         self.crossed_t: float | None = None
-        self.rules = {"precedence": list(rules.DEFAULT_PRECEDENCE), "max_reruns_per_arm": 2,
-                      "attempt_deadline_s": 3600, "inconclusive_household_limit": 5, "stop_follow_s": 5,
-                      "class_lists": rules.CLASS_LISTS,
-                      "host": {"sample_interval_s": plan.sample_interval_s, "max_gap_s": 45.0,
-                               "pressure_threshold": 10.0}}
 
     # -- clock and files ----------------------------------------------------------
     def now(self, at: float) -> float:
@@ -164,23 +157,23 @@ class _Gen:
             design += (f'\n[[models]]\nname = "{m}"\nlitellm_model = "openai/{m}"\n'
                        f"cap_usd = {p.cap_usd}\nreserve_usd = {p.reserve_usd}\nlanes = {p.lanes}\n")
         (root / "design.toml").write_text(design)
-        self.manifest = {
-            "format": RECORD_FORMAT, "run_id": "synthetic", "created_t": T0, "seed": p.seed,
-            "design_sha256": hashlib.sha256(design.encode()).hexdigest(), "models": list(p.models),
-            "arms": list(p.arms), "ceiling_nusd": self.ceiling_nusd, "spend_before_nusd": self.spend_before,
-            "harness": {"entry": "demo.harness:converse", "pins": {"harness.py": pin}},
-            "engine": {"factory": "demo.engine:start", "workers_per_model": 2}, "rules": self.rules,
-            "anchors": {"interval_s": p.anchor_every_s, "command": None, "cwd": str(root)}}
+        # the manifests as the runner writes them from this design (runfiles)
+        d = Design.model_validate(tomllib.loads(design))
+        self.manifest = {"format": RECORD_FORMAT, "run_id": "synthetic", "created_t": T0,
+                         "design_sha256": hashlib.sha256(design.encode()).hexdigest(), **manifests.run_fields(d)}
+        self.manifest["harness"]["pins"] = {"harness.py": pin}
+        self.manifest["anchors"].update(command=None, cwd=str(root))
+        self.rules = self.manifest["rules"]
+        self.ceiling_nusd = self.manifest["ceiling_nusd"]
+        self.spend_before = self.total = self.manifest["spend_before_nusd"]
         sha = _write_json(root / "manifest.json", self.manifest)
         self.logs: dict[str, _Log] = {}
         for rel in ("run.jsonl", "host.jsonl", "resume.jsonl", "anchors.jsonl", "anchor-pushes.jsonl"):
             self.logs[rel] = _Log(root / rel, log_seed(sha, rel), p.durable)
         draw = draw_order(p.seed, self.households)
         self.models = {}
-        for m in p.models:
-            mman = {"model": m, "litellm_model": f"openai/{m}", "cap_nusd": usd_to_nusd(p.cap_usd),
-                    "reserve_nusd": usd_to_nusd(p.reserve_usd), "lanes": p.lanes, "seed": p.seed,
-                    "draw": draw, "arm_orders": arm_orders(p.seed, m, draw, p.arms)}
+        for m, spec in zip(p.models, d.models):
+            mman = {**manifests.model_fields(d, spec), "draw": draw, "arm_orders": arm_orders(p.seed, m, draw, p.arms)}
             msha = _write_json(root / f"models/{m}/manifest.json", mman)
             for name in ("run.jsonl", "admission.jsonl"):
                 rel = f"models/{m}/{name}"
