@@ -112,6 +112,15 @@ def sha256sum_seconds(root: Path) -> float:
     return time.perf_counter() - t
 
 
+FLOOR = Path(__file__).with_name("verify_floor.py")
+
+
+def floor_child(root: Path, workers: int) -> dict:
+    out = subprocess.run([sys.executable, str(FLOOR), str(root), "--workers", str(workers)],
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
 def verify_child(root: Path, workers: str) -> dict:
     out = subprocess.run([sys.executable, "-c", CHILD, str(root), workers], capture_output=True, text=True)
     if out.returncode != 0:
@@ -132,8 +141,11 @@ def speed(parent: Path, spec: tuple, serial: bool) -> dict:
     auto = min((verify_child(root, "auto") for _ in range(2)), key=lambda r: r["seconds"])
     one = min((verify_child(root, "1") for _ in range(2)), key=lambda r: r["seconds"]) if serial else None
     floor = min(sha256sum_seconds(root) for _ in range(2))
+    cores = os.cpu_count() or 1
+    py_many = min((floor_child(root, cores) for _ in range(2)), key=lambda r: r["seconds"])
+    py_one = min((floor_child(root, 1) for _ in range(2)), key=lambda r: r["seconds"]) if serial else None
     return {"households": households * 3, "lines": lines, "files": files, "mb": size / 1e6, "gen_s": gen,
-            "kinds": kinds, "auto": auto, "one": one, "floor": floor}
+            "kinds": kinds, "auto": auto, "one": one, "floor": floor, "py_many": py_many, "py_one": py_one}
 
 
 def memory(parent: Path, specs: list[tuple]) -> list[dict]:
@@ -175,14 +187,22 @@ def main() -> int:
               f"({s['lines'] / s['files']:.1f} lines per file), {s['mb']:.0f} MB (generated in {s['gen_s']:.0f} s)")
         print(f"  line mix: {mix}")
         floor = s["floor"]
-        print(f"  {'':<28} {'seconds':>8} {'lines/s':>9} {'files/s':>8} {'x sha256sum':>11} ok")
-        for name, r in (("verify (worker processes)", s["auto"]), ("verify (one process)", s["one"])):
+        print(f"  {'':<34} {'seconds':>8} {'lines/s':>9} {'files/s':>8} {'x sha256sum':>11} {'x py floor':>10} ok")
+        table = (("verify (worker processes)", s["auto"], s["py_many"]), ("verify (one process)", s["one"], s["py_one"]),
+                (f"python floor ({s['py_many']['workers']} processes)", s["py_many"], s["py_many"]),
+                ("python floor (one process)", s["py_one"], s["py_one"]))
+        for name, r, py in table:
             if r is None:
                 continue
-            print(f"  {name:<28} {r['seconds']:>8.2f} {s['lines'] / r['seconds']:>9.0f} "
-                  f"{s['files'] / r['seconds']:>8.0f} {r['seconds'] / floor:>11.2f} {r['ok']}")
-        print(f"  {'sha256sum (same files)':<28} {floor:>8.2f} {s['lines'] / floor:>9.0f} {s['files'] / floor:>8.0f} "
+            ok = r.get("ok", "")
+            print(f"  {name:<34} {r['seconds']:>8.2f} {s['lines'] / r['seconds']:>9.0f} "
+                  f"{s['files'] / r['seconds']:>8.0f} {r['seconds'] / floor:>11.2f} "
+                  f"{r['seconds'] / py['seconds']:>10.2f} {ok}")
+        print(f"  {'sha256sum (same files)':<34} {floor:>8.2f} {s['lines'] / floor:>9.0f} {s['files'] / floor:>8.0f} "
               f"{1.0:>11.2f}")
+        need = s["lines"] / 250_000
+        print(f"  the target (250,000 lines/s) allows {need:.2f} s for these lines; the python floor "
+              f"with {s['py_many']['workers']} processes takes {s['py_many']['seconds'] / need:.2f}x that")
     print()
     print("peak RSS in MB (a fresh process per run): all in one process (workers=1), and with a worker")
     print("process per model (workers=3: the parent, and the largest worker)")

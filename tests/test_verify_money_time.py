@@ -1,5 +1,6 @@
 """Money and time that verify once accepted although they break the rules:
-a ceiling event dated after the spend crossed it (invariant 6), negative
+a ceiling event dated after the spend crossed it, or before, or one the
+spend never reached (invariant 6), negative
 costs (7), an attempt ending before it starts (5), records and calls without
 their contract fields (1), attempts that outlived their deadline without
 being abandoned or were "abandoned" short of it, and a budget_stop with
@@ -113,9 +114,10 @@ def test_the_generated_deadline_run_verifies(fresh):
 
 # -- invariant 6: the ceiling's crossing --------------------------------------------------
 
-def _ceiling_at(root, ceiling, t_of):
-    """The ceiling lowered to ``ceiling`` and one ceiling event, dated ``t_of(calls)`` where
-    calls are every call's (end, cost) in time order, with the run's final total."""
+def _ceiling_at(root, ceiling, t_of, total_of=None):
+    """The ceiling lowered to ``ceiling`` and one ceiling event, dated ``t_of(calls, man)`` where
+    calls are every call's (end, cost) in time order. Its total is ``total_of(calls, man)``,
+    by default what the runner writes: the running total at the count that crossed."""
     man = set_design(root, lambda s: s.replace("overall_cap_usd = 1000.0", f"overall_cap_usd = {ceiling / 1e9}"),
                      lambda m: m.update(ceiling_nusd=ceiling))
     calls = []
@@ -124,7 +126,7 @@ def _ceiling_at(root, ceiling, t_of):
             rec = json.loads((root / "models" / m / a["record"]).read_bytes())
             calls += [(c["end"], c["cost_nusd"]) for c in rec["calls"]]
     calls.sort()
-    total = json.loads((root / "run.jsonl").read_text().splitlines()[-1])["spend_total_nusd"]
+    total = (total_of or (lambda calls, man: _crossing(calls, man, ceiling)[1]))(calls, man)
     line = {"event": "ceiling", "t": t_of(calls, man), "total_nusd": total, "ceiling_nusd": ceiling}
     for rel in ["run.jsonl"] + [f"models/{m}/run.jsonl" for m in man["models"]]:
         edit_log(root, rel, lambda objs: objs[:-1] + [line] + objs[-1:])
@@ -132,11 +134,12 @@ def _ceiling_at(root, ceiling, t_of):
 
 
 def _crossing(calls, man, ceiling):
+    """The crossing call's end and the running total it took above the ceiling."""
     total = man["spend_before_nusd"]
     for end, cost in calls:
         total += cost
         if total > ceiling:
-            return end
+            return end, total
     raise AssertionError("the spend never crosses")
 
 
@@ -154,21 +157,44 @@ def test_a_ceiling_event_two_seconds_after_the_crossing_call_fails_invariant_6(f
     ceiling = 1_000_000_000
     # 2 s after the crossing call's end: that call ended more than the 1 s
     # slack before the event, and with the calls before it is over the ceiling
-    _ceiling_at(root, ceiling, lambda calls, man: _crossing(calls, man, ceiling) + 2.0)
+    _ceiling_at(root, ceiling, lambda calls, man: _crossing(calls, man, ceiling)[0] + 2.0)
     fails_with(root, 6, "were counted before the ceiling event's t")
 
 
 def test_the_ceiling_check_counts_only_calls_before_the_event_less_the_slack(fresh, monkeypatch):
     # the event 0.9 s after the crossing call's end (within the 1 s slack):
-    # nothing counted before it passes the ceiling (the attempts after it fail
-    # their own checks, not this one)
+    # nothing counted before it passes the ceiling, and what it says was
+    # counted had been (the attempts after it fail their own checks, not these)
     monkeypatch.setattr("confirmatory.verify.report.KEEP_PER_INVARIANT", 10**6)  # every violation kept
     root = fresh()
     ceiling = 1_000_000_000
-    _ceiling_at(root, ceiling, lambda calls, man: _crossing(calls, man, ceiling) + 0.9)
+    _ceiling_at(root, ceiling, lambda calls, man: _crossing(calls, man, ceiling)[0] + 0.9)
     reseal(root)
     report = verify_run(root, workers=1)
-    assert not any("counted before the ceiling" in v.message for v in report.result(6).first)
+    messages = [v.message for v in report.result(6).first]
+    assert not any("counted before the ceiling" in m or "had been counted" in m for m in messages), messages
+
+
+def test_a_ceiling_event_the_spend_never_reached_fails_invariant_6(fresh):
+    # A stop under the ceiling's pretext: the spend stays under the ceiling,
+    # yet a ceiling event after the last call says it was passed. Before,
+    # only the event's own total was compared with the ceiling.
+    root = fresh()
+    final = json.loads((root / "run.jsonl").read_text().splitlines()[-1])["spend_total_nusd"]
+    ceiling = final + 10**6
+    _ceiling_at(root, ceiling, lambda calls, man: calls[-1][0] + 0.5, lambda calls, man: ceiling + 1)
+    report = fails_with(root, 6, "had been counted")
+    assert 7 not in report.failed(), report.to_table()  # the totals themselves conserve
+
+
+def test_a_ceiling_event_dated_before_its_crossing_call_fails_invariant_6(fresh, monkeypatch):
+    # the right total, but dated 2 s before the call that took the spend
+    # over the ceiling ended: the run stopped before its budget said so
+    monkeypatch.setattr("confirmatory.verify.report.KEEP_PER_INVARIANT", 10**6)  # every violation kept
+    root = fresh()
+    ceiling = 1_000_000_000
+    _ceiling_at(root, ceiling, lambda calls, man: _crossing(calls, man, ceiling)[0] - 2.0)
+    fails_with(root, 6, "had been counted")
 
 
 # -- invariants 7 and 5: costs never negative, an attempt never ends before it starts ------

@@ -33,7 +33,7 @@ from confirmatory.manifests import RUN_OPTIONAL, differences, model_fields, run_
 from confirmatory.records import MODEL_LOG_NAMES, HostSummary, load_layout, model_log
 from confirmatory.verify.context import RulesView, RunContext
 from confirmatory.verify.logs import LogPass
-from confirmatory.verify.model import ModelCheck, ModelState
+from confirmatory.verify.model import CALL_SLACK_S, ModelCheck, ModelState
 from confirmatory.verify.report import INVARIANTS, Findings, Report, Status, Violation
 from confirmatory.verify.timeline import check_admission, check_resumes, check_run_stops, check_stops
 
@@ -332,7 +332,8 @@ def _check_one(ctx: RunContext, name: str) -> tuple[Findings, dict, ModelState]:
         guarded(own, 9, log, check_stops, ctx, st)
         guarded(own, 10, log, check_resumes, ctx, st)
     slim = ModelState(st.name, {}, st.control, attempt_cost=st.attempt_cost,
-                      ceiling_known_nusd=st.ceiling_known_nusd, outcome=model_outcome(st))
+                      ceiling_known_nusd=st.ceiling_known_nusd,
+                      ceiling_upper_nusd=st.ceiling_upper_nusd, outcome=model_outcome(st))
     return (*_log_part(own, ctx.logs, [model_log(name, n) for n in MODEL_LOG_NAMES]), slim)
 
 
@@ -483,14 +484,19 @@ def check_totals(ctx: RunContext, states: list[ModelState], ceilings: list[dict]
     # the spend counted before the ceiling event's t: the calls that ended
     # before it (less the slack: ModelCheck._money_times) and the late costs
     # logged before it (a late cost's t is read after it is counted)
-    known, ceiling_t = total, ctx.ceiling_t
+    # At most counted by then: the calls that ended by the slack after it,
+    # and every late cost (a late cost's line may follow a crossing it
+    # preceded); the event's total is what had been counted at the crossing.
+    known, upper, ceiling_t = total, total, ctx.ceiling_t
     for st in states:
         log = model_log(st.name, "run.jsonl")
         late = 0
         known += st.ceiling_known_nusd
+        upper += st.ceiling_upper_nusd
         for seq, o in st.events("late-cost"):
             if f.expect(7, type(o.get("cost_nusd")) is int, log, seq, f"late cost {o.get('cost_nusd')!r} is not an integer"):
                 late += o["cost_nusd"]
+                upper += o["cost_nusd"]
                 t = o.get("t")
                 if (type(t) is float or type(t) is int) and t < ceiling_t:
                     known += o["cost_nusd"]
@@ -529,6 +535,17 @@ def check_totals(ctx: RunContext, states: list[ModelState], ceilings: list[dict]
         if known > ceiling_nusd:
             f.fail(6, "run.jsonl", None, f"{known} nano-dollars were counted before the ceiling event's t "
                    f"({ceiling_t}), over the ceiling {ceiling_nusd}: the spend crossed it earlier")
+        # ... nor earlier than it says: what it says had been counted at its
+        # t was (a stop under the ceiling's pretext fails here)
+        first = min((c for c in ceilings if c.get("t") == ceiling_t), key=lambda c: repr(c.get("total_nusd")),
+                    default=None)
+        said = first.get("total_nusd") if first is not None else None
+        if type(said) is int:
+            f.check(6)
+            if said > upper:
+                f.fail(6, "run.jsonl", None, f"the ceiling event at {ceiling_t} says {said} nano-dollars had been "
+                       f"counted; the calls that ended by then ({CALL_SLACK_S:g} s of slack) and every late cost "
+                       f"come to {upper}: the spend had not crossed the ceiling then")
 
 
 def manifest_arms(man: dict, f: Findings) -> list:

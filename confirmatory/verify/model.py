@@ -217,6 +217,9 @@ class ModelState:
     # the cost of this model's calls that ended before the ceiling event's t,
     # less the slack: counted before the crossing (ModelCheck.attempt)
     ceiling_known_nusd: int = 0
+    # ... and of those that ended no later than the slack after it: at most
+    # what can have been counted by the crossing (check_totals)
+    ceiling_upper_nusd: int = 0
     outcome: str = ""  # how its households ended, for the report (verify.model_outcome)
 
     def events(self, name: str) -> list[tuple[int, dict]]:
@@ -275,10 +278,18 @@ class ModelCheck:
         # the raw times) was counted before it; their sum is checked in
         # check_totals. No ceiling: no call is counted (-inf).
         ct = ctx.ceiling_t
+        # A call counted by the crossing ended no later than its count (the
+        # harness reports a call as it ends) and so no later than the event's
+        # t: the run's clock is never behind the wall clock (clock.Clock). A
+        # call ending up to the slack after it is taken as counted (the upper
+        # bound of what the event may say was counted; a non-numeric end
+        # fails invariant 5 and is taken too).
         if _num(ct) and ct == ct and ct != float("inf"):
             self.ceiling_cut = ct - CALL_SLACK_S - (ctx.host.back_until(ct) if self.any_back else 0.0)
+            self.ceiling_top = ct + CALL_SLACK_S
         else:
             self.ceiling_cut = float("-inf")
+            self.ceiling_top = float("inf")
         deadline = rl.attempt_deadline_s
         self.deadline_s = deadline
         self.deadline_short = CALL_SLACK_S + DEADLINE_DRIFT * deadline
@@ -647,8 +658,8 @@ class ModelCheck:
         lo, hi = start - slack, end + slack
         checked[5] += len(calls)
         checked[1] += len(calls)
-        cost = known = 0
-        cut = self.ceiling_cut
+        cost = known = upper = 0
+        cut, top = self.ceiling_cut, self.ceiling_top
         for c in calls:
             if type(c) is not dict or not c.keys() >= _CALL_FIELD_SET or c["kind"] not in CALL_KINDS or (
                     c["error"] is not None and not is_error_object(c["error"])):
@@ -666,9 +677,15 @@ class ModelCheck:
             elif cc < 0:  # spend.Spend.add refuses it: counted spend never goes down
                 f.fail(7, f"models/{st.name}/{rel}", None, f"call cost_nusd {cc} is negative")
             cost += cc
-            if (type(ce) is float or type(ce) is int) and ce < cut:
-                known += cc
+            if type(ce) is float or type(ce) is int:
+                if ce < cut:
+                    known += cc
+                if not ce > top:  # (a NaN end is taken, as a non-numeric one)
+                    upper += cc
+            else:
+                upper += cc
         st.ceiling_known_nusd += known
+        st.ceiling_upper_nusd += upper
         checked[7] += 1 + len(calls)
         if cost != r.get("cost_nusd") or type(r.get("cost_nusd")) is not int:
             f.fail(7, f"models/{st.name}/{rel}", None, f"record cost {r.get('cost_nusd')} is not its calls' {cost}")
