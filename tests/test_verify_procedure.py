@@ -2,7 +2,8 @@
 re-chained and re-anchored (`reseal`): each fails the invariant it breaks,
 with the message of the check that reads it.
 
-Found by an audit as false accepts: a paused attempt without its pause, a
+Found by an audit as false accepts: a paused attempt without its pause (and
+a pause without its paused attempt), a
 decision taken while its lane's previous household ran (or at a household's
 end time), a household cut short with nothing that cut it, a trigger of the
 wrong cause or dated before its attempt ended, late costs that belong to no
@@ -115,6 +116,43 @@ def test_a_pause_dated_before_its_attempt_ended_fails_invariant_6(fresh):
     report = verify(run)
     assert report.failed() == {6}, report.to_table()
     assert len(messages(report, 6, "has action pause but no pause line")) == 1
+
+
+def test_a_pause_line_for_an_attempt_that_did_not_pause_fails_invariant_6(fresh, monkeypatch):
+    # A pause with no reason in the records: the model's lanes held, as for
+    # an operator failure, after an attempt the rules kept (action keep).
+    # Before, a pause line was only read to find a paused attempt's pause.
+    monkeypatch.setattr("confirmatory.verify.report.KEEP_PER_INVARIANT", 10**6)  # every violation kept
+    run = fresh()
+    rel = "models/alpha/run.jsonl"
+    objs = read(run / rel)
+    plain = next(a for a in attempts(objs) if a["action"] == "keep")
+    line = {"event": "pause", "household": plain["household"], "arm": plain["arm"], "pass": plain["pass"],
+            "t": plain["end"]}
+    edit_log(run, rel, lambda objs: objs[:-1] + [line] + objs[-1:])
+    report = verify(run)
+    assert 6 in report.failed(), report.to_table()
+    key = f"{plain['household']}/{plain['arm']}/{plain['pass']}"
+    assert messages(report, 6, "pause line names") == [
+        f"pause line names {key}, which has no attempt line with action pause"]
+
+
+def test_a_second_pause_of_a_paused_attempt_after_its_household_ended_fails_invariant_6(fresh, monkeypatch):
+    # the paused attempt keeps its own pause; a second line naming it, dated
+    # after its household ended, held the model again for no new reason
+    monkeypatch.setattr("confirmatory.verify.report.KEEP_PER_INVARIANT", 10**6)  # every violation kept
+    run = fresh()
+    rel = "models/beta/run.jsonl"
+    (paused,) = [a for a in attempts(read(run / rel)) if a["action"] == "pause"]
+    (pause,) = events(run, rel, "pause")
+    late = paused_household_t(run, rel, paused) + 5.0
+    edit_log(run, rel, lambda objs: objs[:-1] + [{**pause, "t": late}] + objs[-1:])
+    report = verify(run)
+    assert 6 in report.failed(), report.to_table()
+    assert not messages(report, 6, "has action pause but no pause line")  # its own pause still explains it
+    key = f"{paused['household']}/{paused['arm']}/{paused['pass']}"
+    assert messages(report, 6, "pause line at") == [
+        f"pause line at {late} names {key}, but is not dated from that attempt's end to its household's end"]
 
 
 # -- invariants 3 and 4: when a lane asks for a decision ---------------------------------------

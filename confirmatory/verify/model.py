@@ -316,6 +316,8 @@ class ModelCheck:
         self.late_named: dict[str, list] = {}  # household -> [(seq, late-cost line)] naming it
         self.late_lines: set[tuple] = set()  # the (h, arm, pass) of each attempt line of a late-named household
         self.deadline_keys: set[tuple] = set()  # attempts the rules give stop cause deadline
+        self.pause_explained: set[int] = set()
+        self.paused_keys: set[tuple] = set()  # the (h, arm, pass) of every attempt line with action pause  # the seqs of pause lines dated in their paused attempt's window
         for seq, o in self.st.control:
             ev = o.get("event")
             if ev != "pause" and ev != "late-cost":
@@ -391,6 +393,7 @@ class ModelCheck:
         for h, lines in pending.items():
             self.f.fail(1, self.log, lines[0][0], f"attempt lines of {h} without a household line")
         self.orphans()
+        self.unexplained_pauses()
         self.late_costs()
         self.inconclusive()
         self.short_prefixes()
@@ -568,11 +571,36 @@ class ModelCheck:
         key = (a["household"], a["arm"], a["pass"])
         end = a["end"]
         self.f.checked[6] += 1
-        for _, t in self.pause_of.get(key, ()):
+        self.paused_keys.add(key)
+        found = False
+        for pseq, t in self.pause_of.get(key, ()):
             if end <= t and not (_num(household_t) and t > household_t):
-                return
+                self.pause_explained.add(pseq)
+                found = True
+        if found:
+            return
         self.f.fail(6, self.log, seq, f"attempt {key[0]}/{key[1]}/{key[2]} has action pause but no pause line "
                     f"dated from its end ({end}) to its household's end ({household_t})")
+
+    def unexplained_pauses(self) -> None:
+        """Invariant 6, the other way: every pause line is a paused attempt's
+        (a lane pauses its model only for an attempt whose action is pause,
+        `Lane._consequence`), dated from that attempt's end to its household's
+        end. A pause with no such attempt held the model's lanes for no
+        reason the records give (a run killed during a pause, whose household
+        never ended, has its paused attempt in no line: it fails here too)."""
+        f = self.f
+        for key, lines in self.pause_of.items():
+            f.checked[6] += len(lines)
+            for seq, t in lines:
+                if seq in self.pause_explained:
+                    continue
+                if key in self.paused_keys:
+                    f.fail(6, self.log, seq, f"pause line at {t} names {key[0]}/{key[1]}/{key[2]}, but is not dated "
+                           "from that attempt's end to its household's end")
+                else:
+                    f.fail(6, self.log, seq, f"pause line names {key[0]}/{key[1]}/{key[2]}, which has no attempt "
+                           "line with action pause")
 
     def late_costs(self) -> None:
         """Invariant 7: a late cost is money spent outside any record: by an
