@@ -11,6 +11,7 @@ import json
 import signal
 import subprocess
 import sys
+import time
 import urllib.request
 from typing import Any
 
@@ -198,7 +199,11 @@ def test_the_sim_package_never_imports_litellm():
 
 @pytest.mark.slow
 def test_the_sim_provider_command_prints_its_url_serves_and_stops_on_ctrl_c():
-    code = "import sys; from confirmatory.sim.server import serve_command; sys.exit(serve_command(0, None))"
+    # SIGUSR1 makes the child print every thread's stack (faulthandler): if
+    # it does not stop, the failure shows where it was (once seen in CI under
+    # heavy load, not reproduced since)
+    code = ("import faulthandler, signal, sys; faulthandler.register(signal.SIGUSR1, all_threads=True); "
+            "from confirmatory.sim.server import serve_command; sys.exit(serve_command(0, None))")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         url = proc.stdout.readline().strip()
@@ -206,7 +211,15 @@ def test_the_sim_provider_command_prints_its_url_serves_and_stops_on_ctrl_c():
         with urllib.request.urlopen(f"{url}/models", timeout=5) as resp:
             assert resp.status == 200
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=10) == 0
+        try:
+            rc = proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGUSR1)
+            time.sleep(1.0)
+            proc.kill()
+            _, err = proc.communicate()
+            pytest.fail(f"the simulator did not stop within 10 s of SIGINT; its threads:\n{err}")
+        assert rc == 0, proc.stderr.read()
     finally:
         if proc.poll() is None:
             proc.kill()
