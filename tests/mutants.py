@@ -181,4 +181,9 @@ MUTANTS = (
            "        elif end - start > self.deadline_over and not self.past_deadline_excused(start, end):",
            "        elif False:",
            "tests/test_verify_money_time.py::test_attempts_past_a_short_deadline_not_abandoned_fail_invariant_2"),
+    # a fourth audit of verify
+    Mutant("let a lane end anywhere", "confirmatory/verify/timeline.py",
+           "    halted = min(st.halt_t, st.trigger_t) < float(\"inf\")\n    if halted:",
+           "    halted = True\n    if halted:",
+           "tests/test_verify_audit4.py::test_a_lanes_last_household_dropped_from_the_records_fails_invariant_3"),
 )

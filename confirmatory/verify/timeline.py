@@ -119,11 +119,46 @@ def check_admission(ctx: RunContext, st: ModelState) -> None:
         else:
             refused = True
             lane_closed.add(lane)
+    lanes_end(ctx, st, index, lanes, lane_next, lane_prev, lane_closed)
     admitted_set = {d[1] for _, _, d in decisions if d[3]}  # (household, admit)
     checked[4] += len(st.ends)
     for h, e in st.ends.items():
         if h not in admitted_set:
             f.fail(4, model_log(st.name, "run.jsonl"), e.seq, f"household {h} ran without an admission")
+
+
+def lanes_end(ctx: RunContext, st: ModelState, index: dict, lanes: int, lane_next: dict, lane_prev: dict,
+              lane_closed: set) -> None:
+    """Invariant 3: a lane takes its households until its draw runs out
+    (`Lane.run_lane`) and ends early only when it was refused, when a
+    household of it ended unfinished, or when its model halted (its next
+    decision then finds a stop or the ceiling: `Lane.decide` writes no line).
+    So a lane whose last household finished, with households of its draw left
+    and no refusal, needs a stop of its model or the run, a trigger or the
+    ceiling; else its last households were dropped from the records. (The
+    halt is not bounded in time: a lane waits to ask while a pass of its model
+    is being classified, which the records do not date.)"""
+    halted = min(st.halt_t, st.trigger_t) < float("inf")
+    if halted:
+        return
+    f, n = ctx.findings, len(index)
+    draw = st.manifest.get("draw") if isinstance(st.manifest.get("draw"), list) else []
+    for lane in range(min(lanes, n)):
+        if lane in lane_closed:
+            continue  # refused: the lane ends there
+        prev = lane_prev.get(lane, ())
+        if prev is None or (prev and not prev[1].finished):
+            continue  # admitted and never ended (failed above), or cut short (checked with its household)
+        nxt = lane_next.get(lane, lane)
+        f.check(3)
+        if nxt < n:
+            if f.keeps(3):
+                f.fail(3, model_log(st.name, "admission.jsonl"), None,
+                       f"lane {lane} took no decision on {draw[nxt] if nxt < len(draw) else nxt!r} (draw index "
+                       f"{nxt}): it was never refused, its last household finished, and its model did not stop, "
+                       "nor the run, nor was the ceiling crossed")
+            else:
+                f.tally(3, 1)
 
 
 def check_stops(ctx: RunContext, st: ModelState) -> None:
