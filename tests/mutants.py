@@ -186,4 +186,7 @@ MUTANTS = (
            "    halted = min(st.halt_t, st.trigger_t) < float(\"inf\")\n    if halted:",
            "    halted = True\n    if halted:",
            "tests/test_verify_audit4.py::test_a_lanes_last_household_dropped_from_the_records_fails_invariant_3"),
+    Mutant("take any close status", "confirmatory/verify/__init__.py",
+           "            if status not in want:", "            if False:",
+           "tests/test_verify_audit4.py::test_a_run_with_a_model_stopped_closed_as_completed_fails_invariant_7"),
 )

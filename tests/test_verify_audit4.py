@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 from test_verify_procedure import fix_totals
-from test_verify_violations import edit_log, read, replay_decisions, reseal
+from test_verify_violations import PLAN, edit_log, read, replay_decisions, reseal
 
 from confirmatory.testing.rungen import Plan, generate_run
 from confirmatory.verify import verify_run
@@ -18,6 +18,8 @@ from confirmatory.verify import verify_run
 # a cap no household reaches, no pause and no harness stop: every lane runs
 # its draw to the end and no model halts
 OPEN_PLAN = Plan(households=16, anchor_every_s=120, cap_usd=5.0, harness=None, operator=None)
+# ... and one whose spend crosses the run's ceiling
+CEILING_PLAN = Plan(households=16, anchor_every_s=120, cap_usd=5.0, harness=None, operator=None, ceiling_usd=1.2)
 
 
 @pytest.fixture(scope="module")
@@ -57,9 +59,10 @@ def drop_household(root, model, h):
     shutil.rmtree(root / "models" / model / "records" / h, ignore_errors=True)
 
 
-def test_the_pristine_open_run_verifies(fresh):
-    report = verify(fresh())
-    assert report.ok, report.to_table()
+def test_the_pristine_runs_verify(fresh):
+    for plan in (OPEN_PLAN, PLAN, CEILING_PLAN):
+        report = verify(fresh(plan))
+        assert report.ok, report.to_table()
 
 
 # -- invariant 3: a lane runs its draw to the end unless something ends it ---------------------
@@ -91,3 +94,40 @@ def test_a_model_whose_lanes_never_took_a_household_fails_invariant_3(fresh):
     report = verify(run)
     assert report.failed() == {3}, report.to_table()
     assert len(messages(report, 3, "took no decision")) == 2
+
+
+# -- invariant 7: the run's close status says how it ended ------------------------------------
+
+def set_status(run, status):
+    edit_log(run, "run.jsonl", lambda objs: [o.update(status=status) for o in objs if o.get("event") == "close"]
+             and None)
+
+
+def test_a_run_with_a_model_stopped_closed_as_completed_fails_invariant_7(fresh):
+    """PLAN's gamma is stopped by a harness failure: the run closed
+    `stopped`. Before, a close line saying `completed` (or `ceiling`)
+    passed: only its being one of the three was checked."""
+    for status in ("completed", "ceiling"):
+        run = fresh(PLAN)
+        set_status(run, status)
+        report = verify(run)
+        assert report.failed() == {7}, report.to_table()
+        assert messages(report, 7) == [f"close status {status!r}; a stop of the run or a model: stopped"]
+
+
+def test_a_run_that_never_crossed_the_ceiling_closed_as_ceiling_fails_invariant_7(fresh):
+    run = fresh()
+    set_status(run, "ceiling")
+    report = verify(run)
+    assert report.failed() == {7}, report.to_table()
+    assert messages(report, 7) == ["close status 'ceiling'; nothing stopped the run: completed or stopped"]
+
+
+def test_a_run_that_crossed_the_ceiling_closed_otherwise_fails_invariant_7(fresh):
+    assert read(fresh(CEILING_PLAN) / "run.jsonl")[-1]["status"] == "ceiling"
+    for status in ("completed", "stopped"):
+        run = fresh(CEILING_PLAN)
+        set_status(run, status)
+        report = verify(run)
+        assert report.failed() == {7}, report.to_table()
+        assert messages(report, 7) == [f"close status {status!r}; the spend crossed the ceiling: ceiling"]
