@@ -80,7 +80,7 @@ def test_a_lanes_last_household_dropped_from_the_records_fails_invariant_3(fresh
     fix_totals(run)
     report = verify(run)
     assert report.failed() == {3}, report.to_table()
-    assert messages(report, 3) == [
+    assert messages(report, 3, "took no decision") == [
         f"lane {lane} took no decision on {last!r} (draw index {len(draw) - 1}): it was never refused, its last "
         "household finished, and its model did not stop, nor the run, nor was the ceiling crossed"]
 
@@ -131,3 +131,40 @@ def test_a_run_that_crossed_the_ceiling_closed_otherwise_fails_invariant_7(fresh
         report = verify(run)
         assert report.failed() == {7}, report.to_table()
         assert messages(report, 7) == [f"close status {status!r}; the spend crossed the ceiling: ceiling"]
+
+
+# -- invariant 3: a lane-end line says what ended its lane ------------------------------------
+
+def set_lane_end(run, model, lane, reason):
+    edit_log(run, f"models/{model}/run.jsonl", lambda objs: [
+        o.update(reason=reason) for o in objs if o.get("event") == "lane-end" and o["lane"] == lane] and None)
+
+
+@pytest.mark.parametrize(("plan", "model", "lane", "reason", "why"), [
+    (PLAN, "alpha", 1, "done", "it did not run its draw to the end"),  # it was refused
+    (OPEN_PLAN, "alpha", 1, "refused", "it was never refused"),
+    (OPEN_PLAN, "alpha", 1, "stopped", "nothing stopped its model or the run"),
+    (OPEN_PLAN, "alpha", 1, "ceiling", "the ceiling was not crossed"),
+])
+def test_a_lane_end_reason_that_is_not_what_ended_the_lane_fails_invariant_3(fresh, plan, model, lane, reason, why):
+    """Before, a lane-end line's reason was only checked for being one of
+    the four: a refused lane could say it was done, a done one stopped."""
+    run = fresh(plan)
+    set_lane_end(run, model, lane, reason)
+    report = verify(run)
+    assert report.failed() == {3}, report.to_table()
+    assert messages(report, 3) == [f"lane {lane} ended {reason!r}, but {why}"]
+
+
+def test_a_lane_end_line_missing_or_repeated_fails_invariant_3(fresh):
+    run = fresh()
+    rel = "models/alpha/run.jsonl"
+    edit_log(run, rel, lambda objs: [o for o in objs if not (o.get("event") == "lane-end" and o["lane"] == 0)])
+    report = verify(run)
+    assert report.failed() == {3}, report.to_table()
+    assert messages(report, 3) == ["lane 0 has no lane-end line"]
+    run = fresh()
+    edit_log(run, rel, lambda objs: objs[:-1] + [o for o in objs if o.get("event") == "lane-end"] + objs[-1:])
+    report = verify(run)
+    assert report.failed() == {3}, report.to_table()
+    assert messages(report, 3) == ["second lane-end for lane 1", "second lane-end for lane 0"]

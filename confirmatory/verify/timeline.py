@@ -137,14 +137,52 @@ def lanes_end(ctx: RunContext, st: ModelState, index: dict, lanes: int, lane_nex
     and no refusal, needs a stop of its model or the run, a trigger or the
     ceiling; else its last households were dropped from the records. (The
     halt is not bounded in time: a lane waits to ask while a pass of its model
-    is being classified, which the records do not date.)"""
-    halted = min(st.halt_t, st.trigger_t) < float("inf")
-    if halted:
-        return
+    is being classified, which the records do not date.)
+
+    Each lane writes one lane-end line, whose reason is what ended it: done
+    (its draw ran out), refused, stopped (a stop or trigger of its model or
+    the run), ceiling. A lane of the draw without one is accepted only in a
+    run that stopped (a lane's last line that failed stops the run)."""
     f, n = ctx.findings, len(index)
+    log = model_log(st.name, "run.jsonl")
     draw = st.manifest.get("draw") if isinstance(st.manifest.get("draw"), list) else []
+
+    def ran_out(lane) -> bool:  # its last household finished (or none ran) and its draw is done
+        prev = lane_prev.get(lane, ())
+        return lane not in lane_closed and (prev == () or (prev is not None and prev[1].finished)) and \
+            lane_next.get(lane, lane) >= n
+
+    stopped = bool(st.events("stop")) or bool(ctx.run_stop_ts) or st.trigger_t < float("inf")
+    crossed = ctx.ceiling_t < float("inf")
+    said: dict = {}
+    for seq, o in st.events("lane-end"):
+        lane, reason = o.get("lane"), o.get("reason")
+        f.check(3)
+        try:
+            known = type(lane) is int and lane_in(lane, lanes)
+        except TypeError:
+            known = False
+        if not known:
+            f.fail(3, log, seq, f"lane-end of lane {lane!r}, not a lane of the model")
+            continue
+        if lane in said:
+            f.fail(3, log, seq, f"second lane-end for lane {lane}")
+            continue
+        said[lane] = reason
+        ok = {"done": lambda: ran_out(lane), "refused": lambda: lane in lane_closed,
+              "stopped": lambda: stopped, "ceiling": lambda: crossed}.get(reason) if type(reason) is str else None
+        if ok is not None and not ok():  # (a reason of no kind fails with the control fields)
+            f.fail(3, log, seq, f"lane {lane} ended {reason!r}, but " + {
+                "done": "it did not run its draw to the end", "refused": "it was never refused",
+                "stopped": "nothing stopped its model or the run", "ceiling": "the ceiling was not crossed"}[reason])
+    halted = min(st.halt_t, st.trigger_t) < float("inf")
     for lane in range(min(lanes, n)):
-        if lane in lane_closed:
+        if lane not in said and not ctx.run_stop_ts:
+            if f.keeps(3):
+                f.fail(3, log, None, f"lane {lane} has no lane-end line")
+            else:
+                f.tally(3, 1)
+        if halted or lane in lane_closed:
             continue  # refused: the lane ends there
         prev = lane_prev.get(lane, ())
         if prev is None or (prev and not prev[1].finished):
