@@ -185,4 +185,15 @@ MUTANTS = (
            "        elif end - start > self.deadline_over and not self.past_deadline_excused(start, end):",
            "        elif False:",
            "tests/test_verify_money_time.py::test_attempts_past_a_short_deadline_not_abandoned_fail_invariant_2"),
+    # a fourth audit of verify
+    Mutant("let a lane end anywhere", "confirmatory/verify/timeline.py",
+           "        if halted or lane in lane_closed:\n            continue  # refused",
+           "        if True:\n            continue  # refused",
+           "tests/test_verify_audit4.py::test_a_lanes_last_household_dropped_from_the_records_fails_invariant_3"),
+    Mutant("take any lane-end reason", "confirmatory/verify/timeline.py",
+           "        if ok is not None and not ok():", "        if False:",
+           "tests/test_verify_audit4.py::test_a_lane_end_reason_that_is_not_what_ended_the_lane_fails_invariant_3"),
+    Mutant("take any close status", "confirmatory/verify/__init__.py",
+           "            if status not in want:", "            if False:",
+           "tests/test_verify_audit4.py::test_a_run_with_a_model_stopped_closed_as_completed_fails_invariant_7"),
 )

@@ -130,6 +130,9 @@ def _ceiling_at(root, ceiling, t_of, total_of=None):
     line = {"event": "ceiling", "t": t_of(calls, man), "total_nusd": total, "ceiling_nusd": ceiling}
     for rel in ["run.jsonl"] + [f"models/{m}/run.jsonl" for m in man["models"]]:
         edit_log(root, rel, lambda objs: objs[:-1] + [line] + objs[-1:])
+    # a run that crossed its ceiling closes so (Run._finish)
+    edit_log(root, "run.jsonl", lambda objs: [o.update(status="ceiling") for o in objs if o.get("event") == "close"]
+             and None)
     return line
 
 

@@ -349,8 +349,11 @@ def test_a_late_cost_of_a_lost_record_needs_its_reason_and_runner_error(fresh, r
     if reason:
         late["reason"] = reason
     cut(run, "alpha", last["household"], halt_t=stop["t"])
+    # its lane failed: it ends stopped (Lane.run_lane), before the run's stop
+    edit_log(run, rel, lambda objs: [o.update(reason="stopped") for o in objs
+                                     if o.get("event") == "lane-end" and o["lane"] == last["lane"]] and None)
     edit_log(run, rel, lambda objs: objs[:-1] + [late, stop] + objs[-1:])
-    edit_log(run, "run.jsonl", lambda objs: objs[:-1] + [stop] + objs[-1:])
+    edit_log(run, "run.jsonl", lambda objs: objs[:-1] + [stop] + [{**objs[-1], "status": "stopped"}])
     fix_totals(run)
     report = verify(run)
     if reason:

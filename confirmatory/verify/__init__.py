@@ -520,6 +520,18 @@ def check_totals(ctx: RunContext, states: list[ModelState], ceilings: list[dict]
                  f"t {close.get('t')!r} (a number), status {close.get('status')!r} (one of {list(RUN_STATUSES)})")
         f.expect(7, close.get("spend_total_nusd") == total, "run.jsonl", seq,
                  f"spend_total {close.get('spend_total_nusd')} is not the sum {total}")
+        # The status says how the run ended (Run._finish): ceiling when the
+        # spend crossed it, else stopped when the run or a model stopped (or
+        # a write failed: stopped with no stop line is taken), else completed.
+        stopped = any(o.get("event") == "stop" for _, o in ctx.run_events) or any(
+            st.events("stop") or st.events("trigger") for st in states)
+        status = close.get("status")
+        if status in RUN_STATUSES:
+            want = ("ceiling",) if ceilings else ("stopped",) if stopped else ("completed", "stopped")
+            if status not in want:
+                why = ("the spend crossed the ceiling" if ceilings else "a stop of the run or a model" if stopped
+                       else "nothing stopped the run")
+                f.fail(7, "run.jsonl", seq, f"close status {status!r}; {why}: {' or '.join(want)}")
         crossed = isinstance(close.get("spend_total_nusd"), int) and close["spend_total_nusd"] > (man.get("ceiling_nusd") or 0)
         f.expect(7, not crossed or bool(ceilings), "run.jsonl", seq, "the total exceeds the ceiling without a ceiling event")
     for c in ceilings:

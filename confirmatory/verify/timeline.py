@@ -119,11 +119,84 @@ def check_admission(ctx: RunContext, st: ModelState) -> None:
         else:
             refused = True
             lane_closed.add(lane)
+    lanes_end(ctx, st, index, lanes, lane_next, lane_prev, lane_closed)
     admitted_set = {d[1] for _, _, d in decisions if d[3]}  # (household, admit)
     checked[4] += len(st.ends)
     for h, e in st.ends.items():
         if h not in admitted_set:
             f.fail(4, model_log(st.name, "run.jsonl"), e.seq, f"household {h} ran without an admission")
+
+
+def lanes_end(ctx: RunContext, st: ModelState, index: dict, lanes: int, lane_next: dict, lane_prev: dict,
+              lane_closed: set) -> None:
+    """Invariant 3: a lane takes its households until its draw runs out
+    (`Lane.run_lane`) and ends early only when it was refused, when a
+    household of it ended unfinished, or when its model halted (its next
+    decision then finds a stop or the ceiling: `Lane.decide` writes no line).
+    So a lane whose last household finished, with households of its draw left
+    and no refusal, needs a stop of its model or the run, a trigger or the
+    ceiling; else its last households were dropped from the records. (The
+    halt is not bounded in time: a lane waits to ask while a pass of its model
+    is being classified, which the records do not date.)
+
+    Each lane writes one lane-end line, whose reason is what ended it: done
+    (its draw ran out), refused, stopped (a stop or trigger of its model or
+    the run), ceiling. A lane of the draw without one is accepted only in a
+    run that stopped (a lane's last line that failed stops the run)."""
+    f, n = ctx.findings, len(index)
+    log = model_log(st.name, "run.jsonl")
+    draw = st.manifest.get("draw") if isinstance(st.manifest.get("draw"), list) else []
+
+    def ran_out(lane) -> bool:  # its last household finished (or none ran) and its draw is done
+        prev = lane_prev.get(lane, ())
+        return lane not in lane_closed and (prev == () or (prev is not None and prev[1].finished)) and \
+            lane_next.get(lane, lane) >= n
+
+    stopped = bool(st.events("stop")) or bool(ctx.run_stop_ts) or st.trigger_t < float("inf")
+    crossed = ctx.ceiling_t < float("inf")
+    said: dict = {}
+    for seq, o in st.events("lane-end"):
+        lane, reason = o.get("lane"), o.get("reason")
+        f.check(3)
+        try:
+            known = type(lane) is int and lane_in(lane, lanes)
+        except TypeError:
+            known = False
+        if not known:
+            f.fail(3, log, seq, f"lane-end of lane {lane!r}, not a lane of the model")
+            continue
+        if lane in said:
+            f.fail(3, log, seq, f"second lane-end for lane {lane}")
+            continue
+        said[lane] = reason
+        ok = {"done": lambda: ran_out(lane), "refused": lambda: lane in lane_closed,
+              "stopped": lambda: stopped, "ceiling": lambda: crossed}.get(reason) if type(reason) is str else None
+        if ok is not None and not ok():  # (a reason of no kind fails with the control fields)
+            f.fail(3, log, seq, f"lane {lane} ended {reason!r}, but " + {
+                "done": "it did not run its draw to the end", "refused": "it was never refused",
+                "stopped": "nothing stopped its model or the run", "ceiling": "the ceiling was not crossed"}[reason])
+    halted = min(st.halt_t, st.trigger_t) < float("inf")
+    for lane in range(min(lanes, n)):
+        if lane not in said and not ctx.run_stop_ts:
+            if f.keeps(3):
+                f.fail(3, log, None, f"lane {lane} has no lane-end line")
+            else:
+                f.tally(3, 1)
+        if halted or lane in lane_closed:
+            continue  # refused: the lane ends there
+        prev = lane_prev.get(lane, ())
+        if prev is None or (prev and not prev[1].finished):
+            continue  # admitted and never ended (failed above), or cut short (checked with its household)
+        nxt = lane_next.get(lane, lane)
+        f.check(3)
+        if nxt < n:
+            if f.keeps(3):
+                f.fail(3, model_log(st.name, "admission.jsonl"), None,
+                       f"lane {lane} took no decision on {draw[nxt] if nxt < len(draw) else nxt!r} (draw index "
+                       f"{nxt}): it was never refused, its last household finished, and its model did not stop, "
+                       "nor the run, nor was the ceiling crossed")
+            else:
+                f.tally(3, 1)
 
 
 def check_stops(ctx: RunContext, st: ModelState) -> None:
