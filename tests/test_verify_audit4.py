@@ -168,3 +168,37 @@ def test_a_lane_end_line_missing_or_repeated_fails_invariant_3(fresh):
     report = verify(run)
     assert report.failed() == {3}, report.to_table()
     assert messages(report, 3) == ["second lane-end for lane 1", "second lane-end for lane 0"]
+
+
+# -- invariant 3: every model has the one draw ------------------------------------------------
+
+def test_a_model_whose_draw_left_out_households_fails_invariant_3(fresh, monkeypatch):
+    # beta's draw and arm orders made again, by the study's seed, without two
+    # of the households (as a team would to keep a model off them). Each draw
+    # is its own seeded shuffle, and was checked only so; the other checks of
+    # invariant 3 fail on this plant too (its lanes' households no longer
+    # follow the new order), but none said that beta saw another study.
+    from confirmatory.streams import arm_orders, draw_order
+
+    monkeypatch.setattr("confirmatory.verify.report.KEEP_PER_INVARIANT", 10**6)  # every violation kept
+    run = fresh(PLAN)
+    path = run / "models/beta/manifest.json"
+    mf = json.loads(path.read_bytes())
+    kept = mf["draw"][:-2]
+    mf["draw"] = draw_order(mf["seed"], kept)
+    arms = sorted(next(iter(mf["arm_orders"].values())))
+    mf["arm_orders"] = arm_orders(mf["seed"], "beta", mf["draw"], arms)
+    from confirmatory.chain import dumps
+    path.write_bytes(dumps(mf) + b"\n")
+    reseal(run)
+    report = verify_run(run, workers=1)
+    shared = [(v.file, v.message) for v in report.result(3).first if "shares the one draw" in v.message]
+    assert shared == [("models/beta/manifest.json", "draw is not alpha's (2 of alpha's households missing, 0 not "
+                       "in it): every model shares the one draw")], report.to_table()
+
+
+def test_the_models_of_a_generated_run_share_their_draw(fresh):
+    run = fresh(PLAN)
+    draws = {m: json.loads((run / f"models/{m}/manifest.json").read_bytes())["draw"] for m in ("alpha", "beta", "gamma")}
+    assert draws["alpha"] == draws["beta"] == draws["gamma"]
+    assert verify_run(run, workers=1).ok

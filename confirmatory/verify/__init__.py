@@ -143,6 +143,7 @@ def _verify_run(root: Path, witness: Path | str | None, workers: int | None, fil
         states.append(st)
     guarded(f, 7, "run.jsonl", check_totals, ctx, states, ceilings)
     guarded(f, 9, "run.jsonl", check_run_stops, ctx, states)
+    guarded(f, 3, "manifest.json", check_shared_draw, ctx)
     guarded(f, 11, "design.toml", check_design, ctx, man)
     guarded(f, 11, "manifest.json", check_slugs, ctx, man)
     guarded(f, 8, "anchors.jsonl", logs.finish, Path(witness) if witness is not None else None)
@@ -635,6 +636,31 @@ def check_design(ctx: RunContext, man: dict) -> None:
         f.check(11)
         for problem in differences(model_fields(design, spec), mf.obj):
             f.fail(11, f"models/{spec.name}/manifest.json", None, problem)
+
+
+def check_shared_draw(ctx: RunContext) -> None:
+    """Invariant 3: every model has the one draw (DESIGN.md "Draws": the
+    households file, sorted and shuffled by the study's seed; every model
+    shares it). Each draw is checked against its own seed elsewhere; a model
+    whose draw leaves out households the others had (or adds some) saw
+    another study, and fails here."""
+    f, layout = ctx.findings, ctx.layout
+    draws = [(name, mf.obj.get("draw")) for name, mf in layout.models.items()
+             if mf.problem is None and isinstance(mf.obj, dict) and isinstance(mf.obj.get("draw"), list)]
+    if not draws:
+        return
+    first, want = draws[0]
+    for name, draw in draws[1:]:
+        f.check(3)
+        if draw != want:
+            try:
+                missing, extra = len(set(want) - set(draw)), len(set(draw) - set(want))
+                how = f"{missing} of {first}'s households missing, {extra} not in it" if missing or extra else \
+                    "the same households in another order"
+            except TypeError:  # unhashable entries (reported with the draw's own check)
+                how = "not a list of household ids"
+            f.fail(3, f"models/{name}/manifest.json", None, f"draw is not {first}'s ({how}): every model "
+                   "shares the one draw")
 
 
 def verify_command(run_dir: Path, as_json: bool = False, witness: Path | None = None) -> int:
