@@ -16,6 +16,8 @@ printed mix says how many lines of each kind.
 * speed: in a fresh process, `verify_run` (default: worker processes) and,
   in another fresh process, `verify_run(workers=1)`; then `sha256sum` over
   the very same files (find | xargs sha256sum: every byte hashed once, in C),
+  then the python floor (verify_floor.py: list, read, hash and parse every
+  file and line, no checks) with a process per core and in one process,
   all after a warm-up pass that puts the files in the page cache; each the
   faster of two timings.
 * memory: peak RSS (resource.getrusage maxrss) of a fresh process running
