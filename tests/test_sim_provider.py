@@ -198,19 +198,24 @@ def test_the_sim_package_never_imports_litellm():
 
 
 @pytest.mark.slow
-def test_the_sim_provider_command_prints_its_url_serves_and_stops_on_ctrl_c():
-    # SIGUSR1 makes the child print every thread's stack (faulthandler): if
-    # it does not stop, the failure shows where it was (once seen in CI under
-    # heavy load, not reproduced since)
+@pytest.mark.parametrize("sig, ignored", [(signal.SIGINT, False), (signal.SIGINT, True), (signal.SIGTERM, False)],
+                         ids=["ctrl-c", "ctrl-c-started-with-sigint-ignored", "sigterm"])
+def test_the_sim_provider_command_prints_its_url_serves_and_stops_on_ctrl_c(sig, ignored):
+    # Started with SIGINT ignored, as a shell starts a background job (and so
+    # a CI script run with &): Python then never raises KeyboardInterrupt,
+    # and the simulator used to serve on. SIGUSR1 makes the child print every
+    # thread's stack (faulthandler), so a failure shows where it was.
     code = ("import faulthandler, signal, sys; faulthandler.register(signal.SIGUSR1, all_threads=True); "
             "from confirmatory.sim.server import serve_command; sys.exit(serve_command(0, None))")
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if ignored else None
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=ignore)
     try:
         url = proc.stdout.readline().strip()
         assert url.startswith("http://127.0.0.1:") and url.endswith("/v1")
         with urllib.request.urlopen(f"{url}/models", timeout=5) as resp:
             assert resp.status == 200
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         try:
             rc = proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -218,7 +223,7 @@ def test_the_sim_provider_command_prints_its_url_serves_and_stops_on_ctrl_c():
             time.sleep(1.0)
             proc.kill()
             _, err = proc.communicate()
-            pytest.fail(f"the simulator did not stop within 10 s of SIGINT; its threads:\n{err}")
+            pytest.fail(f"the simulator did not stop within 10 s of {sig!r}; its threads:\n{err}")
         assert rc == 0, proc.stderr.read()
     finally:
         if proc.poll() is None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import socket
+import signal
 import sys
 import threading
 import time
@@ -390,14 +391,26 @@ def serve_command(port: int = 0, design: Path | None = None) -> int:
     except (OSError, tomllib.TOMLDecodeError, ValueError) as exc:
         print(f"sim-provider: {exc}", file=sys.stderr)
         return 3
-    sim = SimProvider(plan, port=port).start()
-    print(sim.url, flush=True)
-    print(f"models: {', '.join(SIM_MODELS)}; {len(plan.faults)} fault(s) planned; Ctrl-C stops", file=sys.stderr)
+    # Ctrl-C and SIGTERM stop it, also when it was started with SIGINT
+    # ignored (a shell's background job): Python then keeps SIG_IGN and no
+    # KeyboardInterrupt would ever come.
+    def stop_serving(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    old = {s: signal.signal(s, stop_serving) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        pass
+        sim = SimProvider(plan, port=port).start()
+        try:
+            print(sim.url, flush=True)
+            print(f"models: {', '.join(SIM_MODELS)}; {len(plan.faults)} fault(s) planned; Ctrl-C stops",
+                  file=sys.stderr)
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            sim.stop()
     finally:
-        sim.stop()
+        for s, handler in old.items():
+            signal.signal(s, handler)
     return 0
