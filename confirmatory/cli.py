@@ -70,12 +70,15 @@ def resume(run_dir: Path, model: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable report.")
 @click.option("--witness", type=click.Path(file_okay=False, exists=True, path_type=Path), default=None,
               help="A clone of the witness remote: check it holds every anchor unchanged.")
-def verify(run_dir: Path, as_json: bool, witness: Path | None) -> None:
+@click.option("--households", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
+              help="The study's households file: check it is the one design.toml pins and that every "
+                   "model's draw is its households in their seeded order.")
+def verify(run_dir: Path, as_json: bool, witness: Path | None, households: Path | None) -> None:
     """Check every invariant of a run directory; exit 0 only if all hold
     (a run still running gets a provisional report and exit 1)."""
     from confirmatory.verify import verify_command
 
-    sys.exit(verify_command(run_dir, as_json=as_json, witness=witness))
+    sys.exit(verify_command(run_dir, as_json=as_json, witness=witness, households=households))
 
 
 @main.command("push-anchor")

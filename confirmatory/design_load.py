@@ -211,6 +211,15 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
+def read_households_file(path: Path, sha256: str | None) -> tuple[tuple[Household, ...], list[str]]:
+    """A households file read as ``run`` reads it (its households sorted by id)
+    and the problems found in it, against ``sha256`` (the design's pin; None:
+    not compared). ``verify --households`` checks a run's draw with it."""
+    problems: list[str] = []
+    found = _read_households({"path": path.name, "sha256": sha256}, path.parent, problems)
+    return found or (), problems
+
+
 def _read_households(table: Any, base_dir: Path, problems: list[str]) -> tuple[Household, ...] | None:
     if not isinstance(table, dict) or not isinstance(table.get("path"), str) or not table["path"]:
         return None  # the field checks have reported it

@@ -57,14 +57,32 @@ def demo_command(run_dir: Path | None = None, design: Path | None = None) -> int
     # Against the witness too, as a reviewer would: it fetches the protected
     # remote the run pushed every anchor to, and compares.
     print("\nconfirmatory demo: verifying the run records and the witness", file=sys.stderr)
-    verify_rc = verify_command(run_dir, witness=witness)
-    print(guide(run_dir, run_rc=run_rc, verify_rc=verify_rc, witness=witness))
+    # ... and against the design's households file: every model's draw is its households
+    households = households_file(design)
+    verify_rc = verify_command(run_dir, witness=witness, households=households)
+    print(guide(run_dir, run_rc=run_rc, verify_rc=verify_rc, witness=witness, households=households))
     if run_rc != 0:
         return run_rc
     return verify_rc
 
 
-def guide(run_dir: Path, *, run_rc: int, verify_rc: int, witness: Path | None = None) -> str:
+def households_file(design: Path) -> Path | None:
+    """The design's households file, where its ``households.path`` names one (relative to the design)."""
+    import tomllib  # noqa: PLC0415
+
+    try:
+        table = tomllib.loads(design.read_text(encoding="utf-8")).get("households")
+    except (OSError, ValueError):
+        return None
+    rel = table.get("path") if isinstance(table, dict) else None
+    if not isinstance(rel, str) or not rel:
+        return None
+    path = design.parent / rel
+    return path if path.is_file() else None
+
+
+def guide(run_dir: Path, *, run_rc: int, verify_rc: int, witness: Path | None = None,
+          households: Path | None = None) -> str:
     """Where everything is, and the commands to go on with."""
     models_dir = run_dir / "models"
     models = sorted(p.name for p in models_dir.iterdir() if p.is_dir()) if models_dir.is_dir() else []
@@ -84,7 +102,8 @@ def guide(run_dir: Path, *, run_rc: int, verify_rc: int, witness: Path | None = 
         f"  models/<model>/records/<household>/<arm>/<pass>.json   {records} attempt records",
         "",
         f"Verify again:  confirmatory verify {shlex.quote(str(run_dir))}"
-        + (f" --witness {shlex.quote(str(witness))}" if witness is not None else ""),
+        + (f" --witness {shlex.quote(str(witness))}" if witness is not None else "")
+        + (f" --households {shlex.quote(str(households))}" if households is not None else ""),
     ]
     paused = [m for m in models if b'"event":"pause"' in _read(models_dir / m / "run.jsonl")]
     if paused:

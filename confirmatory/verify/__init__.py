@@ -28,9 +28,10 @@ from pydantic import ValidationError
 
 from confirmatory.chain import ChainReader, open_regular
 from confirmatory.design import Design, slug_problem
-from confirmatory.design_load import validation_problems
+from confirmatory.design_load import read_households_file, validation_problems
 from confirmatory.manifests import RUN_OPTIONAL, differences, model_fields, run_fields
 from confirmatory.records import MODEL_LOG_NAMES, HostSummary, load_layout, model_log
+from confirmatory.streams import draw_order
 from confirmatory.verify.context import RulesView, RunContext
 from confirmatory.verify.logs import LogPass
 from confirmatory.verify.model import CALL_SLACK_S, ModelCheck, ModelState
@@ -45,7 +46,8 @@ PARALLEL_MIN_BYTES = 8 << 20
 processes cost more than they save."""
 
 
-def verify_run(run_dir: Path | str, witness: Path | str | None = None, *, workers: int | None = None) -> Report:
+def verify_run(run_dir: Path | str, witness: Path | str | None = None, *, workers: int | None = None,
+               households: Path | str | None = None) -> Report:
     """Check the run directory against every invariant.
 
     ``workers``: None - worker processes when the run is large, the machine
@@ -55,16 +57,21 @@ def verify_run(run_dir: Path | str, witness: Path | str | None = None, *, worker
     records are independent of the others' once the host summary is known:
     each is checked with findings of its own, merged in a fixed order, so
     the report does not depend on ``workers``.
+
+    ``households``: the study's households file; every model's draw is then
+    checked to be its households in their seeded order, and the file to
+    hash as design.toml pins it (invariant 11).
     """
     files: list = []  # the host-span workers' sample columns: closed (and so gone) whatever happens
     try:
-        return _verify_run(Path(run_dir), witness, workers, files)
+        return _verify_run(Path(run_dir), witness, workers, files, households)
     finally:
         for fh in files:
             fh.close()
 
 
-def _verify_run(root: Path, witness: Path | str | None, workers: int | None, files: list) -> Report:
+def _verify_run(root: Path, witness: Path | str | None, workers: int | None, files: list,
+                households: Path | str | None = None) -> Report:
     f = Findings()
     layout = load_layout(root)
     man = layout.manifest.obj if isinstance(layout.manifest.obj, dict) else {}
@@ -145,6 +152,9 @@ def _verify_run(root: Path, witness: Path | str | None, workers: int | None, fil
     guarded(f, 9, "run.jsonl", check_run_stops, ctx, states)
     guarded(f, 3, "manifest.json", check_shared_draw, ctx)
     guarded(f, 11, "design.toml", check_design, ctx, man)
+    if households is not None:
+        f.households = str(households)
+        guarded(f, 11, str(households), check_households, ctx, Path(households))
     guarded(f, 11, "manifest.json", check_slugs, ctx, man)
     guarded(f, 8, "anchors.jsonl", logs.finish, Path(witness) if witness is not None else None)
     if witness is not None and f.witness is None:  # finish failed before it got to the witness
@@ -596,18 +606,72 @@ def check_slugs(ctx: RunContext, man: dict) -> None:
             check(mf.obj.get("draw"), f"models/{name}/manifest.json", "household")
 
 
+def design_data(ctx: RunContext, report: bool = True) -> tuple[bytes, dict] | None:
+    """design.toml's bytes and table, or None (reported, unless not ``report``: invariant 11)."""
+    try:
+        with open_regular(ctx.layout.root / "design.toml") as fh:
+            raw = fh.read()
+        return raw, tomllib.loads(raw.decode())
+    except (OSError, ValueError) as exc:
+        if report:
+            ctx.findings.fail(11, "design.toml", None, f"unreadable: {exc}")
+        return None
+
+
+def check_households(ctx: RunContext, path: Path) -> None:
+    """Invariant 11, with the study's households file (``--households``): it
+    hashes as design.toml pins it, reads as the runner reads one, and every
+    model's draw is its households, sorted by id and shuffled by the model's
+    seed (DESIGN.md "Draws"). Without the file a run's records cannot say
+    which households the study had: a draw that left some out, in every
+    model alike, is a seeded shuffle of its own households and passes the
+    other checks."""
+    f = ctx.findings
+    before = f.count[11]
+    try:
+        read = design_data(ctx, report=False)  # (check_design reports it)
+        table = read[1].get("households") if read is not None else None
+        pin = table.get("sha256") if isinstance(table, dict) else None
+        f.check(11)
+        found, problems = read_households_file(path, pin if isinstance(pin, str) else None)
+        if not isinstance(pin, str):
+            problems.insert(0, "design.toml pins no households file (households.sha256)")
+        for problem in problems:
+            f.fail(11, str(path), None, problem)
+        if not found:
+            return
+        ids = [h.id for h in found]
+        f.households_count = len(ids)
+        for name, mf in ctx.layout.models.items():
+            if mf.problem is not None or not isinstance(mf.obj, dict):
+                continue  # reported with the manifests
+            seed, draw = mf.obj.get("seed"), mf.obj.get("draw")
+            if type(seed) is not int:
+                continue  # reported with the draw's own check (invariant 3)
+            f.check(11)
+            want = draw_order(seed, ids)
+            if draw != want:
+                try:
+                    missing, extra = len(set(ids) - set(draw)), len(set(draw) - set(ids))
+                    how = f"{missing} of its households missing, {extra} not in it" if missing or extra else \
+                        "its households in another order"
+                except TypeError:
+                    how = "not a list of household ids"
+                f.fail(11, f"models/{name}/manifest.json", None,
+                       f"draw is not the seeded shuffle of {path}'s {len(ids)} households ({how})")
+    finally:
+        f.households_problems = f.count[11] - before
+
+
 def check_design(ctx: RunContext, man: dict) -> None:
     """Invariant 11: the manifests say what design.toml says: every field the
     design fixes (``manifests.run_fields`` / ``model_fields``, the mapping the
     runner wrote them with), the pins and the models' folders."""
     f, layout = ctx.findings, ctx.layout
-    try:
-        with open_regular(layout.root / "design.toml") as fh:
-            raw = fh.read()
-        data = tomllib.loads(raw.decode())
-    except (OSError, ValueError) as exc:
-        f.fail(11, "design.toml", None, f"unreadable: {exc}")
+    read = design_data(ctx)
+    if read is None:
         return
+    raw, data = read
     f.expect(11, man.get("design_sha256") == hashlib.sha256(raw).hexdigest(), "manifest.json", None,
              "design_sha256 is not design.toml's")
     harness = data.get("harness") if isinstance(data.get("harness"), dict) else {}
@@ -663,7 +727,8 @@ def check_shared_draw(ctx: RunContext) -> None:
                    "shares the one draw")
 
 
-def verify_command(run_dir: Path, as_json: bool = False, witness: Path | None = None) -> int:
+def verify_command(run_dir: Path, as_json: bool = False, witness: Path | None = None,
+                   households: Path | None = None) -> int:
     """``confirmatory verify``: the report on stdout; 0 only when every invariant holds.
 
     A directory with none of a run's files (manifest.json, run.jsonl,
@@ -687,7 +752,7 @@ def verify_command(run_dir: Path, as_json: bool = False, witness: Path | None = 
               "provisional; its logs are still being written. Verify again after the run has ended. ***")
     if live:
         print(notice, file=sys.stderr if as_json else sys.stdout)
-    report = verify_run(run_dir, witness=witness)
+    report = verify_run(run_dir, witness=witness, households=households)
     if as_json:
         text = report.to_json()
         if live:

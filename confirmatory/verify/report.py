@@ -73,6 +73,12 @@ class Report:
     # What the run's own records say of how it ended (not a check): the
     # close line's status, the stops' causes, households ended per model.
     outcome: str | None = None
+    # None: no households file was given (--households); else the file, how
+    # many households it holds and how many problems its check found
+    # (invariant 11 lists them).
+    households: str | None = None
+    households_count: int = 0
+    households_problems: int = 0
 
     @property
     def ok(self) -> bool:
@@ -92,6 +98,15 @@ class Report:
             return f"witness: {self.witness}: {self.witness_problems} problem(s), listed under invariant 8"
         return f"witness: {self.witness} holds every anchor of the run, unchanged"
 
+    def households_line(self) -> str:
+        if self.households is None:
+            return ("households: not checked (verify --households FILE checks that every model's draw is "
+                    "the study's households file, pinned in design.toml, in its seeded order)")
+        if self.households_problems:
+            return f"households: {self.households}: {self.households_problems} problem(s), listed under invariant 11"
+        return (f"households: every model's draw is {self.households}'s {self.households_count} households, "
+                "in their seeded order")
+
     def to_json(self) -> str:
         return json.dumps({
             "run_dir": self.run_dir, "ok": self.ok, "unanchored_tail": self.unanchored_tail,
@@ -99,6 +114,9 @@ class Report:
             "witness": {"checked": self.witness is not None, "clone": self.witness,
                         "problems": self.witness_problems if self.witness is not None else None},
             "outcome": self.outcome,
+            "households": {"checked": self.households is not None, "file": self.households,
+                           "count": self.households_count if self.households is not None else None,
+                           "problems": self.households_problems if self.households is not None else None},
             "invariants": [{**asdict(r), "status": str(r.status),
                             "first": [asdict(v) for v in r.first]} for r in self.results],
         }, indent=2, sort_keys=True)
@@ -129,6 +147,7 @@ class Report:
                 rows.append(pad + f"... {r.violations} violations in all")
         rows.append("")
         rows.append(self.witness_line())
+        rows.append(self.households_line())
         if self.unanchored_tail:
             rows.append(f"unanchored tail: {self.unanchored_tail} lines")
         rows.append("ALL INVARIANTS HOLD" if self.ok else
@@ -149,6 +168,9 @@ class Findings:
     witness: str | None = None
     witness_problems: int = 0
     outcome: str | None = None
+    households: str | None = None
+    households_count: int = 0
+    households_problems: int = 0
 
     def check(self, invariant: int, n: int = 1) -> None:
         self.checked[invariant] += n
@@ -208,4 +230,5 @@ class Findings:
             results.append(Result(i, name, status, self.checked[i], self.count[i],
                                   tuple(self.first[i]), note))
         return Report(run_dir, tuple(results), self.unanchored, tuple(self.root), self.witness,
-                      self.witness_problems, self.outcome)
+                      self.witness_problems, self.outcome, self.households, self.households_count,
+                      self.households_problems)
