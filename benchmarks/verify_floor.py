@@ -19,6 +19,7 @@ bench_verify.py reports verify's time as a multiple of this one.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import multiprocessing
 import os
@@ -82,7 +83,7 @@ def spans(path: str, parts: int) -> list[tuple[int, int]]:
             fh.readline()
             cuts.append(min(fh.tell(), size))
     cuts.append(size)
-    return [(a, b) for a, b in zip(cuts, cuts[1:]) if b > a]
+    return [(a, b) for a, b in itertools.pairwise(cuts) if b > a]
 
 
 def tasks(root: str, parts: int) -> list[tuple[int, str, tuple]]:
