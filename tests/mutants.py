@@ -200,4 +200,15 @@ MUTANTS = (
     Mutant("take any close status", "confirmatory/verify/__init__.py",
            "            if status not in want:", "            if False:",
            "tests/test_verify_audit4.py::test_a_run_with_a_model_stopped_closed_as_completed_fails_invariant_7"),
+    # a fifth audit of verify
+    Mutant("accept a resume that ends no pause", "confirmatory/verify/timeline.py",
+           "            if not paused:\n                f.fail(10,", "            if False:\n                f.fail(10,",
+           "tests/test_verify_audit5.py::test_a_second_accepted_resume_of_one_pause_fails_invariant_10"),
+    Mutant("answer a resume request twice", "confirmatory/verify/timeline.py",
+           "        if answered[key] > ctx.resume_requests[key]:", "        if False:",
+           "tests/test_verify_audit5.py::test_one_request_answered_twice_fails_invariant_10"),
+    Mutant("take a refused resume as it says", "confirmatory/verify/timeline.py",
+           "        elif accepted is False and paused and _num(req) and req > pause_t:",
+           "        elif False:",
+           "tests/test_verify_audit5.py::test_a_resume_rejected_while_the_rule_accepts_it_fails_invariant_10"),
 )

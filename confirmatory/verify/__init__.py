@@ -97,7 +97,7 @@ def _verify_run(root: Path, witness: Path | str | None, workers: int | None, fil
             del span_parts
         rest = Findings()  # what is found after host.jsonl, merged after its findings
         logs.f = rest
-        requests = set()
+        requests: dict = {}  # (model, t) -> how many requests say so
         for seq, o in logs.lines("resume.jsonl"):
             if o.get("event") != "resume-request":
                 rest.expect(10, seq == 0 and o.get("event") == "open", "resume.jsonl", seq,
@@ -107,7 +107,7 @@ def _verify_run(root: Path, witness: Path | str | None, workers: int | None, fil
             if rest.expect(10, ok, "resume.jsonl", seq,
                            f"resume request for model {o.get('model')!r} at {o.get('t')!r}: not a model of the run "
                            "with a numeric time"):
-                requests.add((o["model"], o["t"]))
+                requests[(o["model"], o["t"])] = requests.get((o["model"], o["t"]), 0) + 1
         ctx = RunContext(layout, rest, logs, rv, host, manifest_arms(man, rest), run_events, requests)
         ctx.clock_drift = drift
         ctx.run_stop_ts = least_first([o["t"] for _, o in run_events

@@ -1,0 +1,118 @@
+"""False accepts found by the fifth audit of verify: runs that break the
+procedure, or records that lie about what happened, planted in generated
+runs and re-chained (`reseal`). Each failed to fail before its fix.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from test_verify_violations import PLAN, edit_log, read, reseal
+
+from confirmatory.testing.rungen import generate_run
+from confirmatory.verify import verify_run
+
+BETA = "models/beta/run.jsonl"  # PLAN pauses beta: a stale request rejected, then one accepted
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory):
+    root = tmp_path_factory.mktemp("audit5") / "run"
+    generate_run(root, PLAN)
+    return root
+
+
+@pytest.fixture
+def run(pristine, tmp_path):
+    root = tmp_path / "run"
+    shutil.copytree(pristine, root)
+    return root
+
+
+def verify(root):
+    reseal(root)
+    return verify_run(root, workers=1)
+
+
+def messages(report, invariant, part=""):
+    return [v.message for v in report.result(invariant).first if part in v.message]
+
+
+def accepted_resume(objs):
+    return next(o for o in objs if o.get("event") == "resume" and o["accepted"] is True)
+
+
+def add_request(root, model, t):
+    edit_log(root, "resume.jsonl", lambda objs: objs.append({"event": "resume-request", "model": model, "t": t}))
+
+
+# -- resumes (invariant 10) ---------------------------------------------------------
+
+def test_the_pristine_run_verifies(run):
+    assert verify(run).ok
+
+
+def test_a_second_accepted_resume_of_one_pause_fails_invariant_10(run):
+    """The runner accepts a resume only while its model is paused (a pause
+    since the last accepted resume): a second accepted resume, with a request
+    of its own after the pause, ends no pause."""
+    acc = accepted_resume(read(run / BETA))
+
+    def again(objs):
+        a = accepted_resume(objs)
+        objs.insert(objs.index(a) + 1, {**a, "request_t": a["request_t"] + 0.25, "t": a["t"] + 0.5})
+    edit_log(run, BETA, again)
+    add_request(run, "beta", acc["request_t"] + 0.25)
+    report = verify(run)
+    assert report.failed() == {10}, report.to_table()
+    assert messages(report, 10) == [f"accepted resume at {acc['t'] + 0.5} ends no pause: its model was not paused "
+                                    "then (no pause since the last accepted resume)"]
+
+
+def test_one_request_answered_twice_fails_invariant_10(run):
+    """Each request of resume.jsonl is answered once: two resume lines of one
+    request (the second one rejected, so that only this check can see it)."""
+    acc = accepted_resume(read(run / BETA))
+
+    def twice(objs):
+        a = accepted_resume(objs)
+        objs.insert(objs.index(a) + 1, {**a, "accepted": False, "t": a["t"] + 0.5})
+    edit_log(run, BETA, twice)
+    report = verify(run)
+    assert report.failed() == {10}, report.to_table()
+    assert messages(report, 10) == [f"rejected resume answers request {acc['request_t']} again: the runner "
+                                    "answers each request once"]
+
+
+def test_a_resume_rejected_while_the_rule_accepts_it_fails_invariant_10(run):
+    """A request after the pause, answered while the model was paused, is
+    accepted (`Run._check_resume`); a line saying it was refused kept the
+    model paused against the rule."""
+    acc = accepted_resume(read(run / BETA))
+    pause_t = next(o for o in read(run / BETA) if o.get("event") == "pause")["t"]
+
+    def refused(objs):
+        a = accepted_resume(objs)
+        objs.insert(objs.index(a), {**a, "accepted": False, "request_t": a["request_t"] - 10, "t": a["t"] - 9})
+    edit_log(run, BETA, refused)
+    add_request(run, "beta", acc["request_t"] - 10)
+    report = verify(run)
+    assert report.failed() == {10}, report.to_table()
+    assert messages(report, 10) == [f"resume at {acc['t'] - 9} rejected, but the model was paused and the request "
+                                    f"({acc['request_t'] - 10}) came after the pause at {pause_t}: the runner "
+                                    "accepts it"]
+
+
+def test_a_rejected_resume_of_no_request_fails_invariant_10(run):
+    """A resume line answers a request of resume.jsonl, accepted or not: a
+    rejected one in a model that never paused, of a request nobody made."""
+    def forged(objs):
+        objs.insert(2, {"event": "resume", "request_t": objs[1].get("t", 1.0), "accepted": False,
+                        "t": objs[1].get("t", 1.0)})
+    edit_log(run, "models/alpha/run.jsonl", forged)
+    report = verify(run)
+    assert report.failed() == {10}, report.to_table()
+    assert len(messages(report, 10, "rejected resume request")) == 1
+    assert messages(report, 10)[0].endswith("is not in resume.jsonl")
+
