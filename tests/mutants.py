@@ -211,4 +211,7 @@ MUTANTS = (
            "        elif accepted is False and paused and _num(req) and req > pause_t:",
            "        elif False:",
            "tests/test_verify_audit5.py::test_a_resume_rejected_while_the_rule_accepts_it_fails_invariant_10"),
+    Mutant("take evidence from any source", "confirmatory/verify/__init__.py",
+           "    if sources is not None and source not in sources:", "    if False:",
+           "tests/test_verify_audit5.py::test_an_evidence_line_of_a_source_the_design_lacks_fails_invariant_2"),
 )

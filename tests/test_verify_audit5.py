@@ -116,3 +116,35 @@ def test_a_rejected_resume_of_no_request_fails_invariant_10(run):
     assert len(messages(report, 10, "rejected resume request")) == 1
     assert messages(report, 10)[0].endswith("is not in resume.jsonl")
 
+
+# -- host evidence (invariant 2) ----------------------------------------------------
+
+def test_an_evidence_line_of_a_source_the_design_lacks_fails_invariant_2(run):
+    """PLAN's design has no evidence source. The sample above the pressure
+    threshold (its attempts host, rerun) replaced by a calm one and an
+    evidence line at its time from a made-up source: the same attempts are
+    host by the rule, so every class still matches; only the source gives
+    the forgery away."""
+    host = read(run / "host.jsonl")
+    k = next(i for i, o in enumerate(host) if o.get("event") == "sample" and o["mem_pressure"] > 10)
+    s = host[k]
+
+    def forge(objs):
+        objs[k] = {**s, "mem_pressure": 0.5}
+        objs.insert(k, {"event": "evidence", "t": s["t"] - 0.01, "since": s["t"] - 0.01, "source": "forged",
+                        "line": "oom-killer"})
+    edit_log(run, "host.jsonl", forge)
+    report = verify(run)
+    assert report.failed() == {2}, report.to_table()
+    assert messages(report, 2) == ["evidence line from source 'forged', which is not one of the design's evidence "
+                                   "sources []: it would make the attempts it touches host (a rerun)"]
+
+
+def test_a_sample_failed_line_without_its_error_fails_invariant_2(run):
+    def failed(objs):
+        objs.insert(3, {"event": "sample-failed", "t": objs[2]["t"] + 0.5, "error": 7})
+    edit_log(run, "host.jsonl", failed)
+    report = verify(run)
+    assert report.failed() == {2}, report.to_table()
+    assert messages(report, 2) == ["sample-failed line: error is 7, not a string"]
+

@@ -27,6 +27,8 @@ class RulesView:
     max_gap_s: float
     pressure_threshold: float
     attempt_deadline_s: float = 3600.0
+    # the names of the design's [[host.evidence]] sources (None: design.toml unreadable)
+    evidence_sources: frozenset | None = None
 
     @classmethod
     def from_manifest(cls, manifest: Any, findings: Findings) -> "RulesView":
