@@ -214,4 +214,8 @@ MUTANTS = (
     Mutant("take evidence from any source", "confirmatory/verify/__init__.py",
            "    if sources is not None and source not in sources:", "    if False:",
            "tests/test_verify_audit5.py::test_an_evidence_line_of_a_source_the_design_lacks_fails_invariant_2"),
+    Mutant("let the first anchor come after decisions", "confirmatory/verify/logs.py",
+           "                if self.anchor_count == 1 and n > 1 and rel.endswith(",
+           "                if False and rel.endswith(",
+           "tests/test_verify_audit5.py::test_a_first_anchor_made_after_the_first_decisions_fails_invariant_8"),
 )

@@ -148,3 +148,25 @@ def test_a_sample_failed_line_without_its_error_fails_invariant_2(run):
     assert report.failed() == {2}, report.to_table()
     assert messages(report, 2) == ["sample-failed line: error is 7, not a string"]
 
+
+# -- anchors (invariant 8) ----------------------------------------------------------
+
+def test_a_first_anchor_made_after_the_first_decisions_fails_invariant_8(run):
+    """The Run anchors before any lane decides (ANCHORS.md): the first anchor
+    dropped (and the pushes renumbered, the push of the dropped one gone),
+    the run's first anchor counts decisions."""
+    def drop_first(objs):
+        del objs[1]
+    edit_log(run, "anchors.jsonl", drop_first)
+
+    def renumber(objs):
+        return [objs[0], *({**o, "anchor_seq": o["anchor_seq"] - 1} for o in objs[1:] if o["anchor_seq"] > 1)]
+    edit_log(run, "anchor-pushes.jsonl", renumber)
+    report = verify(run)
+    assert report.failed() == {8}, report.to_table()
+    found = messages(report, 8)
+    assert found and all(m.startswith("the first anchor counts ") and m.endswith(
+        "it was made after that model's first admission decision (the run anchors before any lane decides)")
+        for m in found), found
+    assert {m.split()[7].rstrip(":") for m in found} == {f"models/{m}/admission.jsonl" for m in ("alpha", "beta", "gamma")}
+

@@ -138,6 +138,12 @@ class LogPass:
                     self.fixed.setdefault(rel, Fixed()).add(seq, n, fixed.get("head"))
                 else:  # no such count: matched by no line (reported above)
                     f.fail(8, ANCHORS_LOG, seq, f"{rel}: head at line count {n} differs from the anchor")
+                # The Run writes the first anchor before any lane makes an
+                # admission decision (`Run._start_anchorer`): it counts no
+                # decision of any model, only its admission log's open line.
+                if self.anchor_count == 1 and n > 1 and rel.endswith("/admission.jsonl"):
+                    f.fail(8, ANCHORS_LOG, seq, f"the first anchor counts {n} lines of {rel}: it was made after "
+                           "that model's first admission decision (the run anchors before any lane decides)")
             for rel, sha in obj["manifests"].items():
                 f.check(8)
                 if rel not in self._manifest_shas:
