@@ -218,4 +218,7 @@ MUTANTS = (
            "                if self.anchor_count == 1 and n > 1 and rel.endswith(",
            "                if False and rel.endswith(",
            "tests/test_verify_audit5.py::test_a_first_anchor_made_after_the_first_decisions_fails_invariant_8"),
+    Mutant("let an anchor predate what it counts", "confirmatory/verify/logs.py",
+           "and lt > at:\n", "and False:\n",
+           "tests/test_verify_audit5.py::test_an_anchor_dated_before_lines_it_counts_fails_invariant_8"),
 )

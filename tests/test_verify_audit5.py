@@ -170,3 +170,21 @@ def test_a_first_anchor_made_after_the_first_decisions_fails_invariant_8(run):
         for m in found), found
     assert {m.split()[7].rstrip(":") for m in found} == {f"models/{m}/admission.jsonl" for m in ("alpha", "beta", "gamma")}
 
+
+def test_an_anchor_dated_before_lines_it_counts_fails_invariant_8(run):
+    """An anchor's t is taken after its counts: one set back to just after
+    the anchor before it (times still never go back) counts lines dated
+    after it (its push, later, still follows it)."""
+    anchors = read(run / "anchors.jsonl")
+    k = len(anchors) // 2
+    t = anchors[k - 1]["t"] + 0.001
+
+    def set_back(objs):
+        objs[k]["t"] = t
+    edit_log(run, "anchors.jsonl", set_back)
+    report = verify(run)
+    assert report.failed() == {8}, report.to_table()
+    found = messages(report, 8)
+    assert found and all(f"the anchor at {t} counts line " in m and
+                         m.endswith("after it (an anchor's t is taken after its counts)") for m in found), found
+    assert any(m.startswith("host.jsonl: ") for m in found) and any(m.startswith("models/alpha/admission.jsonl: ") for m in found)

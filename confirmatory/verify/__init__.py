@@ -423,7 +423,7 @@ def _host_span(logs: LogPass, rv: RulesView, start: int, stop: int | None, files
         summarize_checked([(seq, obj)], summary, shape, drift, rv.evidence_sources)
         break
     summarize_checked(lines, summary, shape, drift, rv.evidence_sources)
-    return reader.result, reader.heads, reader.first, first_event, first_t, summary, drift, shape
+    return reader.result, (reader.heads, reader.times), reader.first, first_event, first_t, summary, drift, shape
 
 
 def _column_files(n: int) -> list | None:
@@ -446,13 +446,15 @@ def join_host_spans(parts: list, logs: LogPass, rv: RulesView):
     clean link (a damaged log), that one pass itself, run here: its findings
     then say exactly what and where."""
     heads: dict[int, str] = {}
+    times: dict = {}
     before = None
-    for k, (result, span_heads, first, first_event, *_) in enumerate(parts):
+    for k, (result, (span_heads, span_times), first, first_event, *_) in enumerate(parts):
         clean = result is not None and result.ok and (
             first_event == "open" if k == 0 else first == (before.lines, before.head))
         if not clean:
             return read_host(logs, rv)
         heads.update(span_heads)
+        times.update(span_times)
         before = result
     own = Findings()
     own.check(11)  # line 0 is an open line chained from the seed
@@ -468,7 +470,7 @@ def join_host_spans(parts: list, logs: LogPass, rv: RulesView):
     del spans
     if host is None:
         return read_host(logs, rv)
-    logs.settle("host.jsonl", heads, before.lines, own)
+    logs.settle("host.jsonl", heads, before.lines, own, times=times)
     return host, drift, (own, {"host.jsonl": before.lines})
 
 
