@@ -485,16 +485,19 @@ class ChainReader:
     that is not a valid link, or at a torn tail. Afterwards ``result`` is the
     ``ChainCheck`` that ``check_chain`` would have returned (None until the
     iteration has finished) and ``heads`` maps each count in ``heads_at`` that
-    the good lines reach to the head after that many lines (0 -> the seed).
+    the good lines reach to the head after that many lines (0 -> the seed),
+    ``times`` each such count (but 0) to the ``t`` of the line it ends at.
     """
 
-    __slots__ = ("path", "seed", "heads_at", "heads", "result", "fast_overruled", "start", "stop", "first")
+    __slots__ = ("path", "seed", "heads_at", "heads", "times", "result", "fast_overruled", "start", "stop", "first")
 
     def __init__(self, path: Path, seed: str, heads_at: Any = (), *, start: int = 0, stop: int | None = None) -> None:
         self.path = Path(path)
         self.seed = seed
         self.heads_at = frozenset(heads_at)
         self.heads: dict[int, str] = {0: seed} if 0 in self.heads_at and not start else {}
+        # ... and the `t` of the last of those lines (what it holds; absent: none)
+        self.times: dict[int, Any] = {}
         self.result: ChainCheck | None = None
         # A span: the bytes from ``start`` (a line's first byte) to ``stop``
         # (just after a newline; None: the end). A span after the first
@@ -565,6 +568,7 @@ class ChainReader:
                     n += 1
                     if n in wanted:
                         heads[n] = head
+                        self.times[n] = obj.get("t")
                     yield n - 1, obj
                 end = base + sum(map(len, parts)) + len(parts)
         self.result = ChainCheck(True, n, head, end=end)

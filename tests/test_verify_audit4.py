@@ -53,9 +53,20 @@ def messages(report, invariant, part=""):
 
 
 def drop_household(root, model, h):
-    """A household gone from the records: its decision, its lines, its records."""
-    edit_log(root, f"models/{model}/run.jsonl", lambda objs: [o for o in objs if o.get("household") != h])
-    edit_log(root, f"models/{model}/admission.jsonl", lambda objs: [o for o in objs if o.get("household") != h])
+    """A household gone from the records: its decision, its lines, its records;
+    and, as a careful forger would, every anchor's count of those logs lowered
+    by the lines dropped before it (else an anchor counts, in their place,
+    later lines dated after it)."""
+    for rel in (f"models/{model}/run.jsonl", f"models/{model}/admission.jsonl"):
+        gone = [k for k, o in enumerate(read(root / rel)) if o.get("household") == h]
+        edit_log(root, rel, lambda objs: [o for o in objs if o.get("household") != h])
+
+        def lower(objs, rel=rel, gone=gone):
+            for a in objs:
+                if a.get("event") == "anchor" and rel in a["logs"]:
+                    n = a["logs"][rel]["lines"]
+                    a["logs"][rel]["lines"] = n - sum(k < n for k in gone)
+        edit_log(root, "anchors.jsonl", lower)
     shutil.rmtree(root / "models" / model / "records" / h, ignore_errors=True)
 
 

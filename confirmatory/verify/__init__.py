@@ -13,6 +13,7 @@ stream; what it keeps grows with households, not with lines.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import multiprocessing
 import os
@@ -85,6 +86,7 @@ def _verify_run(root: Path, witness: Path | str | None, workers: int | None, fil
     logs = LogPass(layout, f)
     run_events = list(logs.lines("run.jsonl"))
     rv = RulesView.from_manifest(man, f)
+    rv = dataclasses.replace(rv, evidence_sources=design_evidence_sources(root))
     names = [n for n in layout.models if layout.models[n].problem is None]
     parallel = _worker_count(layout, names, workers) > 1
     children: list = []
@@ -104,7 +106,7 @@ def _verify_run(root: Path, witness: Path | str | None, workers: int | None, fil
             del span_parts
         rest = Findings()  # what is found after host.jsonl, merged after its findings
         logs.f = rest
-        requests = set()
+        requests: dict = {}  # (model, t) -> how many requests say so
         for seq, o in logs.lines("resume.jsonl"):
             if o.get("event") != "resume-request":
                 rest.expect(10, seq == 0 and o.get("event") == "open", "resume.jsonl", seq,
@@ -114,7 +116,7 @@ def _verify_run(root: Path, witness: Path | str | None, workers: int | None, fil
             if rest.expect(10, ok, "resume.jsonl", seq,
                            f"resume request for model {o.get('model')!r} at {o.get('t')!r}: not a model of the run "
                            "with a numeric time"):
-                requests.add((o["model"], o["t"]))
+                requests[(o["model"], o["t"])] = requests.get((o["model"], o["t"]), 0) + 1
         ctx = RunContext(layout, rest, logs, rv, host, manifest_arms(man, rest), run_events, requests)
         ctx.clock_drift = drift
         ctx.run_stop_ts = least_first([o["t"] for _, o in run_events
@@ -276,10 +278,12 @@ class ClockDrift:
         return out
 
 
-def summarize_checked(pairs, summary: HostSummary, found: Findings, drift: ClockDrift) -> None:
+def summarize_checked(pairs, summary: HostSummary, found: Findings, drift: ClockDrift,
+                      sources: frozenset | None = None) -> None:
     """Feed host.jsonl's (seq, obj) to ``summary``; every sample's fields of
     their kinds (invariant 2: the host lines' shape), counted in ``found``;
-    the samples' clock drift to ``drift``."""
+    the samples' clock drift to ``drift``. Each evidence line names one of
+    ``sources`` (the design's evidence sources; None: not known, unchecked)."""
     add, samples = summary.add, 0
     for seq, obj in pairs:
         if obj.get("event") == "sample":
@@ -295,8 +299,53 @@ def summarize_checked(pairs, summary: HostSummary, found: Findings, drift: Clock
                 problem = sample_problem(obj)
                 if problem is not None:
                     found.fail(2, "host.jsonl", seq, f"sample: {problem}")
+        elif obj.get("event") in _HOST_NOTES:
+            problem = host_line_problem(obj, sources)
+            found.check(2)
+            if problem is not None:
+                found.fail(2, "host.jsonl", seq, problem)
         add(obj)
     found.check(2, samples)
+
+
+# host.jsonl's lines other than samples that the rule or a reader reads
+# (RECORDS.md, HOST.md), each with its fields' kinds
+_HOST_NOTES = ("evidence", "sample-failed")
+
+
+def host_line_problem(obj: dict, sources: frozenset | None) -> str | None:
+    """What is wrong with an evidence or sample-failed line (None: nothing).
+    An evidence line makes every attempt whose window it touches `host`,
+    which is a rerun: only a source of the design's `[[host.evidence]]` writes
+    one (`HostMonitor._read_sources`), so one naming any other source is forged."""
+    event, t = obj.get("event"), obj.get("t")
+    if not (type(t) is int or type(t) is float):
+        return f"{event} line: t is {t!r}, not a number"
+    if event == "sample-failed":
+        return None if type(obj.get("error")) is str else f"sample-failed line: error is {obj.get('error')!r}, not a string"
+    source, since = obj.get("source"), obj.get("since", t)
+    if type(source) is not str or type(obj.get("line")) is not str or not (type(since) is int or type(since) is float):
+        return (f"evidence line: source {source!r} and line {obj.get('line')!r} must be strings, since "
+                f"{since!r} a number")
+    if sources is not None and source not in sources:
+        return (f"evidence line from source {source!r}, which is not one of the design's evidence sources "
+                f"{sorted(sources)}: it would make the attempts it touches host (a rerun)")
+    return None
+
+
+def design_evidence_sources(root: Path) -> frozenset | None:
+    """The names of design.toml's `[[host.evidence]]` entries, or None where
+    design.toml cannot be read as a design's tables (invariant 11 says so)."""
+    try:
+        with open_regular(root / "design.toml") as fh:
+            data = tomllib.loads(fh.read().decode())
+    except (OSError, ValueError):
+        return None
+    host = data.get("host", {})
+    entries = host.get("evidence", []) if isinstance(host, dict) else None
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        return None
+    return frozenset(e.get("name") for e in entries if type(e.get("name")) is str)
 
 
 def read_host(logs: LogPass, rv: RulesView) -> tuple[HostSummary, ClockDrift, tuple[Findings, dict]]:
@@ -306,7 +355,7 @@ def read_host(logs: LogPass, rv: RulesView) -> tuple[HostSummary, ClockDrift, tu
     outer, logs.f = logs.f, own
     summary = HostSummary(max_gap_s=rv.max_gap_s, pressure_threshold=rv.pressure_threshold)
     try:
-        summarize_checked(logs.lines("host.jsonl"), summary, own, drift)
+        summarize_checked(logs.lines("host.jsonl"), summary, own, drift, rv.evidence_sources)
     finally:
         logs.f = outer
     return summary, drift, _log_part(own, logs, ["host.jsonl"])
@@ -381,10 +430,10 @@ def _host_span(logs: LogPass, rv: RulesView, start: int, stop: int | None, files
     lines, shape, drift = iter(reader), Findings(), ClockDrift()
     for seq, obj in lines:
         first_event, first_t = obj.get("event"), obj.get("t")
-        summarize_checked([(seq, obj)], summary, shape, drift)
+        summarize_checked([(seq, obj)], summary, shape, drift, rv.evidence_sources)
         break
-    summarize_checked(lines, summary, shape, drift)
-    return reader.result, reader.heads, reader.first, first_event, first_t, summary, drift, shape
+    summarize_checked(lines, summary, shape, drift, rv.evidence_sources)
+    return reader.result, (reader.heads, reader.times), reader.first, first_event, first_t, summary, drift, shape
 
 
 def _column_files(n: int) -> list | None:
@@ -407,13 +456,15 @@ def join_host_spans(parts: list, logs: LogPass, rv: RulesView):
     clean link (a damaged log), that one pass itself, run here: its findings
     then say exactly what and where."""
     heads: dict[int, str] = {}
+    times: dict = {}
     before = None
-    for k, (result, span_heads, first, first_event, *_) in enumerate(parts):
+    for k, (result, (span_heads, span_times), first, first_event, *_) in enumerate(parts):
         clean = result is not None and result.ok and (
             first_event == "open" if k == 0 else first == (before.lines, before.head))
         if not clean:
             return read_host(logs, rv)
         heads.update(span_heads)
+        times.update(span_times)
         before = result
     own = Findings()
     own.check(11)  # line 0 is an open line chained from the seed
@@ -429,7 +480,7 @@ def join_host_spans(parts: list, logs: LogPass, rv: RulesView):
     del spans
     if host is None:
         return read_host(logs, rv)
-    logs.settle("host.jsonl", heads, before.lines, own)
+    logs.settle("host.jsonl", heads, before.lines, own, times=times)
     return host, drift, (own, {"host.jsonl": before.lines})
 
 

@@ -27,6 +27,8 @@ class RulesView:
     max_gap_s: float
     pressure_threshold: float
     attempt_deadline_s: float = 3600.0
+    # the names of the design's [[host.evidence]] sources (None: design.toml unreadable)
+    evidence_sources: frozenset | None = None
 
     @classmethod
     def from_manifest(cls, manifest: Any, findings: Findings) -> "RulesView":
@@ -106,7 +108,7 @@ class RunContext:
     host: HostSummary
     arms: list[str]
     run_events: list[tuple[int, dict]]
-    resume_requests: set[tuple[str, float]]
+    resume_requests: dict[tuple[str, float], int]  # (model, t) -> how many requests of resume.jsonl
     run_stop_ts: list[float] = field(default_factory=list)
     ceiling_t: float = float("inf")
     clock_drift: Any = None  # verify.ClockDrift of host.jsonl's samples (set once host.jsonl is read)

@@ -23,6 +23,7 @@ from confirmatory.records import ANCHORS_LOG, PUSHES_LOG, LogSpec, RunLayout, mo
 from confirmatory.verify.report import Findings
 
 UNANCHORED_BY_DESIGN = (ANCHORS_LOG, PUSHES_LOG)
+RESUME_LOG = "resume.jsonl"  # appended by `confirmatory resume`, another process (confirmatory.resume)
 
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -138,6 +139,12 @@ class LogPass:
                     self.fixed.setdefault(rel, Fixed()).add(seq, n, fixed.get("head"))
                 else:  # no such count: matched by no line (reported above)
                     f.fail(8, ANCHORS_LOG, seq, f"{rel}: head at line count {n} differs from the anchor")
+                # The Run writes the first anchor before any lane makes an
+                # admission decision (`Run._start_anchorer`): it counts no
+                # decision of any model, only its admission log's open line.
+                if self.anchor_count == 1 and n > 1 and rel.endswith("/admission.jsonl"):
+                    f.fail(8, ANCHORS_LOG, seq, f"the first anchor counts {n} lines of {rel}: it was made after "
+                           "that model's first admission decision (the run anchors before any lane decides)")
             for rel, sha in obj["manifests"].items():
                 f.check(8)
                 if rel not in self._manifest_shas:
@@ -150,20 +157,35 @@ class LogPass:
         fixed = self.fixed.get(rel)
         return frozenset(fixed.counts) if fixed is not None else frozenset()
 
-    def settle(self, rel: str, heads: dict[int, str], valid: int, f: Findings | None = None) -> None:
+    def settle(self, rel: str, heads: dict[int, str], valid: int, f: Findings | None = None,
+               times: dict | None = None) -> None:
         """Compare every anchor's count and head for ``rel`` with what its one
         pass found (``heads`` at the anchored counts, ``valid`` chain-valid
-        lines), in ``f`` (this pass's findings when None); then drop them."""
+        lines), in ``f`` (this pass's findings when None); then drop them.
+        ``times``: the ``t`` of the line at each anchored count, which is not
+        after the anchor's (below)."""
         f = self.f if f is None else f
         fixed = self.fixed.pop(rel, None)
         if fixed is None:
             return
+        # An anchor's t is taken after its counts (`Anchorer.anchor`), from the
+        # clock every line of the run's own logs takes its t from, which never
+        # goes back: the last line it counts is dated no later than it. (Not
+        # resume.jsonl: another process's wall time, which a step back of the
+        # wall clock can put after the run's clock.)
+        times = times if times is not None and rel != RESUME_LOG else {}
+        anchor_t = self.anchor_t
         for k, seq in enumerate(fixed.seqs):
             n = fixed.count(k)
             if n > valid:
                 f.fail(8, ANCHORS_LOG, seq, f"{rel}: anchored {n} lines, the log has {valid} valid")
             elif not fixed.matches(k, heads.get(n)):
                 f.fail(8, ANCHORS_LOG, seq, f"{rel}: head at line count {n} differs from the anchor")
+            else:
+                lt, at = times.get(n), anchor_t.get(seq)
+                if (type(lt) is float or type(lt) is int) and (type(at) is float or type(at) is int) and lt > at:
+                    f.fail(8, ANCHORS_LOG, seq, f"{rel}: the anchor at {at} counts line {n - 1}, dated {lt}, after "
+                           "it (an anchor's t is taken after its counts)")
 
     # -- one log ------------------------------------------------------------------------
     def lines(self, rel: str) -> Iterator[tuple[int, dict]]:
@@ -193,7 +215,7 @@ class LogPass:
             self.f.fail_root(8, rel, check.problem_line, f"chain: {check.problem}")
             self.broken.add(rel)
         self.valid_lines[rel] = check.lines
-        self.settle(rel, reader.heads, check.lines)
+        self.settle(rel, reader.heads, check.lines, times=reader.times)
         if check.lines == 0:
             self._check_open(spec, path)
 

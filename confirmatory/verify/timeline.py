@@ -341,5 +341,43 @@ def check_resumes(ctx: RunContext, st: ModelState) -> None:
         began = pauses[k - 1] if k else None  # the latest pause before the resume
         ok = began is not None and _num(req) and began < req <= t
         f.expect(10, ok, log, seq, f"accepted resume requested at {req}, the pause began at {began}")
-        f.expect(10, _num(req) and (st.name, req) in ctx.resume_requests, log, seq,
-                 f"accepted resume request {req} is not in resume.jsonl")
+    # The runner answers each request of resume.jsonl once, with one resume
+    # line in its model's log (`Run._check_resume`): every resume line,
+    # accepted or not, answers a request of its model, and no request is
+    # answered twice.
+    answered: dict = {}
+    for seq, r in st.events("resume"):
+        req, what = r.get("request_t"), "accepted" if r.get("accepted") is True else "rejected"
+        key = (st.name, req)
+        f.check(10)
+        if not (_num(req) and key in ctx.resume_requests):
+            f.fail(10, log, seq, f"{what} resume request {req} is not in resume.jsonl")
+            continue
+        answered[key] = answered.get(key, 0) + 1
+        if answered[key] > ctx.resume_requests[key]:
+            f.fail(10, log, seq, f"{what} resume answers request {req} again: the runner answers each request once")
+    # ... and accepts it exactly when the model is paused (a pause since the
+    # last accepted resume) and the request came after the latest pause: the
+    # pauses and resumes replayed in time order (their t's are taken under one
+    # lock, strictly ordered; a t that is not a number fails with the control
+    # fields). A resume that ends no pause, or a refused request the rule
+    # accepts, fails; the state follows each line as it says, so one wrong
+    # line is reported once.
+    timeline = sorted([(p["t"], 0, seq, p) for seq, p in st.events("pause") if _num(p.get("t")) and p["t"] == p["t"]]
+                      + [(r["t"], 1, seq, r) for seq, r in st.events("resume")
+                         if _num(r.get("t")) and r["t"] == r["t"]], key=itemgetter(0, 1, 2))
+    paused, pause_t = False, None
+    for t, kind, seq, o in timeline:
+        if kind == 0:
+            paused, pause_t = True, t
+            continue
+        accepted, req = o.get("accepted"), o.get("request_t")
+        f.check(10)
+        if accepted is True:
+            if not paused:
+                f.fail(10, log, seq, f"accepted resume at {t} ends no pause: its model was not paused then "
+                       f"(no pause since the last accepted resume)")
+            paused = False
+        elif accepted is False and paused and _num(req) and req > pause_t:
+            f.fail(10, log, seq, f"resume at {t} rejected, but the model was paused and the request ({req}) came "
+                   f"after the pause at {pause_t}: the runner accepts it")
