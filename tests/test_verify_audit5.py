@@ -149,6 +149,19 @@ def test_a_sample_failed_line_without_its_error_fails_invariant_2(run):
     assert messages(report, 2) == ["sample-failed line: error is 7, not a string"]
 
 
+@pytest.mark.parametrize("line, at", [({"event": "guard", "line": "oom-killer"}, 3), ({"event": "open"}, 3)],
+                         ids=["an-event-of-no-kind", "a-second-open-line"])
+def test_a_host_line_the_monitor_never_writes_fails_invariant_2(run, line, at):
+    # host.jsonl's lines were read by kind, and a line of no kind the monitor
+    # writes (or a second open line) was skipped; the models' logs fail one
+    def plant(objs):
+        objs.insert(at, {**line, "t": objs[at - 1]["t"] + 0.5})
+    edit_log(run, "host.jsonl", plant)
+    report = verify(run)
+    assert report.failed() == {2}, report.to_table()
+    assert messages(report, 2) == [f"line of no known event ({line['event']!r}) at line {at}"]
+
+
 # -- anchors (invariant 8) ----------------------------------------------------------
 
 def test_a_first_anchor_made_after_the_first_decisions_fails_invariant_8(run):

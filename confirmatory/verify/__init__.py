@@ -304,6 +304,10 @@ def summarize_checked(pairs, summary: HostSummary, found: Findings, drift: Clock
             found.check(2)
             if problem is not None:
                 found.fail(2, "host.jsonl", seq, problem)
+        elif obj.get("event") not in _HOST_OTHER or (obj.get("event") == "open") != (seq == 0):
+            # every line is one the monitor writes (host.HostMonitor), the
+            # open line first and only there (as in the models' logs)
+            found.fail(2, "host.jsonl", seq, f"line of no known event ({obj.get('event')!r}) at line {seq}")
         add(obj)
     found.check(2, samples)
 
@@ -311,6 +315,9 @@ def summarize_checked(pairs, summary: HostSummary, found: Findings, drift: Clock
 # host.jsonl's lines other than samples that the rule or a reader reads
 # (RECORDS.md, HOST.md), each with its fields' kinds
 _HOST_NOTES = ("evidence", "sample-failed")
+# ... and the lines no rule reads: the open line, a source's note (a file
+# replaced or truncated) and a source that could not be read
+_HOST_OTHER = ("open", "evidence-note", "evidence-failed")
 
 
 def host_line_problem(obj: dict, sources: frozenset | None) -> str | None:
