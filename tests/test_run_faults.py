@@ -6,7 +6,7 @@ import errno
 import os
 import time
 
-from runhelpers import events, execute, make_run, of, verified
+from runhelpers import events, execute, make_run, of, record, verified
 
 FAST = {"engine_factory": "confirmatory.testing.fakes:null_engine"}
 
@@ -78,6 +78,34 @@ def test_a_wall_clock_stepping_back_during_the_run_never_moves_run_time_backward
     attempts = of(events(run_dir, "m0"), "attempt")
     assert all(a["end"] >= a["start"] for a in attempts)
 
+
+
+def test_a_wall_clock_stepping_back_inside_a_call_begun_after_the_clocks_last_reading_verifies(tmp_path, monkeypatch):
+    """The run's clock measures a step back from its own last reading; a call
+    begun after that reading is set back a little further than host.jsonl
+    reports, its end before its start by more than the step seen. An honest
+    run so: verify allows the call its slack (it failed invariant 5 by 60 us)."""
+    real_time, real_sleep = time.time, time.sleep
+    offset = {"s": 0.0}
+
+    def sleep(seconds):
+        real_sleep(seconds)
+        if seconds == 0.0021 and not offset["s"]:  # the fake call of hh-000: the step lands inside it
+            offset["s"] = -0.5
+
+    monkeypatch.setattr(time, "time", lambda: real_time() + offset["s"])
+    monkeypatch.setattr(time, "sleep", sleep)
+    hh = [{"id": "hh-000", "latency_s": 0.0021}, {"id": "hh-001"}]
+    # one lane, rare samples and anchors: nothing reads the clock during the call
+    result, run_dir = execute(tmp_path, households=hh, models=[{"name": "m0", "lanes": 1}], arms=("alone",),
+                              host={"sample_interval_s": 5.0, "max_gap_s": 10.0}, anchors={"interval_s": 60.0},
+                              **FAST)
+    monkeypatch.setattr(time, "time", real_time)
+    monkeypatch.setattr(time, "sleep", real_sleep)
+    (call,) = record(run_dir, "m0", "hh-000", "alone", 0)["calls"]
+    assert call["end"] < call["start"] - 0.4  # the step did land inside the call
+    verified(run_dir)
+    assert result.status == "completed"
 
 def test_an_engine_pool_that_fails_to_start_stops_its_model_with_cause_pool(tmp_path):
     result, run_dir = execute(tmp_path, households=3, models=1,
