@@ -110,7 +110,7 @@ def test_a_wall_clock_stepping_back_inside_a_call_begun_after_the_clocks_last_re
     assert result.status == "completed"
 
 
-@pytest.mark.xfail(strict=True, reason="known false reject (invariant 5): a step back larger than the call slack, "
+@pytest.mark.xfail(strict=False, reason="known false reject (invariant 5): a step back larger than the call slack, "
                    "in a call made while the run's clock went unread for over a second, is reported short by the "
                    "unread time; verify does not yet bound that time (VERIFY.md, steps the clock did not see)")
 def test_a_wall_clock_stepping_back_3_s_inside_a_call_after_1_5_s_unread_verifies(tmp_path, monkeypatch):
