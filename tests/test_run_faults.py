@@ -142,17 +142,15 @@ def test_a_wall_clock_stepping_back_3_s_inside_a_call_after_1_5_s_unread_verifie
     verified(run_dir)
 
 
-def test_a_wall_clock_stepped_back_just_after_a_resume_request_verifies(tmp_path, monkeypatch):
+def test_a_wall_clock_stepped_back_just_after_a_resume_request_verifies(tmp_path):
     """A request's t is the resume command's raw wall time; the runner's
-    acceptance is dated on its own clock. The wall clock 0.3 s ahead while
-    the request is written, then stepped back before the run's clock reads
-    it: the request is dated after its acceptance. An honest run (it failed
+    acceptance is dated on its own clock. The command reads a wall clock
+    0.3 s ahead, which is stepped back before the run's clock reads it (the
+    request is written with that reading: no race with the runner): the
+    request is dated after its acceptance. An honest run (it failed
     invariant 10): verify allows it the call slack, as a call's raw times."""
     from confirmatory.resume import request_resume
 
-    real_time = time.time
-    offset = {"s": 0.0}
-    monkeypatch.setattr(time, "time", lambda: real_time() + offset["s"])
     hh = [{"id": "hh-000", "plan": {"m0:alone/0": "operator"}}, {"id": "hh-001"}]
     run = make_run(tmp_path, households=hh, models=1, arms=("alone",), **FAST)
     run.start()
@@ -161,11 +159,8 @@ def test_a_wall_clock_stepped_back_just_after_a_resume_request_verifies(tmp_path
     while not (m.paused and m.waiting_resume):
         assert time.monotonic() < deadline, "m0 never paused"
         time.sleep(0.01)
-    offset["s"] = 0.3
-    request_resume(run.run_dir, "m0")
-    offset["s"] = 0.0
+    request_resume(run.run_dir, "m0", wall=time.time() + 0.3)
     result = run.wait()
-    monkeypatch.setattr(time, "time", real_time)
     (resume,) = of(events(run.run_dir, "m0"), "resume")
     assert resume["accepted"] is True and resume["request_t"] > resume["t"]  # dated after its acceptance
     verified(run.run_dir)
