@@ -6,7 +6,9 @@ import errno
 import os
 import time
 
-from runhelpers import events, execute, make_run, of, verified
+import pytest
+
+from runhelpers import events, execute, make_run, of, record, verified
 
 FAST = {"engine_factory": "confirmatory.testing.fakes:null_engine"}
 
@@ -78,6 +80,91 @@ def test_a_wall_clock_stepping_back_during_the_run_never_moves_run_time_backward
     attempts = of(events(run_dir, "m0"), "attempt")
     assert all(a["end"] >= a["start"] for a in attempts)
 
+
+
+def test_a_wall_clock_stepping_back_inside_a_call_begun_after_the_clocks_last_reading_verifies(tmp_path, monkeypatch):
+    """The run's clock measures a step back from its own last reading; a call
+    begun after that reading is set back a little further than host.jsonl
+    reports, its end before its start by more than the step seen. An honest
+    run so: verify allows the call its slack (it failed invariant 5 by 60 us)."""
+    real_time, real_sleep = time.time, time.sleep
+    offset = {"s": 0.0}
+
+    def sleep(seconds):
+        real_sleep(seconds)
+        if seconds == 0.0021 and not offset["s"]:  # the fake call of hh-000: the step lands inside it
+            offset["s"] = -0.5
+
+    monkeypatch.setattr(time, "time", lambda: real_time() + offset["s"])
+    monkeypatch.setattr(time, "sleep", sleep)
+    hh = [{"id": "hh-000", "latency_s": 0.0021}, {"id": "hh-001"}]
+    # one lane, rare samples and anchors: nothing reads the clock during the call
+    result, run_dir = execute(tmp_path, households=hh, models=[{"name": "m0", "lanes": 1}], arms=("alone",),
+                              host={"sample_interval_s": 5.0, "max_gap_s": 10.0}, anchors={"interval_s": 60.0},
+                              **FAST)
+    monkeypatch.setattr(time, "time", real_time)
+    monkeypatch.setattr(time, "sleep", real_sleep)
+    (call,) = record(run_dir, "m0", "hh-000", "alone", 0)["calls"]
+    assert call["end"] < call["start"] - 0.4  # the step did land inside the call
+    verified(run_dir)
+    assert result.status == "completed"
+
+
+@pytest.mark.xfail(strict=False, reason="known false reject (invariant 5): a step back larger than the call slack, "
+                   "in a call made while the run's clock went unread for over a second, is reported short by the "
+                   "unread time; verify does not yet bound that time (VERIFY.md, steps the clock did not see)")
+def test_a_wall_clock_stepping_back_3_s_inside_a_call_after_1_5_s_unread_verifies(tmp_path, monkeypatch):
+    """The attempt's first call takes 1.5 s (nothing reads the run's clock:
+    one lane, rare samples and anchors); the wall clock steps back 3 s inside
+    its second call. host.jsonl reports a step of about 1.6 s (the clock
+    measures from its last reading), the call's end is 3 s before its start."""
+    real_time, real_sleep = time.time, time.sleep
+    state = {"s": 0.0, "n": 0}
+
+    def sleep(seconds):
+        real_sleep(seconds)
+        if seconds == 0.0021:  # the latency of each fake call of hh-000
+            state["n"] += 1
+            if state["n"] == 2:
+                state["s"] = -3.0
+
+    monkeypatch.setattr(time, "time", lambda: real_time() + state["s"])
+    monkeypatch.setattr(time, "sleep", sleep)
+    hh = [{"id": "hh-000", "latency_s": 0.0021, "plan": {"alone/0": ["slow", "ok"]}, "slow_s": 1.5}, {"id": "hh-001"}]
+    result, run_dir = execute(tmp_path, households=hh, models=[{"name": "m0", "lanes": 1}], arms=("alone",),
+                              host={"sample_interval_s": 5.0, "max_gap_s": 10.0}, anchors={"interval_s": 60.0},
+                              **FAST)
+    monkeypatch.setattr(time, "time", real_time)
+    monkeypatch.setattr(time, "sleep", real_sleep)
+    calls = record(run_dir, "m0", "hh-000", "alone", 0)["calls"]
+    assert calls[1]["end"] < calls[1]["start"] - 2.5  # the step did land inside the second call
+    assert result.status == "completed"
+    verified(run_dir)
+
+
+def test_a_wall_clock_stepped_back_just_after_a_resume_request_verifies(tmp_path):
+    """A request's t is the resume command's raw wall time; the runner's
+    acceptance is dated on its own clock. The command reads a wall clock
+    0.3 s ahead, which is stepped back before the run's clock reads it (the
+    request is written with that reading: no race with the runner): the
+    request is dated after its acceptance. An honest run (it failed
+    invariant 10): verify allows it the call slack, as a call's raw times."""
+    from confirmatory.resume import request_resume
+
+    hh = [{"id": "hh-000", "plan": {"m0:alone/0": "operator"}}, {"id": "hh-001"}]
+    run = make_run(tmp_path, households=hh, models=1, arms=("alone",), **FAST)
+    run.start()
+    m = run.models["m0"]
+    deadline = time.monotonic() + 60
+    while not (m.paused and m.waiting_resume):
+        assert time.monotonic() < deadline, "m0 never paused"
+        time.sleep(0.01)
+    request_resume(run.run_dir, "m0", wall=time.time() + 0.3)
+    result = run.wait()
+    (resume,) = of(events(run.run_dir, "m0"), "resume")
+    assert resume["accepted"] is True and resume["request_t"] > resume["t"]  # dated after its acceptance
+    verified(run.run_dir)
+    assert result.status == "completed"
 
 def test_an_engine_pool_that_fails_to_start_stops_its_model_with_cause_pool(tmp_path):
     result, run_dir = execute(tmp_path, households=3, models=1,

@@ -388,6 +388,19 @@ def _host_sample(t, back):
             "swap_used": 0, "load1": 0.5, "clock_back_max_s": back}
 
 
+
+def test_a_call_ending_more_than_the_slack_before_its_start_fails_invariant_5(run):
+    """A call's end may precede its start only by a step back and the call
+    slack (1 s): one reversed by more, both ends inside its attempt, fails."""
+    rel = "models/gamma/run.jsonl"
+    a = next(x for x in attempts(read(run / rel)) if x["end"] - x["start"] > 2.5)
+
+    def reversed_call(objs):
+        target = next(o for o in objs if o is not None and o.get("record") == a["record"])
+        rewrite_record(run, "gamma", target, lambda rec: rec["calls"][0].update(start=a["end"], end=a["start"]))
+    edit_log(run, rel, reversed_call)
+    fails(run, 5)
+
 def test_a_backward_clock_step_reported_after_an_attempt_does_not_excuse_its_calls_invariant_5(run):
     rel = "models/gamma/run.jsonl"
     a = attempts(read(run / rel))[2]

@@ -14,7 +14,7 @@ from operator import itemgetter
 from confirmatory import rules
 from confirmatory.records import model_log
 from confirmatory.verify.context import RunContext
-from confirmatory.verify.model import ModelState, lane_in
+from confirmatory.verify.model import CALL_SLACK_S, ModelState, lane_in
 
 DECISION_FIELDS = ("lane", "household", "t", "admit", "finished_nusd", "under_way", "reserve_nusd", "cap_nusd")
 _DECISION_FIELD_SET = frozenset(DECISION_FIELDS)
@@ -339,7 +339,14 @@ def check_resumes(ctx: RunContext, st: ModelState) -> None:
         t, req = r.get("t"), r.get("request_t")
         k = bisect.bisect_left(pauses, t) if _num(t) and t == t else 0
         began = pauses[k - 1] if k else None  # the latest pause before the resume
-        ok = began is not None and _num(req) and began < req <= t
+        # The request's t is the resume command's raw wall time (another
+        # process); the resume's, the run's clock, taken after reading it. A
+        # wall clock stepped back in between, before the run's clock read
+        # the later time, dates the request after its acceptance (a real run
+        # did, by 3 ms): allowed the call slack and the steps reported
+        # through the sample after the acceptance, as a call's raw times are.
+        late = CALL_SLACK_S + (ctx.host.back_until(t) if _num(t) and t == t and ctx.host.back_max > 0 else 0.0)
+        ok = began is not None and _num(req) and began < req <= t + late
         f.expect(10, ok, log, seq, f"accepted resume requested at {req}, the pause began at {began}")
     # The runner answers each request of resume.jsonl once, with one resume
     # line in its model's log (`Run._check_resume`): every resume line,
