@@ -432,3 +432,26 @@ def test_clock_drift_joined_from_spans_is_the_drift_of_the_whole():
                 part.add(w, m)
             joined = joined.then(part)
         assert joined.rise == pytest.approx(want)
+
+
+def test_the_unseen_part_of_a_step_back_joined_from_spans_is_the_wholes():
+    # the largest monotonic gap before a sample that reports a step back, in
+    # line order, whatever spans the samples are cut into (their seams too)
+    rng = random.Random(11)
+    for _ in range(300):
+        n = rng.randint(0, 12)
+        mono = sorted(rng.uniform(0, 100) for _ in range(n))
+        back = [rng.choice((0.0, 0.0, rng.uniform(0.01, 5))) for _ in range(n)]
+        want = max([0.0] + [mono[k] - mono[k - 1] for k in range(1, n) if back[k] > 0])
+        whole = ClockDrift()
+        for m, b in zip(mono, back):
+            whole.add(1e9 + m, m, b)
+        assert whole.unseen == pytest.approx(want)
+        cuts = sorted(rng.sample(range(n + 1), min(3, n + 1)))
+        joined = ClockDrift()
+        for a, b in zip([0, *cuts], [*cuts, n]):
+            part = ClockDrift()
+            for m, s in zip(mono[a:b], back[a:b]):
+                part.add(1e9 + m, m, s)
+            joined = joined.then(part)
+        assert joined.unseen == pytest.approx(want)

@@ -255,12 +255,24 @@ class ClockDrift:
     attempt deadline's watcher measures on the monotonic clock, the records'
     times are the wall clock's). A value that is not a number is passed over."""
 
-    __slots__ = ("low", "high", "rise")
+    __slots__ = ("low", "high", "rise", "unseen", "first_mono", "first_back", "last_mono")
 
     def __init__(self) -> None:
         self.low, self.high, self.rise = float("inf"), float("-inf"), 0.0
+        # ``unseen``: how much of a backward step the samples may not show, at
+        # most. The clock measures a step from its own last reading
+        # (clock.Clock.now: the largest wall time read so far, less the
+        # wall time now), so a step is reported short by the time between
+        # the clock's last reading before it and its first after it; the
+        # sample that reports it was the clock's reading after it, or later,
+        # and the sample before it was a reading before it: that time is at
+        # most the two samples' monotonic gap. The largest such gap before a
+        # sample that reports a step (0: no step reported).
+        self.unseen = 0.0
+        self.first_mono = self.last_mono = None
+        self.first_back = 0.0
 
-    def add(self, wall, mono) -> None:
+    def add(self, wall, mono, back=0.0) -> None:
         if (type(wall) is float or type(wall) is int) and (type(mono) is float or type(mono) is int):
             off = wall - mono
             if off - self.low > self.rise:
@@ -269,12 +281,25 @@ class ClockDrift:
                 self.low = off
             if off > self.high:
                 self.high = off
+        if type(mono) is float or type(mono) is int:
+            stepped = (type(back) is float or type(back) is int) and back > 0
+            if self.last_mono is None:
+                self.first_mono, self.first_back = mono, (back if stepped else 0.0)
+            elif stepped and mono - self.last_mono > self.unseen:
+                self.unseen = mono - self.last_mono
+            self.last_mono = mono
 
     def then(self, later: "ClockDrift") -> "ClockDrift":
         """This span's drift followed by a later span's: the whole's."""
         out = ClockDrift()
         out.low, out.high = min(self.low, later.low), max(self.high, later.high)
         out.rise = max(self.rise, later.rise, later.high - self.low)
+        out.unseen = max(self.unseen, later.unseen)
+        if later.first_back > 0 and self.last_mono is not None and later.first_mono is not None:
+            out.unseen = max(out.unseen, later.first_mono - self.last_mono)  # the gap across the spans' seam
+        first = self if self.first_mono is not None else later
+        out.first_mono, out.first_back = first.first_mono, first.first_back
+        out.last_mono = later.last_mono if later.last_mono is not None else self.last_mono
         return out
 
 
@@ -288,7 +313,7 @@ def summarize_checked(pairs, summary: HostSummary, found: Findings, drift: Clock
     for seq, obj in pairs:
         if obj.get("event") == "sample":
             samples += 1
-            drift.add(obj.get("wall"), obj.get("mono"))
+            drift.add(obj.get("wall"), obj.get("mono"), obj.get("clock_back_max_s"))
             # the common sample, every field a float or an integer as the
             # sampler writes them; anything else is looked at closely
             if not (type(obj.get("t")) is float and type(obj.get("wall")) is float

@@ -247,6 +247,8 @@ class ModelCheck:
         self.lane_last: dict[int, tuple[str, int]] = {}  # lane -> (household, pass) of its last attempt
         self.back_until = ctx.host.back_until
         self.any_back = ctx.host.back_max > 0  # most runs: no backward step at all, no lookup per attempt
+        # what the samples may not show of a step they report (verify.ClockDrift.unseen)
+        self.back_unseen = ctx.clock_drift.unseen if ctx.clock_drift is not None else 0.0
         self.completion = ctx.host.completion
         self.host_is = ctx.host.is_host
         self.root_fd: int | None = None  # the model folder, while the stream is read
@@ -285,7 +287,7 @@ class ModelCheck:
         # bound of what the event may say was counted; a non-numeric end
         # fails invariant 5 and is taken too).
         if _num(ct) and ct == ct and ct != float("inf"):
-            self.ceiling_cut = ct - CALL_SLACK_S - (ctx.host.back_until(ct) if self.any_back else 0.0)
+            self.ceiling_cut = ct - CALL_SLACK_S - self.back_through(ct)
             self.ceiling_top = ct + CALL_SLACK_S
         else:
             self.ceiling_cut = float("-inf")
@@ -681,7 +683,7 @@ class ModelCheck:
         # much earlier: widen the slack by the steps reported up to the sample
         # that completes this attempt, as the host rules do (DESIGN.md "Host
         # evidence"); a step reported later cannot excuse this attempt.
-        back = self.back_until(a["end"]) if self.any_back else 0.0
+        back = self.back_through(a["end"]) if self.any_back else 0.0
         slack = CALL_SLACK_S + back
         lo, hi = start - slack, end + slack
         checked[5] += len(calls)
@@ -771,6 +773,15 @@ class ModelCheck:
                 if cause is None and d is not None and d.cls is _INCONCLUSIVE:
                     cause = "inconclusive"
                 st.stop_attempts[key] = (seq, a["class"], end, cause)
+
+    def back_through(self, t: float) -> float:
+        """How far the wall clock may have stepped back by the sample after
+        ``t``: the steps host.jsonl reports through it, and what a reported
+        step may leave unseen (the clock measures from its last reading)."""
+        if not self.any_back:
+            return 0.0
+        back = self.back_until(t)
+        return back + self.back_unseen if back > 0 else 0.0
 
     def past_deadline_excused(self, start: float, end: float) -> bool:
         """Whether an attempt that ran past its deadline (on the records'

@@ -345,7 +345,8 @@ def check_resumes(ctx: RunContext, st: ModelState) -> None:
         # the later time, dates the request after its acceptance (a real run
         # did, by 3 ms): allowed the call slack and the steps reported
         # through the sample after the acceptance, as a call's raw times are.
-        late = CALL_SLACK_S + (ctx.host.back_until(t) if _num(t) and t == t and ctx.host.back_max > 0 else 0.0)
+        back = ctx.host.back_until(t) if _num(t) and t == t and ctx.host.back_max > 0 else 0.0
+        late = CALL_SLACK_S + (back + ctx.clock_drift.unseen if back > 0 else 0.0)  # (verify.ClockDrift.unseen)
         ok = began is not None and _num(req) and began < req <= t + late
         f.expect(10, ok, log, seq, f"accepted resume requested at {req}, the pause began at {began}")
     # The runner answers each request of resume.jsonl once, with one resume
