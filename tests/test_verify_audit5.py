@@ -5,29 +5,13 @@ runs and re-chained (`reseal`). Each failed to fail before its fix.
 
 from __future__ import annotations
 
-import shutil
 
 import pytest
-from test_verify_violations import PLAN, edit_log, read, reseal
+from test_verify_violations import edit_log, pristine, read, reseal, run  # noqa: F401 - the generated run's fixtures
 
-from confirmatory.testing.rungen import generate_run
 from confirmatory.verify import verify_run
 
 BETA = "models/beta/run.jsonl"  # PLAN pauses beta: a stale request rejected, then one accepted
-
-
-@pytest.fixture(scope="module")
-def pristine(tmp_path_factory):
-    root = tmp_path_factory.mktemp("audit5") / "run"
-    generate_run(root, PLAN)
-    return root
-
-
-@pytest.fixture
-def run(pristine, tmp_path):
-    root = tmp_path / "run"
-    shutil.copytree(pristine, root)
-    return root
 
 
 def verify(root):
