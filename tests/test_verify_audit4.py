@@ -9,10 +9,10 @@ import json
 import shutil
 
 import pytest
-from test_verify_procedure import fix_totals
+from test_verify_procedure import fix_totals, messages, pristines, verify  # noqa: F401 - pristines: a fixture
 from test_verify_violations import PLAN, edit_log, read, replay_decisions, reseal
 
-from confirmatory.testing.rungen import Plan, generate_run
+from confirmatory.testing.rungen import Plan
 from confirmatory.verify import verify_run
 
 # a cap no household reaches, no pause and no harness stop: every lane runs
@@ -22,18 +22,6 @@ OPEN_PLAN = Plan(households=16, anchor_every_s=120, cap_usd=5.0, harness=None, o
 CEILING_PLAN = Plan(households=16, anchor_every_s=120, cap_usd=5.0, harness=None, operator=None, ceiling_usd=1.2)
 
 
-@pytest.fixture(scope="module")
-def pristines(tmp_path_factory):
-    made = {}
-
-    def get(plan):
-        if plan not in made:
-            made[plan] = tmp_path_factory.mktemp("audit4") / "run"
-            generate_run(made[plan], plan)
-        return made[plan]
-    return get
-
-
 @pytest.fixture
 def fresh(pristines, tmp_path):
     def copy(plan=OPEN_PLAN):
@@ -41,15 +29,6 @@ def fresh(pristines, tmp_path):
         shutil.copytree(pristines(plan), root)
         return root
     return copy
-
-
-def verify(root):
-    reseal(root)
-    return verify_run(root, workers=1)
-
-
-def messages(report, invariant, part=""):
-    return [v.message for v in report.result(invariant).first if part in v.message]
 
 
 def drop_household(root, model, h):

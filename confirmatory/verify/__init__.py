@@ -86,7 +86,8 @@ def _verify_run(root: Path, witness: Path | str | None, workers: int | None, fil
     logs = LogPass(layout, f)
     run_events = list(logs.lines("run.jsonl"))
     rv = RulesView.from_manifest(man, f)
-    rv = dataclasses.replace(rv, evidence_sources=design_evidence_sources(root))
+    design = read_design(root)  # read once: the checks of invariant 11, the evidence sources, the households
+    rv = dataclasses.replace(rv, evidence_sources=design_evidence_sources(design))
     names = [n for n in layout.models if layout.models[n].problem is None]
     parallel = _worker_count(layout, names, workers) > 1
     children: list = []
@@ -119,6 +120,7 @@ def _verify_run(root: Path, witness: Path | str | None, workers: int | None, fil
                 requests[(o["model"], o["t"])] = requests.get((o["model"], o["t"]), 0) + 1
         ctx = RunContext(layout, rest, logs, rv, host, manifest_arms(man, rest), run_events, requests)
         ctx.clock_drift = drift
+        ctx.design = design
         ctx.run_stop_ts = least_first([o["t"] for _, o in run_events
                                        if o.get("event") == "stop" and isinstance(o.get("t"), (int, float))])
         ceilings = [o for _, o in run_events if o.get("event") == "ceiling"]
@@ -365,14 +367,22 @@ def host_line_problem(obj: dict, sources: frozenset | None) -> str | None:
     return None
 
 
-def design_evidence_sources(root: Path) -> frozenset | None:
-    """The names of design.toml's `[[host.evidence]]` entries, or None where
-    design.toml cannot be read as a design's tables (invariant 11 says so)."""
+def read_design(root: Path) -> tuple[bytes, dict] | Exception:
+    """design.toml's bytes and table, or why they cannot be read."""
     try:
         with open_regular(root / "design.toml") as fh:
-            data = tomllib.loads(fh.read().decode())
-    except (OSError, ValueError):
+            raw = fh.read()
+        return raw, tomllib.loads(raw.decode())
+    except (OSError, ValueError) as exc:
+        return exc
+
+
+def design_evidence_sources(design: tuple[bytes, dict] | Exception) -> frozenset | None:
+    """The names of design.toml's `[[host.evidence]]` entries, or None where
+    design.toml cannot be read as a design's tables (invariant 11 says so)."""
+    if isinstance(design, Exception):
         return None
+    data = design[1]
     host = data.get("host", {})
     entries = host.get("evidence", []) if isinstance(host, dict) else None
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
@@ -691,14 +701,12 @@ def check_slugs(ctx: RunContext, man: dict) -> None:
 
 def design_data(ctx: RunContext, report: bool = True) -> tuple[bytes, dict] | None:
     """design.toml's bytes and table, or None (reported, unless not ``report``: invariant 11)."""
-    try:
-        with open_regular(ctx.layout.root / "design.toml") as fh:
-            raw = fh.read()
-        return raw, tomllib.loads(raw.decode())
-    except (OSError, ValueError) as exc:
+    design = ctx.design if ctx.design is not None else read_design(ctx.layout.root)
+    if isinstance(design, Exception):
         if report:
-            ctx.findings.fail(11, "design.toml", None, f"unreadable: {exc}")
+            ctx.findings.fail(11, "design.toml", None, f"unreadable: {design}")
         return None
+    return design
 
 
 def check_households(ctx: RunContext, path: Path) -> None:

@@ -112,6 +112,7 @@ class RunContext:
     run_stop_ts: list[float] = field(default_factory=list)
     ceiling_t: float = float("inf")
     clock_drift: Any = None  # verify.ClockDrift of host.jsonl's samples (set once host.jsonl is read)
+    design: Any = None  # design.toml's (bytes, table), or why it cannot be read (verify.read_design)
 
     def host_verdict(self, start: float, end: float, limit: int | None = None) -> HostVerdict:
         """The verdict on host.jsonl's first ``limit`` lines (the attempt line's

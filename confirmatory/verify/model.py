@@ -318,8 +318,8 @@ class ModelCheck:
         self.late_named: dict[str, list] = {}  # household -> [(seq, late-cost line)] naming it
         self.late_lines: set[tuple] = set()  # the (h, arm, pass) of each attempt line of a late-named household
         self.deadline_keys: set[tuple] = set()  # attempts the rules give stop cause deadline
-        self.pause_explained: set[int] = set()
-        self.paused_keys: set[tuple] = set()  # the (h, arm, pass) of every attempt line with action pause  # the seqs of pause lines dated in their paused attempt's window
+        self.pause_explained: set[int] = set()  # the seqs of pause lines dated in their paused attempt's window
+        self.paused_keys: set[tuple] = set()  # the (h, arm, pass) of every attempt line with action pause
         for seq, o in self.st.control:
             ev = o.get("event")
             if ev != "pause" and ev != "late-cost":
