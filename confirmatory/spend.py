@@ -101,7 +101,9 @@ _bound = threading.local()
 # A reported call time this far outside the attempt (or not a number) is not
 # time.time() seconds (time.monotonic, perf_counter, milliseconds ...): a
 # harness error at once, not a run that fails verify's invariant 5 for good.
-# Wide enough for a stepped wall clock; verify judges the times finely.
+# Wide enough for a clock slewed or a call's times taken a little apart; a
+# wall clock stepped during the attempt widens it by the step (`_bad_times`);
+# verify judges the times finely.
 CALL_TIME_TOLERANCE_S = 300.0
 
 
@@ -110,11 +112,21 @@ def bound_attempt() -> "AttemptSpend | None":
     return getattr(_bound, "attempt", None)
 
 
-def _bad_times(start: Any, end: Any, opened: float) -> str | None:
-    """Why (start, end) are not a call's time.time() seconds within the attempt, or None."""
+def _bad_times(start: Any, end: Any, opened: float, opened_mono: float) -> str | None:
+    """Why (start, end) are not a call's time.time() seconds within the attempt, or None.
+
+    The attempt's span on the wall clock is from its opening to now, on
+    the clock of then or the clock of now: a wall clock stepped back (or
+    forward) during the attempt puts a call's times up to the step before
+    (after) the opening, and ``now - elapsed`` (``opened + elapsed``) is
+    where the opening lies on the clock as it reads now (as it read then).
+    (A step back and a step forward by as much, both within one call, are
+    not seen: the tolerance then stands alone.)"""
     now = time.time()
+    elapsed = time.monotonic() - opened_mono
     # (end may precede start by a wall-clock step back during the call: verify allows for it)
-    lo, hi = opened - CALL_TIME_TOLERANCE_S, now + CALL_TIME_TOLERANCE_S
+    lo = min(opened, now - elapsed) - CALL_TIME_TOLERANCE_S
+    hi = max(now, opened + elapsed) + CALL_TIME_TOLERANCE_S
 
     def fits(x: Any) -> bool:
         return (isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
@@ -166,6 +178,7 @@ class AttemptSpend:
         self._llm_reported = 0  # ... and of every call the harness reported (any kind)
         self._direct = 0  # litellm calls made in this thread not through confirmatory.llm
         self._opened = time.time()  # raw, as the calls' times are
+        self._opened_mono = time.monotonic()  # ... and where it lies on the wall clock of later (_bad_times)
 
     @contextmanager
     def bound(self) -> Iterator["AttemptSpend"]:
@@ -248,7 +261,7 @@ class AttemptSpend:
                          f"(got {error!r:.300})")
             extra = {**extra, "reported_error": repr(error)[:2000]}
             error = record_error(HarnessContractError(bad_error))
-        bad_times = _bad_times(start, end, self._opened)
+        bad_times = _bad_times(start, end, self._opened, self._opened_mono)
         if bad_times:
             # Counted all the same, at the time it was reported; what the
             # harness said is kept beside it.

@@ -142,6 +142,40 @@ def test_a_wall_clock_stepping_back_3_s_inside_a_call_after_1_5_s_unread_verifie
     verified(run_dir)
 
 
+def test_a_wall_clock_stepping_back_ten_minutes_inside_a_call_is_no_harness_error(tmp_path, monkeypatch):
+    """The wall clock is set back 600 s inside the attempt's call (an NTP
+    correction after a suspend, say). The harness reports the call with
+    time.time(), as it must: its end is 600 s before its start and before the
+    attempt opened. The runner took call times more than 300 s outside their
+    attempt for a harness that reports the wrong clock, and stopped the
+    model with cause harness; now it measures the tolerance from the wall
+    clock the attempt would have opened at on the clock of now (the wall
+    time now, less the monotonic time since it opened), so the run completes
+    and verifies."""
+    real_time, real_sleep = time.time, time.sleep
+    offset = {"s": 0.0}
+
+    def sleep(seconds):
+        real_sleep(seconds)
+        if seconds == 0.0021 and not offset["s"]:  # the fake call of hh-000: the step lands inside it
+            offset["s"] = -600.0
+
+    monkeypatch.setattr(time, "time", lambda: real_time() + offset["s"])
+    monkeypatch.setattr(time, "sleep", sleep)
+    hh = [{"id": "hh-000", "latency_s": 0.0021}, {"id": "hh-001"}]
+    result, run_dir = execute(tmp_path, households=hh, models=[{"name": "m0", "lanes": 1}], arms=("alone",),
+                              host={"sample_interval_s": 0.2, "max_gap_s": 10.0}, anchors={"interval_s": 60.0},
+                              **FAST)
+    monkeypatch.setattr(time, "time", real_time)
+    monkeypatch.setattr(time, "sleep", real_sleep)
+    rec = record(run_dir, "m0", "hh-000", "alone", 0)
+    (call,) = rec["calls"]
+    assert "reported_times" not in call and rec["status"] == "ok", rec  # not taken for the wrong clock
+    assert call["end"] < call["start"] - 599  # the step did land inside the call
+    assert result.status == "completed", result
+    verified(run_dir)
+
+
 def test_a_wall_clock_stepped_back_just_after_a_resume_request_verifies(tmp_path):
     """A request's t is the resume command's raw wall time; the runner's
     acceptance is dated on its own clock. The command reads a wall clock
