@@ -165,6 +165,11 @@ MUTANTS = (
     Mutant("take a rule of the wrong kind", "confirmatory/verify/context.py",
            "good = value is not _MISSING and ok(value)", "good = value is not _MISSING",
            "tests/test_verify_manifest.py::test_a_rule_of_the_wrong_kind_fails_invariant_11_by_name_and_is_not_used"),
+    Mutant("compare a record with its line on fewer fields", "confirmatory/verify/model.py",
+           '_AS_LINE = ("household", "arm", "pass", "lane", "start", "end", "cost_nusd")',
+           '_AS_LINE = ("household", "arm", "pass", "start", "end", "cost_nusd")',
+           "tests/test_verify_money_time.py::"
+           "test_a_record_that_disagrees_with_its_attempt_line_on_one_field_fails_invariant_1[lane]"),
     Mutant("read a device as a record", "confirmatory/verify/model.py",
            "    if not _is_regular(_fstat(fd).st_mode):", "    if False:",
            "tests/test_verify_manifest.py::test_a_record_that_names_a_device_is_reported_not_read_to_its_end"),

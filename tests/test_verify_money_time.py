@@ -277,6 +277,25 @@ def test_a_record_without_calls_error_and_answer_fails_invariant_1(fresh):
     fails_with(root, 1, "record lacks error, calls, answer")
 
 
+@pytest.mark.parametrize("name", ["model", "household", "arm", "pass", "lane", "start", "end", "cost_nusd"])
+def test_a_record_that_disagrees_with_its_attempt_line_on_one_field_fails_invariant_1(fresh, name):
+    """Each field a record shares with its attempt line, changed in the
+    record alone (its line's hash follows it): the record is no longer the
+    attempt's. Also with the record lacking another field, which verify
+    reads by another path."""
+    for lacking in (None, "answer"):
+        root = fresh()
+
+        def change(rec):
+            v = rec[name]
+            rec[name] = v + "x" if isinstance(v, str) else v + 1
+            if lacking:
+                rec.pop(lacking)
+        _edit_record(root, change)
+        fails_with(root, 1, "record disagrees with its attempt line")
+        shutil.rmtree(root)
+
+
 @pytest.mark.parametrize("name", ["kind", "start", "end", "cost_nusd", "finish_reason", "error"])
 def test_a_call_without_a_contract_field_fails_invariant_1(fresh, name):
     root = fresh()

@@ -17,6 +17,7 @@ import errno
 import io
 import itertools
 import json
+import operator
 import os
 import re
 import stat
@@ -65,6 +66,10 @@ DEADLINE_DRIFT = 0.001
 DECIDED_KEPT = 4096
 _SKIP = (b'"event":"attempt"', b'"event":"household"')
 _ATTEMPT_FIELD_SET = frozenset(ATTEMPT_FIELDS)
+# The fields a record shares with its attempt line, fetched from each at once.
+_AS_LINE = ("household", "arm", "pass", "lane", "start", "end", "cost_nusd")
+_RECORD_AS_LINE = _LINE_AS_RECORD = operator.itemgetter(*_AS_LINE)
+_CALL_GET = operator.itemgetter("kind", "start", "end", "cost_nusd", "error")
 _ABSENT = object()
 _INCONCLUSIVE = rules.Cls.INCONCLUSIVE
 
@@ -641,17 +646,20 @@ class ModelCheck:
         rel = a["record"]
         if rel != f"records/{a['household']}/{a['arm']}/{a['pass']}.json":
             f.fail(1, log, seq, f"record path {rel} is not {record_relpath(a['household'], a['arm'], a['pass'])}")
+        want = a["record_sha256"]
         try:
             data = self.read_record(rel, False)
-            if sha256(data).hexdigest() != a["record_sha256"] and len(data) < _FIRST_READ:
+            digest = sha256(data).hexdigest()
+            if digest != want and len(data) < _FIRST_READ:
                 data = self.read_record(rel, True)  # perhaps a short read: once more, to the end
+                digest = sha256(data).hexdigest()
         except NotRegularFile:
             f.fail(1, log, seq, f"record {rel} is not a regular file")
             return
         except (OSError, TypeError, ValueError):
             f.fail(1, log, seq, f"record {rel} missing")
             return
-        if sha256(data).hexdigest() != a["record_sha256"]:
+        if digest != want:
             f.fail(1, log, seq, f"record {rel} does not hash as its line says")
             return
         r = parse_object(data)
@@ -660,12 +668,16 @@ class ModelCheck:
             return
         checked[1] += 2
         start, end = a["start"], a["end"]
-        if not r.keys() >= _RECORD_FIELD_SET or (r["error"] is not None and not is_error_object(r["error"])):
+        if r.keys() >= _RECORD_FIELD_SET:
+            # the common record: its fields fetched at once (the line's were
+            # known to be there when the household was read)
+            if r["error"] is not None and not is_error_object(r["error"]):
+                f.fail(1, f"models/{st.name}/{rel}", None, record_problem(r))
+            agrees = r["model"] == st.name and _RECORD_AS_LINE(r) == _LINE_AS_RECORD(a)
+        else:
             f.fail(1, f"models/{st.name}/{rel}", None, record_problem(r))
-        if r.get("model") != st.name or (
-                r.get("household"), r.get("arm"), r.get("pass"), r.get("lane"), r.get("start"), r.get("end"),
-                r.get("cost_nusd")) != (a["household"], a["arm"], a["pass"], a["lane"], start, end,
-                                        a["cost_nusd"]):
+            agrees = r.get("model") == st.name and tuple(r.get(k) for k in _AS_LINE) == _LINE_AS_RECORD(a)
+        if not agrees:
             f.fail(1, f"models/{st.name}/{rel}", None, "record disagrees with its attempt line")
         calls = r.get("calls")
         if type(calls) is not list:
@@ -674,7 +686,6 @@ class ModelCheck:
             calls = []
         # An attempt is an interval: its end is never before its start (the
         # runner reads both from the never-backwards clock, the end after).
-        checked[5] += 1
         if not end >= start:
             f.fail(5, log, seq, f"attempt ends at {end}, before its start {start}")
         # Call times are raw time.time(); attempt times are the never-backwards
@@ -686,17 +697,19 @@ class ModelCheck:
         back = self.back_through(a["end"]) if self.any_back else 0.0
         slack = CALL_SLACK_S + back
         lo, hi = start - slack, end + slack
-        checked[5] += len(calls)
-        checked[1] += len(calls)
+        n_calls = len(calls)
         cost = known = upper = 0
         cut, top = self.ceiling_cut, self.ceiling_top
         for c in calls:
-            if type(c) is not dict or not c.keys() >= _CALL_FIELD_SET or c["kind"] not in CALL_KINDS or (
-                    c["error"] is not None and not is_error_object(c["error"])):
+            if type(c) is dict and c.keys() >= _CALL_FIELD_SET:
+                kind, cs, ce, cc, err = _CALL_GET(c)  # the common call: its fields at once
+                if kind not in CALL_KINDS or (err is not None and not is_error_object(err)):
+                    f.fail(1, f"models/{st.name}/{rel}", None, call_problem(c))
+            else:
                 f.fail(1, f"models/{st.name}/{rel}", None, call_problem(c))
                 if type(c) is not dict:
                     continue
-            cs, ce = c.get("start"), c.get("end")
+                cs, ce, cc = c.get("start"), c.get("end"), c.get("cost_nusd")
             # A call's end may precede its start by the step back and the
             # same slack: the clock measures a step from its own last
             # reading (confirmatory.clock), so a call begun after that
@@ -705,7 +718,6 @@ class ModelCheck:
             if not (isinstance(cs, (int, float)) and isinstance(ce, (int, float))
                     and lo <= cs <= hi and lo <= ce <= hi and cs <= ce + slack):
                 f.fail(5, f"models/{st.name}/{rel}", None, f"call {c.get('kind')} {cs}..{ce} outside the attempt {start}..{end}")
-            cc = c.get("cost_nusd")
             if type(cc) is not int:
                 f.fail(7, f"models/{st.name}/{rel}", None, f"call cost_nusd {cc!r} is not an integer")
                 cc = int(cc) if isinstance(cc, (int, float)) else 0
@@ -721,7 +733,10 @@ class ModelCheck:
                 upper += cc
         st.ceiling_known_nusd += known
         st.ceiling_upper_nusd += upper
-        checked[7] += 1 + len(calls)
+        # the record's checks above and below, counted at once
+        checked[1] += n_calls
+        checked[5] += 1 + n_calls
+        checked[7] += 1 + n_calls
         if cost != r.get("cost_nusd") or type(r.get("cost_nusd")) is not int:
             f.fail(7, f"models/{st.name}/{rel}", None, f"record cost {r.get('cost_nusd')} is not its calls' {cost}")
         d = self.classify(seq, a, r, reruns, start, end)
