@@ -248,7 +248,12 @@ class Run:
                 elif (r.abandoned_mono is not None
                       and time.monotonic() - r.abandoned_mono > self.abandon_grace_s(m)):
                     self._settle(m, r)
-            if m.pool is not None and not m.stopped and not m.pool.alive():
+            # Watched while a lane of the model may still call it: a pool
+            # that dies once every lane has ended (an idle pool the OOM killer
+            # picked while the other models run on) stops nothing, and must
+            # not turn a run that completed into a stopped one.
+            if (m.pool is not None and not m.stopped and len(m.lane_ends) < m.spec.lanes
+                    and not m.pool.alive()):
                 self.stop_model(m, "pool", detail="engine pool died")
             if m.paused:
                 self._check_resume()

@@ -515,3 +515,27 @@ def test_a_lane_stuck_past_its_deadline_whose_record_the_disk_refuses_is_still_s
         fakes.STUCK_RELEASE.set()
         for t in run._threads:
             t.join(10)
+
+
+def test_the_engine_pool_of_a_model_that_has_finished_dying_does_not_stop_the_run(tmp_path):
+    """m0 has ended every household (its lanes are done) while m1 runs on;
+    then a worker of m0's idle pool is killed (an OOM killer picks a large
+    idle process). No lane of m0 can meet the dead pool any more: the run
+    still completes. (The main loop stopped m0 with cause pool after its
+    lanes had ended, and the whole run ended `stopped`, exit status 4.)"""
+    import signal
+
+    hh = [{"id": f"hh-{i:03d}", "plan": {"m1:alone/0": "slow"}, "slow_s": 0.4} for i in range(6)]
+    run = make_run(tmp_path, households=hh, models=2, arms=("alone",))  # real engine processes
+    run.start()
+    m0 = run.models["m0"]
+    deadline = time.monotonic() + 60
+    while len(m0.lane_ends) < m0.spec.lanes:
+        assert time.monotonic() < deadline, "m0 never ended"
+        time.sleep(0.01)
+    assert run.models["m1"].households_done < len(hh), "m1 ended too soon for the test"
+    os.kill(m0.pool._all[0].process.pid, signal.SIGKILL)
+    result = run.wait()
+    verified(run.run_dir)
+    assert not of(events(run.run_dir, "m0"), "stop")
+    assert result.status == "completed", result
