@@ -120,16 +120,17 @@ class Lane:
         record), its household line (unfinished) and the lane's end. If the
         lane wakes later it writes nothing more.
         """
-        assert running.deadline_record is not None
         with self.m.cond:
             now = self.household_now
             self.settled = True
         if now is not None:
             household, attempts = now
-            record, rel, sha, end = running.deadline_record
-            if not any(a.record_rel == rel for a in attempts):
-                attempts = attempts + [Attempt(household, running.arm, running.pass_index, self.index,
-                                               running.start, end, record, rel, sha, running.pass_index)]
+            # (None: the deadline record could not be written; its spend is a late cost, Run._abandon)
+            if running.deadline_record is not None:
+                record, rel, sha, end = running.deadline_record
+                if not any(a.record_rel == rel for a in attempts):
+                    attempts = attempts + [Attempt(household, running.arm, running.pass_index, self.index,
+                                                   running.start, end, record, rel, sha, running.pass_index)]
             self.end_household(household, attempts, False)
         self._write_lane_end("stopped")
 
@@ -292,6 +293,14 @@ class Lane:
         """
         m = self.m
         key = f"{household}/{arm}/{pass_index}"
+
+        def on_late_cost(nusd: int) -> None:
+            # Only once the deadline took the attempt (so `running` exists):
+            # after its record is written, or known lost, whose costs must
+            # then say so (Run._abandon).
+            running.deadline_written.wait()
+            self.run.late_cost(m, household, arm, pass_index, nusd, reason=running.record_lost)
+
         aspend = AttemptSpend(
             self.run.spend,
             model=m.name,
@@ -299,7 +308,7 @@ class Lane:
             arm=arm,
             pass_index=pass_index,
             stop_reason=self._stop_reason,
-            on_late_cost=lambda nusd: self.run.late_cost(m, household, arm, pass_index, nusd),
+            on_late_cost=on_late_cost,
         )
         with m.cond:
             while True:

@@ -90,6 +90,9 @@ class Running:
     # abandon() and this, the lane must wait, not read a half-made outcome.
     deadline_written: threading.Event = field(default_factory=threading.Event)
     abandoned_mono: float | None = None  # time.monotonic() when the deadline took it
+    # Why its deadline record could not be written (a full disk), if it could
+    # not: its spend is then in late costs that say so (verify requires it).
+    record_lost: str | None = None
     # The deadline is measured on the monotonic clock: a wall clock stepped
     # forward must not abandon an attempt early, nor one stepped back (which
     # holds the run's clock still) keep one running past its deadline.

@@ -243,12 +243,17 @@ class Run:
             with m.cond:
                 running = list(m.running.values())
             for r in running:
-                if now - r.start_mono >= deadline and r.deadline_record is None:
+                if now - r.start_mono >= deadline and r.abandoned_mono is None:
                     self._abandon(m, r)
                 elif (r.abandoned_mono is not None
                       and time.monotonic() - r.abandoned_mono > self.abandon_grace_s(m)):
                     self._settle(m, r)
-            if m.pool is not None and not m.stopped and not m.pool.alive():
+            # Watched while a lane of the model may still call it: a pool
+            # that dies once every lane has ended (an idle pool the OOM killer
+            # picked while the other models run on) stops nothing, and must
+            # not turn a run that completed into a stopped one.
+            if (m.pool is not None and not m.stopped and len(m.lane_ends) < m.spec.lanes
+                    and not m.pool.alive()):
                 self.stop_model(m, "pool", detail="engine pool died")
             if m.paused:
                 self._check_resume()
@@ -426,6 +431,9 @@ class Run:
         taken = r.spend.abandon()
         if taken is None:
             return  # it ended normally just now
+        # Taken: from now on it is never abandoned again (its record written
+        # twice, its spend counted twice), and its lane may be settled.
+        r.abandoned_mono = time.monotonic()
         cost, calls = taken
         with m.cond:
             with self.spend.ordered() as end:
@@ -442,9 +450,22 @@ class Run:
         try:
             rel, sha = self.write_record(m, record)
             r.deadline_record = (record, rel, sha, end)
-            r.abandoned_mono = time.monotonic()
+        except Exception as exc:  # noqa: BLE001 - a lost record: its spend kept, then a runner error
+            r.record_lost = f"record not written: {exc!r}"
         finally:
             r.deadline_written.set()
+        if r.record_lost is not None:
+            # As for a lane's lost record (lanes.run_attempt): the spend is
+            # real, so it is counted where a reviewer sees it (a late cost
+            # with its reason, as is every later cost of the attempt), and
+            # the run stops (runner-error). No deadline trigger: it would
+            # name a record that does not exist. The lane, when it wakes,
+            # ends its household without the attempt (or is settled so).
+            self.fatal("runner-error", f"the deadline record models/{m.name}/records/{r.household}/{r.arm}/"
+                                       f"{r.pass_index}.json could not be written: {r.record_lost}")
+            if cost:
+                self.late_cost(m, r.household, r.arm, r.pass_index, cost, reason=r.record_lost)
+            return
         self.trigger(m, "deadline", r.household, r.arm, r.pass_index,
                      detail=f"models/{m.name}/{rel}: the attempt passed its deadline "
                             f"({self.design.rules.attempt_deadline_s:g} s) and was abandoned")

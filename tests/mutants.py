@@ -106,6 +106,12 @@ MUTANTS = (
     Mutant("ignore litellm calls made around confirmatory.llm", "confirmatory/llm.py",
            "                    attempt.note_direct_call()", "                    pass",
            "tests/test_harness_contract.py::test_a_harness_calling_litellm_directly_is_stopped_at_its_first_attempt"),
+    Mutant("let a lost deadline record lose its spend", "confirmatory/run.py",
+           '            r.record_lost = f"record not written: {exc!r}"\n', "            raise\n",
+           "tests/test_run_faults.py::test_a_deadline_record_the_disk_refuses_is_a_runner_error_with_its_spend_kept"),
+    Mutant("stop a finished model for its idle pool", "confirmatory/run.py",
+           " and len(m.lane_ends) < m.spec.lanes\n", "\n",
+           "tests/test_run_faults.py::test_the_engine_pool_of_a_model_that_has_finished_dying_does_not_stop_the_run"),
     # verify: gaps an audit found, each closed by a check that these undo
     Mutant("skip a control line with a nested event", "confirmatory/verify/model.py",
            "(_SKIP[0] in raw or _SKIP[1] in raw) and raw.count(b'\"event\":') == 1",

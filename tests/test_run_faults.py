@@ -465,3 +465,77 @@ def test_an_engine_factory_that_returns_no_pool_stops_its_model_with_cause_pool(
     assert result.status == "stopped" and result.stop_cause == "pool"
     (stop,) = of(events(run_dir, "m0"), "stop")
     assert stop["cause"] == "pool" and "returned function, which has no call, alive, close" in stop["detail"], stop
+
+
+def test_a_deadline_record_the_disk_refuses_is_a_runner_error_with_its_spend_kept(tmp_path, monkeypatch):
+    """The disk fails as the main thread writes an abandoned attempt's
+    deadline record. As for a lane's lost record, its spend is logged as a
+    late cost (conservation) and the run stops with cause runner-error,
+    closed and anchored. (The main loop's exception handler abandoned the
+    attempt a second time, the write failed again, and wait() raised: no
+    close lines, no final anchor, the spend in no record.)"""
+    real_fsync = os.fsync
+    on_record_fsync(monkeypatch, "hh-000", _eio)
+    hh = [{"id": "hh-000", "plan": {"alone/0": "hang"}}, {"id": "hh-001"}]
+    result, run_dir = execute(tmp_path, households=hh, models=1, arms=("alone",),
+                              rules={"attempt_deadline_s": 0.5}, **FAST)
+    monkeypatch.setattr(os, "fsync", real_fsync)
+    verified(run_dir)
+    assert result.status == "stopped" and result.stop_cause == "runner-error", result
+    assert "injected I/O error" in result.stop_detail
+    ev = events(run_dir, "m0")
+    late = of(ev, "late-cost", household="hh-000", arm="alone", **{"pass": 0})
+    # what it had spent by the deadline, then what it spent after: each says why it is in no record
+    assert late[0]["cost_nusd"] > 0 and all("record not written" in c["reason"] for c in late), late
+    assert not of(ev, "trigger")  # no trigger naming a record that does not exist
+    assert not list((run_dir / "models" / "m0" / "records").rglob("*.tmp"))
+
+
+def test_a_lane_stuck_past_its_deadline_whose_record_the_disk_refuses_is_still_settled(tmp_path, monkeypatch):
+    """The same lost deadline record, its lane stuck in a call that never
+    returns: the main thread settles the lane without the record, and the
+    run ends, closed and anchored."""
+    from confirmatory.testing import fakes
+
+    real_fsync = os.fsync
+    on_record_fsync(monkeypatch, "hh-000", _eio)
+    fakes.STUCK_RELEASE.clear()
+    hh = [{"id": "hh-000", "plan": {"m0:alone/0": "stuck"}}, {"id": "hh-001"}]
+    run = make_run(tmp_path, households=hh, models=[{"name": "m0", "timeout_s": 0.2}], arms=("alone",),
+                   rules={"attempt_deadline_s": 0.3}, **FAST)
+    try:
+        result = run.execute()
+        monkeypatch.setattr(os, "fsync", real_fsync)
+        assert result.abandoned_lanes == 1, result
+        assert result.status == "stopped" and result.stop_cause == "runner-error", result
+        verified(run.run_dir)
+        (stuck,) = of(events(run.run_dir, "m0"), "household", household="hh-000")
+        assert stuck["finished"] is False
+    finally:
+        fakes.STUCK_RELEASE.set()
+        for t in run._threads:
+            t.join(10)
+
+
+def test_the_engine_pool_of_a_model_that_has_finished_dying_does_not_stop_the_run(tmp_path):
+    """m0 has ended every household (its lanes are done) while m1 runs on;
+    then a worker of m0's idle pool is killed (an OOM killer picks a large
+    idle process). No lane of m0 can meet the dead pool any more: the run
+    still completes. (The main loop stopped m0 with cause pool after its
+    lanes had ended, and the whole run ended `stopped`, exit status 4.)"""
+    import signal
+
+    hh = [{"id": f"hh-{i:03d}", "plan": {"m1:alone/0": "slow"}, "slow_s": 0.4} for i in range(6)]
+    run = make_run(tmp_path, households=hh, models=2, arms=("alone",))  # real engine processes
+    run.start()
+    m0 = run.models["m0"]
+    deadline = time.monotonic() + 60
+    while len(m0.lane_ends) < m0.spec.lanes:
+        assert time.monotonic() < deadline, "m0 never ended"
+        time.sleep(0.01)
+    assert run.models["m1"].households_done < len(hh), "m1 ended too soon for the test"
+    os.kill(m0.pool._all[0].process.pid, signal.SIGKILL)
+    result = run.wait()
+    verified(run.run_dir)
+    assert not of(events(run.run_dir, "m0"), "stop")
+    assert result.status == "completed", result
