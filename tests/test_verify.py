@@ -673,6 +673,150 @@ def test_host_summaries_of_spans_join_into_the_summary_of_the_whole_log(block):
     assert HostSummary.join([(fed(lines[:3]), 0.0), (fed([{"event": "sample-failed"}]), None)]) is None
 
 
+def _full_samples(rng, lines):
+    """``lines`` with every sample given the fields the sampler writes besides
+    those the rule reads (wall and monotonic clocks, load, byte counts); the
+    wall clock steps forward and back now and then."""
+    out, offset = [], 1.8e9
+    for obj in lines:
+        if obj.get("event") == "sample":
+            offset += rng.choice([0.0] * 8 + [0.002, -3.0, 40.0])
+            mono = obj["t"] - 1.8e9 + 1000.0 if type(obj["t"]) is float else 1000.0
+            obj = {**obj, "wall": mono + offset, "mono": mono, "load1": 0.7, "mem_available": 8 << 30,
+                   "swap_used": 0, "mem_pressure": obj["mem_pressure"] if obj["mem_pressure"] is not None else 0.5}
+        out.append(obj)
+    return out
+
+
+_ODD_VALUES = ("x", None, [1.0], {"a": 1.0}, True, False, 3, -2, 2.5, float("nan"), float("inf"), 2**60 + 1, "missing")
+
+
+def _oddly_typed(rng, lines, rate):
+    """Some samples with a field of another kind, or missing (as only an edit makes them)."""
+    from confirmatory.verify import SAMPLE_INTEGERS, SAMPLE_NUMBERS
+
+    lines = [dict(obj) for obj in lines]
+    for obj in lines:
+        while obj.get("event") == "sample" and rng.random() < rate:
+            name, value = rng.choice((*SAMPLE_NUMBERS, *SAMPLE_INTEGERS, "reads_began")), rng.choice(_ODD_VALUES)
+            if value == "missing":
+                obj.pop(name, None)
+            else:
+                obj[name] = value
+    return lines
+
+
+@pytest.mark.parametrize("parse", ["dicts", "json", "orjson"])
+@pytest.mark.parametrize("block", [None, 2])
+def test_the_checked_pass_over_host_lines_gives_what_adding_and_checking_every_line_gives(parse, block, monkeypatch):
+    """verify.summarize_checked on random logs, edited as only an edit
+    makes one (times going back, NaN, lines moved, values the rule cannot
+    read) and with fields of every other kind or missing, parsed three ways:
+    its summary is, every field, the one `HostSummary.add` builds from every
+    line; its drift the one `ClockDrift.add` gives on every sample; and every
+    sample with a field not of its kind is reported (its quick check of the
+    common sample's kinds lets none by), with `sample_problem`'s message, at
+    its line, and no other. Also with the pass cut in two and parameters
+    that are integers."""
+    import math
+    import random
+
+    from confirmatory import chain
+    from confirmatory.records import HostSummary
+    from confirmatory.verify import ClockDrift, sample_problem, summarize_checked
+    from confirmatory.verify import report as report_module
+    from confirmatory.verify.report import Findings
+
+    if parse == "orjson" and chain._fast_loads is None:
+        pytest.skip("orjson is not installed")
+    monkeypatch.setattr(report_module, "KEEP_PER_INVARIANT", 10**6)  # every violation kept, to compare them all
+    loads = {"json": json.loads, "orjson": chain._fast_loads}.get(parse)
+
+    def parsed(obj):
+        if loads is None:
+            return obj
+        try:  # through the parser (its key objects), where it writes the line back as it was
+            line = json.dumps(obj)
+            back = loads(line)
+            return back if json.dumps(back) == line else obj
+        except (TypeError, ValueError):
+            return obj
+
+    def drift_state(d):
+        return repr([getattr(d, name) for name in ClockDrift.__slots__])
+
+    rng = random.Random(23 + block if block else 23)
+    common = 0
+    for trial in range(80):
+        lines = _full_samples(rng, _random_host_log(rng, n=rng.choice([5, 60, 150]))[0])
+        if trial % 4:
+            lines = _edited_host_log(rng, lines, poison=False)  # values the rule cannot read: below
+        lines = [parsed(obj) for obj in _oddly_typed(rng, lines, rng.choice([0.0, 0.03, 0.3]))]
+        params = rng.choice([{"max_gap_s": 45, "pressure_threshold": 10},
+                             {"max_gap_s": 45.5, "pressure_threshold": 9.9}])
+        summary, found, drift = HostSummary(**params, block=block), Findings(), ClockDrift()
+        pairs = list(enumerate(lines))
+        cut = rng.randrange(len(pairs) + 1)
+        summarize_checked(iter(pairs[:cut]), summary, found, drift)
+        summarize_checked(iter(pairs[cut:]), summary, found, drift)
+
+        fed, fed_drift, problems = HostSummary(**params, block=block), ClockDrift(), []
+        for seq, obj in pairs:
+            fed.add(obj)
+            if obj.get("event") == "sample":
+                fed_drift.add(obj.get("wall"), obj.get("mono"), obj.get("clock_back_max_s"))
+                if (problem := sample_problem(obj)) is not None:
+                    problems.append((seq, f"sample: {problem}"))
+                elif all(type(obj[k]) is float for k in ("t", "wall", "mono", "mem_pressure", "load1")):
+                    common += not math.isnan(obj["t"])
+        assert repr(summary.state()) == repr(fed.state()), (trial, cut)
+        assert drift_state(drift) == drift_state(fed_drift), (trial, cut)
+        said = [(v.line, v.message) for v in found.first[2] if v.message.startswith("sample: ")]
+        assert said == problems, (trial, cut)
+        assert found.count[2] == len(found.first[2])
+        assert found.checked[2] == sum(o.get("event") in ("sample", "evidence", "sample-failed") for o in lines)
+    assert common > 2000  # most samples took the common path
+
+
+@pytest.mark.parametrize("at", [0, 3])
+@pytest.mark.parametrize("name", ["t", "wall", "mono", "mem_pressure", "load1", "clock_back_max_s",
+                                  "mem_available", "swap_used", "reads_began"])
+def test_a_sample_field_of_any_other_kind_is_reported_by_the_checked_pass(name, at):
+    """Each field of a host sample, of every kind but its own or missing (a
+    number: a float or an integer; a byte count: an integer; `reads_began` a
+    number where there), is reported once, at its line, with its name; the
+    first sample (which sets the drift's start) or a later one, among
+    samples of the common kind. The kinds the contract allows are not."""
+    from confirmatory.records import HostSummary
+    from confirmatory.verify import SAMPLE_INTEGERS, ClockDrift, summarize_checked
+    from confirmatory.verify.report import Findings
+
+    def sample(k):
+        return {"event": "sample", "t": 100.0 + k, "wall": 100.0 + k, "mono": 5.0 + k, "mem_pressure": 0.5,
+                "load1": 0.7, "clock_back_max_s": 0.0, "mem_available": 1 << 33, "swap_used": 0,
+                "reads_began": 99.5 + k}
+
+    integer = name in SAMPLE_INTEGERS
+    odd = ["x", None, [1.0], {"a": 1}, True, False] + ([1.5, float("nan")] if integer else [])
+    allowed = [7, 2**70] + ([] if integer else [0.25, float("nan"), float("inf")])
+    (allowed if name == "reads_began" else odd).append("missing")
+    for value, ok in [(v, False) for v in odd] + [(v, True) for v in allowed]:
+        lines = [{"event": "open", "t": 99.0}] + [sample(k) for k in range(6)]
+        if value == "missing":
+            del lines[1 + at][name]
+        else:
+            lines[1 + at][name] = value
+        found = Findings()
+        summarize_checked(enumerate(lines), HostSummary(max_gap_s=45, pressure_threshold=10), found, ClockDrift())
+        said = [(v.line, v.message) for v in found.first[2]]
+        if ok:
+            assert said == [], (value, said)
+            continue
+        want = f"{name} missing" if value == "missing" else f"{name} is {value!r}, not"
+        assert found.count[2] == 1 and said[0][0] == 1 + at and said[0][1].startswith(f"sample: {want}"), (value, said)
+        assert found.checked[2] == 6
+
+
 def test_the_report_is_the_same_without_orjson(run, tmp_path, monkeypatch):
     """orjson only speeds verify up: with the standard library alone the
     report is identical, on an intact run and on damaged ones."""
