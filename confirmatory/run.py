@@ -386,14 +386,26 @@ class Run:
                 m.cond.notify_all()
 
     def _on_crossing(self, t: float, total: int) -> None:
-        # Called under the ceiling's lock at the crossing instant.
+        # Called under the ceiling's lock at the crossing instant, inside the
+        # harness's add_call that crossed it: a log that refuses the line
+        # (a disk error) is the runner's failure, not the harness's (its
+        # attempt would be recorded as a harness failure and its model
+        # stopped so), and must not keep the other models' lines and halts
+        # from being written and set.
         line = {"event": "ceiling", "t": t, "total_nusd": total, "ceiling_nusd": self.spend.ceiling_nusd}
         assert self.files is not None
-        self.files.run_log.append(line)
+        refused = []
+        for name, log in [("run.jsonl", self.files.run_log),
+                          *((f"models/{m.name}/run.jsonl", m.run_log) for m in self.models.values())]:
+            try:
+                log.append(line)
+            except (ChainError, OSError) as exc:
+                refused.append(f"{name}: {exc}")
         for m in self.models.values():
-            m.run_log.append(line)
             m.halt.set()
         self.stop_event.set()
+        if refused:
+            self.fatal("runner-error", "the ceiling's line could not be written to " + "; ".join(refused))
         self._wake.set()
 
     def pause(self, m: ModelState, household: str, arm: str, pass_index: int, *, detail: str = "") -> None:

@@ -56,6 +56,11 @@ MUTANTS = (
            "lo = min(opened, now - elapsed) - CALL_TIME_TOLERANCE_S",
            "lo = opened - CALL_TIME_TOLERANCE_S",
            "tests/test_run_faults.py::test_a_wall_clock_stepping_back_ten_minutes_inside_a_call_is_no_harness_error"),
+    Mutant("let a refused ceiling line reach the harness", "confirmatory/run.py",
+           "            except (ChainError, OSError) as exc:\n                refused.append(",
+           "            except ZeroDivisionError as exc:\n                refused.append(",
+           "tests/test_run_faults.py::"
+           "test_a_ceiling_line_the_disk_refuses_stops_the_run_as_a_runner_error_not_a_harness_failure"),
     Mutant("overlap two attempts on a lane", "confirmatory/lanes.py",
            "running = Running(aspend, household, arm, pass_index, self.index, start,",
            "start -= 0.5; running = Running(aspend, household, arm, pass_index, self.index, start,",

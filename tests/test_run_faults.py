@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
 import time
 
@@ -539,3 +540,40 @@ def test_the_engine_pool_of_a_model_that_has_finished_dying_does_not_stop_the_ru
     verified(run.run_dir)
     assert not of(events(run.run_dir, "m0"), "stop")
     assert result.status == "completed", result
+
+
+def test_a_ceiling_line_the_disk_refuses_stops_the_run_as_a_runner_error_not_a_harness_failure(tmp_path, monkeypatch):
+    """The ceiling's line is written under the ceiling's lock, inside the
+    harness's `add_call` that crossed it (Run._on_crossing). When m0's log
+    refuses that line (an I/O error), the write failure must not reach the
+    harness, whose attempt would then be recorded as its own failure (class
+    harness: m0 stopped for a harness fault it did not make), and must not
+    cut short the crossing's other lines and halts: m1 gets its ceiling line
+    and its conversation under way is ended. The run stops, cause
+    runner-error, its stop line saying which log refused the line."""
+    real_write = os.write
+
+    def write(fd, data):
+        if b'"event":"ceiling"' in bytes(data):
+            try:
+                target = os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:
+                target = ""
+            if target.endswith("/models/m0/run.jsonl"):
+                raise OSError(errno.EIO, "injected I/O error")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", write)
+    hh = [{"id": "hh-000", "plan": {"m1:alone/0": "hang", "m0:alone/0": ["slow", "expensive"]}, "slow_s": 0.3,
+           "expensive_usd": 2.0}]
+    result, run_dir = execute(tmp_path, households=hh, models=2, arms=("alone",),
+                              overall_cap_usd=1.0, margin_usd=0.5, **FAST)
+    monkeypatch.setattr(os, "write", real_write)
+    crossing = record(run_dir, "m0", "hh-000", "alone", 0)
+    assert crossing["status"] != "error" or "ChainWriteFailed" not in json.dumps(crossing["error"]), crossing
+    assert not of(events(run_dir, "m0"), "trigger", cause="harness")
+    assert of(events(run_dir, "m1"), "ceiling")  # the other model's line, after the one that failed
+    assert record(run_dir, "m1", "hh-000", "alone", 0)["status"] == "budget_stop"  # its halt came
+    assert result.status == "ceiling" and result.stop_cause == "runner-error", result  # (ceiling: it was crossed)
+    (stop,) = of(events(run_dir), "stop")
+    assert "the ceiling's line could not be written to models/m0/run.jsonl" in stop["detail"], stop
