@@ -474,6 +474,64 @@ def _priced(model: ModelLike, reply: Reply) -> Reply:
     raise exc
 
 
+def _tokens(usage: Any, name: str) -> int:
+    """A token count of a reply's usage: an object, or a plain dict (litellm
+    leaves a Responses usage as a dict when the reply has ``"output": null``)."""
+    value = usage.get(name) if isinstance(usage, Mapping) else getattr(usage, name, 0)
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _usage_cost(model: ModelLike, tokens: Mapping[str, int]) -> float | None:
+    """What litellm's cost lookup (the one behind ``response_cost``) charges
+    for these tokens of ``model``, or None when it cannot price them."""
+    try:
+        prompt_usd, completion_usd = _lib().cost_per_token(
+            model=model.litellm_model, prompt_tokens=tokens["input_tokens"],
+            completion_tokens=tokens["output_tokens"])
+    except Exception:  # noqa: BLE001 - unpriced
+        return None
+    return float(prompt_usd) + float(completion_usd)
+
+
+def _empty_reply(model: ModelLike, kind: str, field_name: str, response: Any, tokens: dict[str, int],
+                 start: float, end: float) -> BaseException:
+    """The exception for an HTTP 200 reply with nothing in ``choices`` (chat)
+    or ``output`` (Responses): a provider failure (litellm's ``APIError``,
+    status 200, as litellm itself raises for a 200 whose body it cannot read
+    on the Responses API), so the attempt is rerun, not a bare IndexError of
+    the harness's that stops the model.
+
+    The reply was billed: its cost is told to the bound attempt (as a
+    returned reply's is) and carried on the exception, ``reply`` (a
+    ``Reply`` with no content, its usage, cost and times) and ``cost_usd``,
+    so that ``spend.add_call(kind, start, end, error=exc)`` counts it
+    (docs/HARNESS.md). ``call_start``/``call_end`` are its times. When
+    litellm put no cost on the reply, the cost is asked of its cost lookup
+    for the reply's tokens (None if it cannot price them)."""
+    cost = _cost(response)
+    if cost is None and (tokens["input_tokens"] or tokens["output_tokens"]):
+        cost = _usage_cost(model, tokens)
+    reply = Reply(kind=kind, content=None, tool_calls=(), finish_reason=None, cost_usd=cost,
+                  usage=dict(tokens), start=start, end=end)
+    _note_reply(reply)
+    exc = _lib().exceptions.APIError(
+        status_code=200,
+        message=(f"the provider replied without {field_name}: HTTP 200 with no {field_name} in its {kind} reply "
+                 f"for {model.litellm_model} ({tokens['input_tokens']} input and {tokens['output_tokens']} "
+                 "output tokens billed)"),
+        llm_provider=provider_of(model.litellm_model),
+        model=model.litellm_model,
+    )
+    exc.reply = reply  # type: ignore[attr-defined]
+    exc.cost_usd = cost  # type: ignore[attr-defined]
+    exc.usage = dict(tokens)  # type: ignore[attr-defined]
+    _stamp(exc, start, end)
+    return exc
+
+
 def _stamp(exc: BaseException, start: float, end: float) -> None:
     """Leave the call's times on the exception: a harness reports failed calls too."""
     try:
@@ -553,7 +611,8 @@ def chat(
 ) -> Reply:
     """One chat-completions call; litellm's exceptions propagate unchanged
     (each carries ``call_start``/``call_end``). A reply litellm cannot price
-    raises ``UnpricedCall`` (see ``_priced``)."""
+    raises ``UnpricedCall`` (see ``_priced``); a reply without choices raises
+    litellm's ``APIError`` carrying its cost (see ``_empty_reply``)."""
     lib = _lib()
     kwargs = _route(model)
     kwargs.update(dict(model.params or {}))
@@ -569,24 +628,30 @@ def chat(
     if extra_headers:
         kwargs["extra_headers"] = dict(extra_headers)
     response, start, end = _timed(lib.completion, messages=messages, **kwargs)
-    choice = response.choices[0]
+    usage = getattr(response, "usage", None)
+    tokens = {
+        "input_tokens": _tokens(usage, "prompt_tokens"),
+        "output_tokens": _tokens(usage, "completion_tokens"),
+        "total_tokens": _tokens(usage, "total_tokens"),
+    }
+    choices = getattr(response, "choices", None) or []
+    if not choices:
+        # litellm returns a 200 with "choices": [] as a response (it raises
+        # InternalServerError only for choices missing or not a list).
+        raise _empty_reply(model, "chat", "choices", response, tokens, start, end)
+    choice = choices[0]
     message = choice.message
     calls = tuple(
         {"id": str(tc.id), "name": str(tc.function.name), "arguments": str(tc.function.arguments or "")}
         for tc in (getattr(message, "tool_calls", None) or [])
     )
-    usage = getattr(response, "usage", None)
     return _priced(model, Reply(
         kind="chat",
         content=message.content,
         tool_calls=calls,
         finish_reason=choice.finish_reason,
         cost_usd=_cost(response),
-        usage={
-            "input_tokens": int(getattr(usage, "prompt_tokens", 0) or 0),
-            "output_tokens": int(getattr(usage, "completion_tokens", 0) or 0),
-            "total_tokens": int(getattr(usage, "total_tokens", 0) or 0),
-        },
+        usage=tokens,
         start=start,
         end=end,
     ))
@@ -603,7 +668,9 @@ def responses(
 ) -> Reply:
     """One Responses-API call (``text_format`` e.g. ``{"type": "json_object"}``);
     litellm's exceptions propagate unchanged (each carries ``call_start``/``call_end``);
-    a reply litellm cannot price raises ``UnpricedCall`` (see ``_priced``)."""
+    a reply litellm cannot price raises ``UnpricedCall`` (see ``_priced``); a
+    reply without output that is not ``incomplete`` raises litellm's
+    ``APIError`` carrying its cost (see ``_empty_reply``)."""
     lib = _lib()
     kwargs = _route(model)
     params = dict(model.params or {})
@@ -625,9 +692,21 @@ def responses(
     if extra_headers:
         kwargs["extra_headers"] = dict(extra_headers)
     response, start, end = _timed(lib.responses, input=input, **kwargs)
+    usage = getattr(response, "usage", None)
+    tokens = {
+        "input_tokens": _tokens(usage, "input_tokens"),
+        "output_tokens": _tokens(usage, "output_tokens"),
+        "total_tokens": _tokens(usage, "total_tokens"),
+    }
+    status = getattr(response, "status", None)
+    output = getattr(response, "output", None) or []
+    if not output and status != "incomplete":
+        # "output": [] or null: nothing the model said, not even a truncated
+        # start (an "incomplete" reply without output stays a truncation).
+        raise _empty_reply(model, "responses", "output", response, tokens, start, end)
     texts: list[str] = []
     calls: list[dict[str, str]] = []
-    for item in getattr(response, "output", None) or []:
+    for item in output:
         kind = getattr(item, "type", None)
         if kind == "function_call":
             calls.append({"id": str(item.call_id), "name": str(item.name), "arguments": str(item.arguments or "")})
@@ -635,7 +714,6 @@ def responses(
             for part in getattr(item, "content", None) or []:
                 if getattr(part, "type", None) == "output_text":
                     texts.append(str(part.text))
-    status = getattr(response, "status", None)
     if status == "incomplete":
         details = getattr(response, "incomplete_details", None)
         reason = getattr(details, "reason", None)
@@ -644,18 +722,13 @@ def responses(
         finish = "tool_calls"
     else:
         finish = "stop" if status == "completed" else status
-    usage = getattr(response, "usage", None)
     return _priced(model, Reply(
         kind="responses",
         content="".join(texts) if texts else None,
         tool_calls=tuple(calls),
         finish_reason=finish,
         cost_usd=_cost(response),
-        usage={
-            "input_tokens": int(getattr(usage, "input_tokens", 0) or 0),
-            "output_tokens": int(getattr(usage, "output_tokens", 0) or 0),
-            "total_tokens": int(getattr(usage, "total_tokens", 0) or 0),
-        },
+        usage=tokens,
         start=start,
         end=end,
     ))

@@ -107,6 +107,16 @@ _bound = threading.local()
 CALL_TIME_TOLERANCE_S = 300.0
 
 
+def carried_cost(exc: BaseException) -> float | None:
+    """The cost (USD) of the billed reply a confirmatory.llm exception carries
+    (``exc.reply``, a ``llm.Reply``), or None: an exception without one, or
+    one whose reply litellm could not price (``UnpricedCall``)."""
+    from confirmatory.llm import Reply  # here: stdlib-only at import, and llm imports this module lazily
+
+    reply = getattr(exc, "reply", None)
+    return reply.cost_usd if isinstance(reply, Reply) else None
+
+
 def bound_attempt() -> "AttemptSpend | None":
     """The attempt bound to this thread, or None (outside any attempt)."""
     return getattr(_bound, "attempt", None)
@@ -237,9 +247,19 @@ class AttemptSpend:
         escalated_after_truncation: bool = False,
         **extra: Any,
     ) -> int:
-        """Record one call as it ends and count its cost; returns the nano-dollars counted."""
+        """Record one call as it ends and count its cost; returns the nano-dollars counted.
+
+        A failed call reported with neither ``cost_usd`` nor ``cost_nusd``
+        costs what its exception carries: confirmatory.llm raises for a
+        billed reply it cannot return (no choices, no output) with the reply
+        on the exception (``error.reply``, a ``llm.Reply``), so the
+        documented ``add_call(kind, start, end, error=exc)`` counts it. A cost
+        given explicitly is what counts.
+        """
         if kind not in CALL_KINDS:
             raise ValueError(f"call kind must be one of {CALL_KINDS}, got {kind!r}")
+        if cost_usd is None and cost_nusd is None and isinstance(error, BaseException):
+            cost_usd = carried_cost(error)
         # Refused before anything is counted: a record and the spend must agree.
         if cost_nusd is not None and (type(cost_nusd) is not int or cost_nusd < 0):
             raise HarnessContractError(f"spend.add_call({kind!r}, ...): cost_nusd must be a non-negative integer "

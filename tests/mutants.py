@@ -61,6 +61,16 @@ MUTANTS = (
            "            except ZeroDivisionError as exc:\n                refused.append(",
            "tests/test_run_faults.py::"
            "test_a_ceiling_line_the_disk_refuses_stops_the_run_as_a_runner_error_not_a_harness_failure"),
+    Mutant("index a reply without choices", "confirmatory/llm.py",
+           "    if not choices:\n",
+           "    if False:\n",
+           "tests/test_harness_contract.py::"
+           "test_a_billed_reply_without_choices_is_rerun_as_a_provider_failure_and_its_cost_is_counted"),
+    Mutant("drop the cost a failed call carries", "confirmatory/spend.py",
+           "if cost_usd is None and cost_nusd is None and isinstance(error, BaseException):",
+           "if False:",
+           "tests/test_llm_faults.py::"
+           "test_a_billed_reply_without_choices_is_a_provider_failure_that_carries_its_times_and_its_cost"),
     Mutant("overlap two attempts on a lane", "confirmatory/lanes.py",
            "running = Running(aspend, household, arm, pass_index, self.index, start,",
            "start -= 0.5; running = Running(aspend, household, arm, pass_index, self.index, start,",

@@ -225,6 +225,15 @@ def test_a_fault_reads_pass_from_toml_and_refuses_unknown_kinds():
         Fault.model_validate({"kind": "meteor"})
 
 
+def test_a_design_may_plan_every_fault_kind_the_simulator_serves():
+    from confirmatory.design import FAULT_KINDS
+    from confirmatory.sim.faults import FaultKind
+
+    assert sorted(FAULT_KINDS) == sorted(k.value for k in FaultKind)
+    for kind in FaultKind:
+        assert Fault.model_validate({"kind": kind.value}).kind == kind.value
+
+
 def test_a_design_built_directly_checks_matched_pairs_too():
     data = load_design(DEMO / "minimal.toml").design.model_dump(by_alias=True)
     data["models"][1]["matched_with"] = "ghost"

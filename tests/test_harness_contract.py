@@ -186,3 +186,60 @@ def test_a_call_error_given_as_an_object_without_its_fields_is_a_harness_failure
         assert "error must be an exception, None or an object" in call["error"]["message"]
         assert call["extra"]["reported_error"] == repr({"message": "the tool failed"})
         assert record["status"] == "error" and "HarnessContractError" in record["error"]["type"]
+
+
+# --- a billed reply without choices, in a real run ----------------------------------------------
+# The bundled minimal harness (its own source, pinned), litellm over real HTTP
+# to the simulated provider, which plans one reply with "choices": [] and a
+# billed usage for one attempt.
+
+EMPTY_CHOICES = '''
+[[simulator.faults]]
+kind = "empty_choices"
+model = "sim-careful"
+household = "m-01"
+arm = "alone"
+pass = 0
+call = 0
+'''
+
+
+def test_a_billed_reply_without_choices_is_rerun_as_a_provider_failure_and_its_cost_is_counted(tmp_path):
+    import re
+
+    from confirmatory.money import to_nusd
+    from confirmatory.runmain import run_command
+    from confirmatory.sim import SIM_PRICES
+    from confirmatory.witness import init_local_witness
+    from runhelpers import DEMO, minimal_design, record
+
+    study = tmp_path / "study"
+    study.mkdir()
+    design = minimal_design(study, f"choices_{tmp_path.name[-8:].replace('-', '_')}",
+                            (DEMO / "minimal_harness.py").read_text())
+    design.write_text(design.read_text() + EMPTY_CHOICES)
+    init_local_witness(tmp_path / "runs" / ".witness")
+    run_dir = tmp_path / "runs" / "r"
+    assert run_command(design, run_dir, quiet=True) == 0  # completed: no model stopped
+    verified(run_dir)
+
+    failed, again = (record(run_dir, "careful", "m-01", "alone", p) for p in (0, 1))
+    (call,) = failed["calls"]
+    assert failed["status"] == "error" and failed["error"]["type"] == "litellm.exceptions.APIError"
+    assert "the provider replied without choices" in failed["error"]["message"]
+    # The reply's tokens, at the simulator's prices, are in the call and the record.
+    tokens = re.search(r"\((\d+) input and (\d+) output tokens billed\)", failed["error"]["message"])
+    price_in, price_out = SIM_PRICES["sim-careful"]
+    cost = int(tokens.group(1)) * to_nusd(price_in) + int(tokens.group(2)) * to_nusd(price_out)
+    assert call["cost_nusd"] == failed["cost_nusd"] == cost > 0
+    assert again["status"] == "ok" and again["answer"] is not None
+
+    attempts = [a for a in of(events(run_dir, "careful"), "attempt")
+                if (a["household"], a["arm"]) == ("m-01", "alone")]
+    assert [(a["pass"], a["class"], a["action"]) for a in attempts] == [(0, "provider", "rerun"), (1, "ok", "keep")]
+    assert attempts[0]["cost_nusd"] == cost
+    assert not of(events(run_dir, "careful"), "stop") and not of(events(run_dir, "careful"), "late-cost")
+    # The total counts it: every attempt's cost, the failed one's included.
+    (close,) = of(events(run_dir), "close")
+    counted = sum(a["cost_nusd"] for m in ("careful", "sloppy", "truncates") for a in of(events(run_dir, m), "attempt"))
+    assert close["spend_total_nusd"] == counted

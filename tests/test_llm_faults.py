@@ -16,14 +16,17 @@ import urllib.request
 import pytest
 
 from confirmatory import llm
+from confirmatory.clock import Clock
 from confirmatory.errors import describe_exception
+from confirmatory.money import to_nusd
 from confirmatory.sim import SIM_PRICES, FaultPlan, SimProvider
+from confirmatory.spend import AttemptSpend, Spend
 
 rules = pytest.importorskip("confirmatory.rules")
 
 USER = 'Household:\n{"adults": [{"employment_income": 24000}]}\nWhat is its annual net income?'
 KINDS = ("rate_limit", "server_error", "bad_gateway", "unavailable", "hang", "truncate",
-         "malformed", "bad_answer", "auth", "quota", "credit")
+         "malformed", "bad_answer", "auth", "quota", "credit", "empty_choices")
 HANG_S = 1.5
 CLIENT_TIMEOUT_S = 0.4
 
@@ -182,3 +185,141 @@ def test_a_refused_connection_is_an_internal_server_error_whose_cause_chain_is_r
 def test_a_call_without_faults_on_the_same_server_succeeds(careful):
     reply = call_chat(careful, "quiet-household")
     assert json.loads(reply.content.removeprefix("Answer: ")) == {"net_income": 18000.0}
+
+
+# ---- a billed reply with nothing in it ----------------------------------------------------------
+
+def _attempt() -> tuple[Spend, AttemptSpend]:
+    spend = Spend(ceiling_nusd=10**12, before_nusd=0, clock=Clock())
+    return spend, AttemptSpend(spend, model="careful", household="empty_choices", arm="alone", pass_index=0,
+                               stop_reason=lambda: None, on_late_cost=lambda nusd: None)
+
+
+def _billed(sim, before: dict) -> tuple[int, int, int]:
+    """Input and output tokens the server billed since ``before``, and their cost in nano-dollars."""
+    after = sim.usage()["sim-careful"]
+    tokens_in = after["prompt_tokens"] - before.get("prompt_tokens", 0)
+    tokens_out = after["completion_tokens"] - before.get("completion_tokens", 0)
+    price_in, price_out = SIM_PRICES["sim-careful"]  # whole nano-dollars per token
+    return tokens_in, tokens_out, tokens_in * to_nusd(price_in) + tokens_out * to_nusd(price_out)
+
+
+@pytest.mark.parametrize("call", ["chat", "responses"])
+def test_a_billed_reply_without_choices_is_a_provider_failure_that_carries_its_times_and_its_cost(sim, careful, call):
+    """HTTP 200, "choices": [] (Responses: "output": []) and a billed usage: a
+    provider failure (rerun), not an IndexError of the harness's; the failed
+    call reported as documented (no cost given) counts what the reply cost."""
+    before = dict(sim.usage().get("sim-careful", {}))
+    spend, attempt = _attempt()
+    with attempt.bound():
+        with pytest.raises(litellm_error("APIError")) as info:
+            (call_chat if call == "chat" else call_responses)(careful, "empty_choices")
+        exc = info.value
+        tokens_in, tokens_out, cost = _billed(sim, before)
+        assert cost > 0
+        field = "choices" if call == "chat" else "output"
+        assert f"the provider replied without {field}" in str(exc)
+        assert f"({tokens_in} input and {tokens_out} output tokens billed)" in str(exc)
+        error = describe_exception(exc)
+        assert error["status_code"] == 200 and failure_class(exc) == "provider"
+        # The call's times, and its cost, travel on the exception ...
+        assert exc.call_start <= exc.call_end
+        assert to_nusd(exc.cost_usd) == to_nusd(exc.reply.cost_usd) == cost
+        assert exc.reply.usage["input_tokens"] == tokens_in and exc.reply.usage["output_tokens"] == tokens_out
+        # ... the bound attempt was told of the reply, as of any returned one ...
+        assert attempt.unreported() == (cost, 0)
+        # ... and the documented failed-call report counts it.
+        assert attempt.add_call(call, exc.call_start, exc.call_end, error=exc) == cost
+        attempt.checkpoint()  # nothing is left unreported: the conversation may go on
+    assert attempt.unreported() == (0, 0)
+    assert spend.total_nusd == spend.model_total("careful") == cost
+    total, (recorded,) = attempt.snapshot()
+    assert total == recorded["cost_nusd"] == cost
+    assert recorded["error"]["type"] == "litellm.exceptions.APIError" and recorded["error"]["status_code"] == 200
+    assert (recorded["start"], recorded["end"]) == (exc.call_start, exc.call_end)
+
+
+def test_a_cost_given_with_the_failed_call_is_what_counts_and_other_errors_carry_none(sim, careful):
+    spend, attempt = _attempt()
+    with pytest.raises(litellm_error("APIError")) as info:
+        call_chat(careful, "empty_choices")
+    exc = info.value
+    assert to_nusd(exc.cost_usd) > 0
+    assert attempt.add_call("chat", exc.call_start, exc.call_end, error=exc, cost_nusd=7) == 7
+    assert attempt.add_call("chat", exc.call_start, exc.call_end, error=exc, cost_usd=0.0) == 0
+    with pytest.raises(litellm_error("RateLimitError")) as limited:
+        call_chat(careful, "rate_limit")
+    assert attempt.add_call("chat", limited.value.call_start, limited.value.call_end, error=limited.value) == 0
+    assert spend.total_nusd == 7
+
+
+class _OneReply:
+    """A loopback server that answers every Responses request with one body
+    the simulator does not send (``output`` null; an incomplete reply with no
+    output), for the two readings ``llm.responses`` gives them."""
+
+    def __init__(self, body: dict) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        data = json.dumps(body).encode()
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                return
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _responses_body(**fields) -> dict:
+    return {"id": "resp_x", "object": "response", "created_at": 1, "model": "sim-careful", "status": "completed",
+            "error": None, "incomplete_details": None, "parallel_tool_calls": True, "tool_choice": "auto",
+            "tools": [], "usage": {"input_tokens": 100, "output_tokens": 50, "total_tokens": 150,
+                                   "input_tokens_details": {"cached_tokens": 0},
+                                   "output_tokens_details": {"reasoning_tokens": 0}}} | fields
+
+
+@pytest.mark.filterwarnings("ignore:Pydantic serializer warnings:UserWarning")
+def test_a_responses_reply_with_output_null_is_priced_from_its_usage_though_litellm_gave_no_cost():
+    # litellm leaves this reply's usage a dict and its response_cost None
+    # (docs/LITELLM.md): not an unpriced model (operator), a provider failure
+    # whose tokens are priced by the same lookup.
+    server = _OneReply(_responses_body(output=None))
+    try:
+        spec = model_spec("careful", "openai/sim-careful", server.url)
+        llm.prepare([spec], SIM_PRICES)
+        with pytest.raises(litellm_error("APIError")) as info:
+            llm.responses(spec, "hi")
+    finally:
+        server.close()
+    price_in, price_out = SIM_PRICES["sim-careful"]
+    assert "the provider replied without output" in str(info.value) and failure_class(info.value) == "provider"
+    assert to_nusd(info.value.cost_usd) == 100 * to_nusd(price_in) + 50 * to_nusd(price_out)
+
+
+def test_an_incomplete_responses_reply_without_output_stays_a_truncation():
+    server = _OneReply(_responses_body(output=[], status="incomplete",
+                                       incomplete_details={"reason": "max_output_tokens"}))
+    try:
+        spec = model_spec("careful", "openai/sim-careful", server.url)
+        llm.prepare([spec], SIM_PRICES)
+        reply = llm.responses(spec, "hi")
+    finally:
+        server.close()
+    assert reply.finish_reason == "length" and reply.content is None and reply.cost_usd > 0

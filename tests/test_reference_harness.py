@@ -13,6 +13,7 @@ from confirmatory.clock import Clock
 from confirmatory.demo import calculator, engine, harness
 from confirmatory.design import Arm, Household, ModelSpec
 from confirmatory.errors import BudgetStop, EscalatedTimeout, TruncationSurvived, UnparseableAnswer
+from confirmatory.money import to_nusd
 from confirmatory.sim import SIM_PRICES, FaultPlan, SimProvider
 from confirmatory.sim.behaviour import rule_of_thumb
 from confirmatory.spend import AttemptSpend, Spend
@@ -149,6 +150,17 @@ def test_a_provider_error_propagates_as_litellms_class_and_is_recorded(pool):
     assert calls[-1]["error"]["type"] == "litellm.exceptions.RateLimitError" and calls[-1]["cost_nusd"] == 0
 
 
+@pytest.mark.parametrize(("call", "kind"), [(0, "chat"), (2, "responses")])
+def test_a_billed_reply_without_choices_is_recorded_with_its_cost_as_a_provider_failure(pool, call, kind):
+    # Calls of the explain arm: 0 chat (tool call), 1 chat (answer), 2 responses (confirmation).
+    result, calls, _ = converse("sim-careful", "calculator_explain", pool, {"kind": "empty_choices", "call": call})
+    assert type(result).__name__ == "APIError" and _class_of(result) == "provider"
+    failed = calls[-1]
+    assert failed["kind"] == kind and failed["error"]["type"] == "litellm.exceptions.APIError"
+    assert failed["cost_nusd"] == to_nusd(result.cost_usd) > 0
+    assert (failed["start"], failed["end"]) == (result.call_start, result.call_end)
+
+
 def test_the_truncating_model_still_answers_after_escalations(pool):
     result, calls, _ = converse("sim-truncates", "calculator_explain", pool)
     assert result["answer"] == {"net_income": EXPECTED}
@@ -190,6 +202,7 @@ def test_describe_lists_every_prompt_document_and_tool_schema_as_json():
 PROMISED = {
     "rate_limit": "provider", "unavailable": "provider", "server_error": "provider", "hang": "provider",
     "malformed": "provider", "truncate": "model", "bad_answer": "model", "auth": "operator",
+    "empty_choices": "provider",
 }
 
 

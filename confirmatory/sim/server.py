@@ -210,6 +210,13 @@ def responses_body(model: str, turn: Turn, ident: str, request: Mapping[str, Any
     }
 
 
+def empty_body(reply: Mapping[str, Any]) -> dict[str, Any]:
+    """``reply`` (either API shape) with nothing in it: ``"choices": []`` on
+    chat, ``"output": []`` on Responses; its usage (and so its cost) kept."""
+    key = "choices" if "choices" in reply else "output"
+    return {**reply, key: []}
+
+
 class _Handler(BaseHTTPRequestHandler):
     # Keep-alive: litellm's httpx client reuses connections, saving a connect per call.
     protocol_version = "HTTP/1.1"
@@ -308,7 +315,12 @@ class _Handler(BaseHTTPRequestHandler):
 
         ident = _ident("sim", state.seed, model, attempt, call)
         state.count(model, turn)
-        self._json(200, chat_body(model, turn, ident) if is_chat else responses_body(model, turn, ident, body))
+        reply = chat_body(model, turn, ident) if is_chat else responses_body(model, turn, ident, body)
+        if fault is not None and fault.kind is FaultKind.EMPTY_CHOICES:
+            # The model's turn was generated and billed, but the reply (as a
+            # gateway may send it) holds none of it.
+            reply = empty_body(reply)
+        self._json(200, reply)
 
 
 class SimProvider:
@@ -357,7 +369,8 @@ class SimProvider:
         return f"http://127.0.0.1:{self.port}/v1"
 
     def usage(self) -> dict[str, dict[str, int]]:
-        """Per served model: prompt_tokens, completion_tokens and calls answered with a completion."""
+        """Per served model: prompt_tokens, completion_tokens and calls billed
+        (answered with a completion, or with an ``empty_choices`` reply)."""
         with self._state.lock:
             return {m: dict(t) for m, t in self._state.usage.items()}
 
