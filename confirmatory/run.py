@@ -294,10 +294,13 @@ class Run:
             return False
 
     def _on_signal(self, signum: int, frame: Any) -> None:
-        # Only note it: the main loop stops the lanes.
+        # Only note it: the main loop stops the lanes, within POLL_S. The
+        # handler runs in the main thread between two of its bytecodes, so
+        # also while that thread holds the lock of the event it waits on
+        # (Event.wait and clear are Python code): setting the event here
+        # would wait for that lock for good. No lock may be taken here.
         self._signal = signum
         self.signals_received += 1
-        self._wake.set()
 
     def wake(self) -> None:
         self._wake.set()

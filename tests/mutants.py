@@ -71,6 +71,11 @@ MUTANTS = (
            "if False:",
            "tests/test_llm_faults.py::"
            "test_a_billed_reply_without_choices_is_a_provider_failure_that_carries_its_times_and_its_cost"),
+    Mutant("set the wake event in the signal handler", "confirmatory/run.py",
+           "        self.signals_received += 1\n",
+           "        self.signals_received += 1\n        self._wake.set()\n",
+           "tests/test_run_faults.py::"
+           "test_a_signal_that_lands_while_the_main_thread_holds_the_wake_events_lock_stops_the_run"),
     Mutant("overlap two attempts on a lane", "confirmatory/lanes.py",
            "running = Running(aspend, household, arm, pass_index, self.index, start,",
            "start -= 0.5; running = Running(aspend, household, arm, pass_index, self.index, start,",

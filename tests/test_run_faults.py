@@ -577,3 +577,40 @@ def test_a_ceiling_line_the_disk_refuses_stops_the_run_as_a_runner_error_not_a_h
     assert result.status == "ceiling" and result.stop_cause == "runner-error", result  # (ceiling: it was crossed)
     (stop,) = of(events(run_dir), "stop")
     assert "the ceiling's line could not be written to models/m0/run.jsonl" in stop["detail"], stop
+
+
+def test_a_signal_that_lands_while_the_main_thread_holds_the_wake_events_lock_stops_the_run(tmp_path):
+    """A signal's handler runs in the main thread, between two of its
+    bytecodes: also while that thread holds the lock of the event the main
+    loop waits on (inside Event.wait or clear, which are Python code). A
+    handler that set the event then waited for that very lock, held by its
+    own thread: the run hung on Ctrl-C (or a scheduler's SIGTERM) for
+    good. The handler now only notes the signal; the main loop, which wakes
+    every POLL_S, stops the run. Made certain here: the main thread takes
+    the lock and raises SIGINT inside it. (In a child process: the old
+    handler hangs it.)"""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = f"""
+import signal, sys
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from pathlib import Path
+from runhelpers import make_run
+hh = [{{"id": f"hh-{{i:03d}}", "latency_s": 0.05}} for i in range(40)]
+run = make_run(Path(sys.argv[1]), households=hh, models=1, install_signals=True,
+               engine_factory="confirmatory.testing.fakes:null_engine")
+run.start()
+with run._wake._cond:  # where Event.wait and Event.clear hold it
+    signal.raise_signal(signal.SIGINT)
+result = run.wait()
+print(result.status, result.stop_cause)
+"""
+    try:
+        proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True,
+                              timeout=20)  # (it ends in about a second)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the run hung: the signal handler waited for a lock its own thread held")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["stopped", "interrupt"], proc.stdout
