@@ -82,7 +82,15 @@ def _run_command(command: Sequence[str], anchors_file: Path, cwd: Path,
                  timeout: float | None) -> tuple[int, str, bool]:
     """``run_anchor_command`` and whether the timeout killed the command."""
     timed_out = False
-    with tempfile.TemporaryFile() as out:
+    try:
+        out = tempfile.TemporaryFile()
+    except OSError as exc:
+        # A temporary directory that cannot make a file (removed by a tmp
+        # cleaner, read-only, out of space or inodes) is a failed push, not
+        # a dead push worker: the run goes on and the next anchor retries.
+        return 127, redact(f"could not start the anchor command {list(command)!r}: "
+                           f"no temporary file for its output: {exc}"), False
+    with out:
         try:
             proc = subprocess.Popen([*command, str(anchors_file)], cwd=cwd, stdin=subprocess.DEVNULL,
                                     stdout=out, stderr=subprocess.STDOUT, start_new_session=True)

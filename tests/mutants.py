@@ -76,6 +76,11 @@ MUTANTS = (
            "        self.signals_received += 1\n        self._wake.set()\n",
            "tests/test_run_faults.py::"
            "test_a_signal_that_lands_while_the_main_thread_holds_the_wake_events_lock_stops_the_run"),
+    Mutant("let a push without a temporary file end the push worker", "confirmatory/anchors.py",
+           "        out = tempfile.TemporaryFile()\n    except OSError as exc:\n",
+           "        out = tempfile.TemporaryFile()\n    except ZeroDivisionError as exc:\n",
+           "tests/test_run_faults.py::"
+           "test_a_temporary_directory_that_cannot_take_a_pushs_output_is_a_failed_push_not_a_stopped_run"),
     Mutant("overlap two attempts on a lane", "confirmatory/lanes.py",
            "running = Running(aspend, household, arm, pass_index, self.index, start,",
            "start -= 0.5; running = Running(aspend, household, arm, pass_index, self.index, start,",
