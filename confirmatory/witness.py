@@ -26,6 +26,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -46,6 +47,13 @@ PROBLEM_CHARS = 300  # problem_line's bound: it goes into one-line messages
 # Git variables that would point our commands at some other repository.
 _GIT_REDIRECTS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
                   "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE")
+# A git lock file in the clone older than this, found while we hold the
+# clone's own lock, was left by a git that was killed (SIGKILL: the OOM
+# killer, a timed-out push's grace running out, a crash). Git never removes
+# one, so every later commit would fail on it. Our git commands in the clone
+# take milliseconds; a git of someone else's would hold one for this long
+# only with an editor open.
+STALE_GIT_LOCK_S = 120.0
 
 
 class WitnessError(Exception):
@@ -169,6 +177,7 @@ def publish(clone: Path, anchors_file: Path, run_id: str | None = None) -> Publi
     # Two runs started from one design directory share the clone ("../witness");
     # without this lock their add/commit would collide on the index lock.
     with FileLock(str(gitdir / "confirmatory-anchor.lock")):
+        _clear_stale_git_locks(gitdir, branch)
         committed = _commit(clone, rel, data, _message(rel, data))
         outcome = _push(clone, branch)
         if outcome == "behind":
@@ -181,6 +190,23 @@ def publish(clone: Path, anchors_file: Path, run_id: str | None = None) -> Publi
                                f"push of {branch} to origin was rejected twice as non-fast-forward; try again")
     commit = _git(clone, "rev-parse", "HEAD").stdout.strip()
     return Published(rel, data.count(b"\n"), committed, branch, commit)
+
+
+def _clear_stale_git_locks(gitdir: Path, branch: str) -> None:
+    """Remove the lock files a commit takes (index, HEAD, the branch) that a
+    killed git left behind (STALE_GIT_LOCK_S); under the clone's lock."""
+    now = time.time()
+    for rel in ("index.lock", "HEAD.lock", f"refs/heads/{branch}.lock"):
+        path = gitdir / rel
+        try:
+            age = now - path.lstat().st_mtime
+            if age <= STALE_GIT_LOCK_S:
+                continue  # a git at work now (or killed just now: the next push removes it)
+            path.unlink()
+        except OSError:
+            continue  # none there (the usual case), or not ours to remove: git says so below
+        print(f"confirmatory_anchor: note: removed git's lock file {path} ({age:.0f} s old, "
+              "left by a git that was killed)", file=sys.stderr)
 
 
 def _message(rel: str, data: bytes) -> str:

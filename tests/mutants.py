@@ -81,6 +81,11 @@ MUTANTS = (
            "        out = tempfile.TemporaryFile()\n    except ZeroDivisionError as exc:\n",
            "tests/test_run_faults.py::"
            "test_a_temporary_directory_that_cannot_take_a_pushs_output_is_a_failed_push_not_a_stopped_run"),
+    Mutant("keep a git lock file a killed git left in the witness clone", "confirmatory/witness.py",
+           "            if age <= STALE_GIT_LOCK_S:\n",
+           "            if True:\n",
+           "tests/test_anchors.py::"
+           "test_a_git_lock_file_left_in_the_witness_clone_by_a_killed_git_does_not_fail_every_later_push"),
     Mutant("overlap two attempts on a lane", "confirmatory/lanes.py",
            "running = Running(aspend, household, arm, pass_index, self.index, start,",
            "start -= 0.5; running = Running(aspend, household, arm, pass_index, self.index, start,",

@@ -391,3 +391,36 @@ def test_the_final_anchor_leaves_no_lock_file_it_created(tmp_path):
     run.anchorer().finish()
     assert run.anchor_lines()[-1]["final"] is True
     assert not (run.path / "resume.jsonl.lock").exists()
+
+
+def test_a_git_lock_file_left_in_the_witness_clone_by_a_killed_git_does_not_fail_every_later_push(tmp_path):
+    """A git killed mid-commit in the witness clone (SIGKILL: the OOM killer,
+    the end of a timed-out push's grace, a crash) leaves its lock files, and
+    git never removes them: every later commit there would fail ("Unable to
+    create '.../index.lock': File exists") for the rest of the run and after.
+    The witness script, which holds the clone's own lock while it works,
+    removes git's lock files older than STALE_GIT_LOCK_S and says so."""
+    from runhelpers import make_run, verified
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    remote, work = tmp_path / "witness.git", tmp_path / "witness"
+    for args in (["init", "--quiet", "--bare", "-b", "main", str(remote)],
+                 ["-C", str(remote), "config", "receive.denyNonFastForwards", "true"],
+                 ["clone", "--quiet", str(remote), str(work)]):
+        subprocess.run(["git", *args], check=True, capture_output=True, env=env)
+    hour_ago = time.time() - 3600
+    for rel in ("index.lock", "HEAD.lock"):  # what a git add / commit killed mid-way leaves
+        (work / ".git" / rel).write_bytes(b"DIRC")
+        os.utime(work / ".git" / rel, (hour_ago, hour_ago))
+    run = make_run(tmp_path, households=3, models=1, engine_factory="confirmatory.testing.fakes:null_engine",
+                   # -m: the module of the checkout on PYTHONPATH (a planted fault's copy too)
+                   anchors={"interval_s": 0.2, "command": [PY, "-m", "confirmatory.witness", "--clone", "../witness"]})
+    result = run.execute()
+    pushes = [ln.obj for ln in iter_lines(run.run_dir / "anchor-pushes.jsonl") if ln.obj["event"] == "push"]
+    assert [p["rc"] for p in pushes] == [0] * len(pushes), pushes[-1]["output"]
+    assert "removed git's lock file" in pushes[0]["output"]
+    assert result.final_push_rc == 0 and result.status == "completed"
+    verified(run.run_dir)
+    reviewer = tmp_path / "reviewer"
+    subprocess.run(["git", "clone", "--quiet", str(remote), str(reviewer)], check=True, env=env)
+    assert check_witness(reviewer, run.run_dir) == []

@@ -415,3 +415,13 @@ def test_preflight_names_a_clone_every_push_would_fail_on(tmp_path):
 
     init_local_witness(tmp_path / "runs" / "wroot")
     assert preflight_problems(_command("{run_dir}/../wroot/clone"), tmp_path, tmp_path / "runs" / "r") == []
+
+
+def test_a_git_lock_file_of_a_git_that_may_still_be_at_work_is_left_alone(tmp_path, witness):
+    """Only a lock older than STALE_GIT_LOCK_S is taken as left by a killed
+    git; a fresh one may be a git at work in the clone now."""
+    _, work = witness
+    (work / ".git" / "index.lock").write_bytes(b"")
+    with pytest.raises(WitnessError, match="index.lock"):
+        publish(work, write_anchors(tmp_path / "run", 2))
+    assert (work / ".git" / "index.lock").exists()
