@@ -57,6 +57,10 @@ _TERM_GRACE_S = 3.0
 MIN_PUSH_TIMEOUT_S = 60.0
 # How long the final anchor's push may take (finish()'s default).
 FINAL_PUSH_TIMEOUT_S = 120.0
+# How long `push-anchor`'s push may take. It holds the run's lock meanwhile:
+# a push that hung for good would have every later push-anchor refused as if
+# the run were still running. As long as a run's push at the default interval.
+PUSH_ANCHOR_TIMEOUT_S = 450.0
 # The final anchor waits this long for the lock `resume` appends under, so
 # that no resume request lands after it (see Anchorer._external_locks).
 EXTERNAL_LOCK_WAIT_S = 10.0
@@ -415,8 +419,9 @@ def push_anchor_command(run_dir: Path, run_id: str | None = None) -> int:
     a later push-anchor and ``verify --witness`` use it again. Refused while
     a runner (or another push-anchor) holds the run's lock: two writers of
     anchor-pushes.jsonl would fork its chain. A run that never ended (no
-    final anchor) is still pushed, with a note. Exit 0 when the command
-    returned 0, 6 when it did not, 1 when it could not be tried."""
+    final anchor) is still pushed, with a note. The push is stopped after
+    PUSH_ANCHOR_TIMEOUT_S. Exit 0 when the command returned 0, 6 when it did
+    not, 1 when it could not be tried."""
     from confirmatory import runlock
 
     run_dir = Path(run_dir)
@@ -507,7 +512,7 @@ def _push_anchor_locked(run_dir: Path, raw: bytes, command: list[str], cwd: Path
         command = [*command, "--run-id", run_id]
         extra["run_id"] = run_id
     with pushes:
-        rc, output = run_anchor_command(command, anchors_path.resolve(), cwd)
+        rc, output = run_anchor_command(command, anchors_path.resolve(), cwd, timeout=PUSH_ANCHOR_TIMEOUT_S)
         # A fresh Clock: the run's clock is gone; this line comes after all of its lines anyway.
         pushes.append({"event": "push", "t": Clock().now(), "anchor_seq": check.lines - 1,
                        "rc": rc, "output": output, "by": "push-anchor", **extra})

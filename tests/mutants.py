@@ -86,6 +86,10 @@ MUTANTS = (
            "            if True:\n",
            "tests/test_anchors.py::"
            "test_a_git_lock_file_left_in_the_witness_clone_by_a_killed_git_does_not_fail_every_later_push"),
+    Mutant("let push-anchor wait for a hung push for good", "confirmatory/anchors.py",
+           "cwd, timeout=PUSH_ANCHOR_TIMEOUT_S)",
+           "cwd, timeout=None)",
+           "tests/test_anchors.py::test_push_anchor_stops_a_push_that_hangs_and_frees_the_runs_lock"),
     Mutant("overlap two attempts on a lane", "confirmatory/lanes.py",
            "running = Running(aspend, household, arm, pass_index, self.index, start,",
            "start -= 0.5; running = Running(aspend, household, arm, pass_index, self.index, start,",

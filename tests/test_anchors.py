@@ -424,3 +424,26 @@ def test_a_git_lock_file_left_in_the_witness_clone_by_a_killed_git_does_not_fail
     reviewer = tmp_path / "reviewer"
     subprocess.run(["git", "clone", "--quiet", str(remote), str(reviewer)], check=True, env=env)
     assert check_witness(reviewer, run.run_dir) == []
+
+
+def test_push_anchor_stops_a_push_that_hangs_and_frees_the_runs_lock(tmp_path, monkeypatch, capsys):
+    """push-anchor holds the run's lock while it pushes. A push that hangs
+    (a witness host that stopped answering mid-connection) would hold it for
+    good, and every later push-anchor, a retry from a timer say, would be
+    refused as if the run were still running. It is stopped at
+    PUSH_ANCHOR_TIMEOUT_S like a push during the run, logged, and exits 6."""
+    from confirmatory import anchors, runlock
+
+    monkeypatch.setattr(anchors, "PUSH_ANCHOR_TIMEOUT_S", 0.5)
+    run = RunDir(tmp_path, command=SLEEPER)
+    run.anchorer().finish()
+    for writer in (*run.logs.values(), run.anchors, run.pushes):
+        writer.close()
+    started = time.monotonic()
+    assert push_anchor_command(run.path) == 6
+    assert time.monotonic() - started < 15  # not the 30 s the command would hang
+    assert not runlock.held(run.path)
+    (hung,) = run.push_lines()
+    assert hung["by"] == "push-anchor" and hung["rc"] < 0
+    assert "longer than its timeout of 0.5 s" in hung["output"]
+    assert "longer than its timeout of 0.5 s" in capsys.readouterr().err
