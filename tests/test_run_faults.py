@@ -83,33 +83,41 @@ def test_a_wall_clock_stepping_back_during_the_run_never_moves_run_time_backward
 
 
 
-def test_a_wall_clock_stepping_back_inside_a_call_begun_after_the_clocks_last_reading_verifies(tmp_path, monkeypatch):
-    """The run's clock measures a step back from its own last reading; a call
-    begun after that reading is set back a little further than host.jsonl
-    reports, its end before its start by more than the step seen. An honest
-    run so: verify allows the call its slack (it failed invariant 5 by 60 us)."""
+def _run_with_a_step_inside_a_call(tmp_path, monkeypatch, by_s: float, sample_interval_s: float):
+    """One lane, one arm, rare anchors: the wall clock steps back ``by_s``
+    inside hh-000's one fake call (nothing else reads the clock meanwhile
+    when samples are rare). The result, the run directory and that call."""
     real_time, real_sleep = time.time, time.sleep
     offset = {"s": 0.0}
 
     def sleep(seconds):
         real_sleep(seconds)
         if seconds == 0.0021 and not offset["s"]:  # the fake call of hh-000: the step lands inside it
-            offset["s"] = -0.5
+            offset["s"] = -by_s
 
     monkeypatch.setattr(time, "time", lambda: real_time() + offset["s"])
     monkeypatch.setattr(time, "sleep", sleep)
     hh = [{"id": "hh-000", "latency_s": 0.0021}, {"id": "hh-001"}]
-    # one lane, rare samples and anchors: nothing reads the clock during the call
-    result, run_dir = execute(tmp_path, households=hh, models=[{"name": "m0", "lanes": 1}], arms=("alone",),
-                              host={"sample_interval_s": 5.0, "max_gap_s": 10.0}, anchors={"interval_s": 60.0},
-                              **FAST)
-    monkeypatch.setattr(time, "time", real_time)
-    monkeypatch.setattr(time, "sleep", real_sleep)
-    (call,) = record(run_dir, "m0", "hh-000", "alone", 0)["calls"]
+    try:
+        result, run_dir = execute(tmp_path, households=hh, models=[{"name": "m0", "lanes": 1}], arms=("alone",),
+                                  host={"sample_interval_s": sample_interval_s, "max_gap_s": 10.0},
+                                  anchors={"interval_s": 60.0}, **FAST)
+    finally:
+        monkeypatch.setattr(time, "time", real_time)
+        monkeypatch.setattr(time, "sleep", real_sleep)
+    return result, run_dir, record(run_dir, "m0", "hh-000", "alone", 0)
+
+
+def test_a_wall_clock_stepping_back_inside_a_call_begun_after_the_clocks_last_reading_verifies(tmp_path, monkeypatch):
+    """The run's clock measures a step back from its own last reading; a call
+    begun after that reading is set back a little further than host.jsonl
+    reports, its end before its start by more than the step seen. An honest
+    run so: verify allows the call its slack (it failed invariant 5 by 60 us)."""
+    result, run_dir, rec = _run_with_a_step_inside_a_call(tmp_path, monkeypatch, 0.5, sample_interval_s=5.0)
+    (call,) = rec["calls"]
     assert call["end"] < call["start"] - 0.4  # the step did land inside the call
     verified(run_dir)
     assert result.status == "completed"
-
 
 def test_a_wall_clock_stepping_back_3_s_inside_a_call_after_1_5_s_unread_verifies(tmp_path, monkeypatch):
     """The attempt's first call takes 1.5 s (nothing reads the run's clock:
@@ -153,29 +161,12 @@ def test_a_wall_clock_stepping_back_ten_minutes_inside_a_call_is_no_harness_erro
     clock the attempt would have opened at on the clock of now (the wall
     time now, less the monotonic time since it opened), so the run completes
     and verifies."""
-    real_time, real_sleep = time.time, time.sleep
-    offset = {"s": 0.0}
-
-    def sleep(seconds):
-        real_sleep(seconds)
-        if seconds == 0.0021 and not offset["s"]:  # the fake call of hh-000: the step lands inside it
-            offset["s"] = -600.0
-
-    monkeypatch.setattr(time, "time", lambda: real_time() + offset["s"])
-    monkeypatch.setattr(time, "sleep", sleep)
-    hh = [{"id": "hh-000", "latency_s": 0.0021}, {"id": "hh-001"}]
-    result, run_dir = execute(tmp_path, households=hh, models=[{"name": "m0", "lanes": 1}], arms=("alone",),
-                              host={"sample_interval_s": 0.2, "max_gap_s": 10.0}, anchors={"interval_s": 60.0},
-                              **FAST)
-    monkeypatch.setattr(time, "time", real_time)
-    monkeypatch.setattr(time, "sleep", real_sleep)
-    rec = record(run_dir, "m0", "hh-000", "alone", 0)
+    result, run_dir, rec = _run_with_a_step_inside_a_call(tmp_path, monkeypatch, 600.0, sample_interval_s=0.2)
     (call,) = rec["calls"]
     assert "reported_times" not in call and rec["status"] == "ok", rec  # not taken for the wrong clock
     assert call["end"] < call["start"] - 599  # the step did land inside the call
     assert result.status == "completed", result
     verified(run_dir)
-
 
 def test_a_wall_clock_stepped_back_just_after_a_resume_request_verifies(tmp_path):
     """A request's t is the resume command's raw wall time; the runner's
