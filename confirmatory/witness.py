@@ -132,9 +132,15 @@ def _open_clone(clone: Path) -> tuple[Path, str]:
     if "origin" not in remotes:
         raise WitnessError(f"witness clone {clone} has no remote named origin")
     head = _git(clone, "symbolic-ref", "--quiet", "--short", "HEAD", check=False)
-    if head.returncode != 0:
-        raise WitnessError(f"witness clone {clone} has a detached HEAD; check out the witness branch")
     gitdir = Path(_git(clone, "rev-parse", "--absolute-git-dir").stdout.strip())
+    if head.returncode != 0:
+        if (gitdir / "rebase-merge").is_dir() or (gitdir / "rebase-apply").is_dir():
+            # A rebase stopped half way: the catch-up's (_catch_up) killed
+            # mid-way, or one by hand. Every push fails until it is undone.
+            # (the way out first: a push's output keeps a message's start)
+            raise WitnessError(f"witness clone {clone} is mid-rebase: run `git -C {clone} rebase --abort`, "
+                               "then push again (a rebase that was cut short: killed, or left half done)")
+        raise WitnessError(f"witness clone {clone} has a detached HEAD; check out the witness branch")
     return gitdir, head.stdout.strip()
 
 

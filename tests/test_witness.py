@@ -153,6 +153,31 @@ def test_a_clone_without_a_remote_is_refused(tmp_path):
         publish(local, write_anchors(tmp_path / "run", 1))
 
 
+def test_a_clone_left_in_the_middle_of_a_rebase_is_refused_with_the_way_out(tmp_path, witness):
+    """A rebase stopped half way (here on a conflict; for the witness script,
+    a rebase of its catch-up that was killed) leaves the clone on a detached
+    HEAD with the rebase's state: every later push fails until someone acts.
+    The error says what happened and the command that undoes it; after it,
+    the push goes through."""
+    _, work = witness
+    anchors = write_anchors(tmp_path / "run", 2)
+    publish(work, anchors)
+    git(work, "checkout", "--quiet", "-b", "other")
+    (work / "conflict.txt").write_text("a\n")
+    git(work, "add", "conflict.txt")
+    git(work, "commit", "--quiet", "-m", "a")
+    git(work, "checkout", "--quiet", "main")
+    (work / "conflict.txt").write_text("b\n")
+    git(work, "add", "conflict.txt")
+    git(work, "commit", "--quiet", "-m", "b")
+    assert git(work, "rebase", "other", check=False).returncode != 0  # stopped on the conflict
+    with pytest.raises(WitnessError, match="is mid-rebase") as err:
+        publish(work, write_anchors(tmp_path / "run", 3))
+    assert f"git -C {work} rebase --abort" in str(err.value)
+    git(work, "rebase", "--abort")
+    publish(work, write_anchors(tmp_path / "run", 3))
+
+
 def test_a_push_the_witness_refuses_is_reported_with_its_reason(tmp_path, witness):
     remote, work = witness
     hook = remote / "hooks" / "pre-receive"
