@@ -247,7 +247,7 @@ MUTANTS = (
            "        elif False:",
            "tests/test_verify_audit5.py::test_a_host_line_the_monitor_never_writes_fails_invariant_2"),
     Mutant("take a reported step back as the whole step", "confirmatory/verify/model.py",
-           "        return back + self.back_unseen if back > 0 else 0.0",
+           "    return back + unseen if back > 0 else 0.0",
            "        return back",
            "tests/test_run_faults.py::test_a_wall_clock_stepping_back_3_s_inside_a_call_after_1_5_s_unread_verifies"),
     Mutant("forget the gap at a seam of the host spans", "confirmatory/verify/__init__.py",

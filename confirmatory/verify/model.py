@@ -68,7 +68,7 @@ _SKIP = (b'"event":"attempt"', b'"event":"household"')
 _ATTEMPT_FIELD_SET = frozenset(ATTEMPT_FIELDS)
 # The fields a record shares with its attempt line, fetched from each at once.
 _AS_LINE = ("household", "arm", "pass", "lane", "start", "end", "cost_nusd")
-_RECORD_AS_LINE = _LINE_AS_RECORD = operator.itemgetter(*_AS_LINE)
+_SHARED_FIELDS = operator.itemgetter(*_AS_LINE)
 _CALL_GET = operator.itemgetter("kind", "start", "end", "cost_nusd", "error")
 _ABSENT = object()
 _INCONCLUSIVE = rules.Cls.INCONCLUSIVE
@@ -93,6 +93,18 @@ def lane_in(lane, lanes: int) -> bool:
 _open, _read, _close, _fstat, _is_regular = os.open, os.read, os.close, os.fstat, stat.S_ISREG
 _RDONLY = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC  # a FIFO must not block the open
 _FIRST_READ = 1 << 16  # a record's first read: most records fit (see ModelCheck.read_record)
+
+
+def stepped_back_through(ctx: RunContext, t: float) -> float:
+    """How far the wall clock may have stepped back by the sample after
+    ``t``: the steps host.jsonl reports through it, and what a reported step
+    may leave unseen (the clock measures from its last reading:
+    verify.ClockDrift.unseen)."""
+    if not ctx.host.back_max > 0:
+        return 0.0
+    back = ctx.host.back_until(t)
+    unseen = ctx.clock_drift.unseen if ctx.clock_drift is not None else 0.0
+    return back + unseen if back > 0 else 0.0
 
 
 def parse_object(data: bytes):
@@ -250,10 +262,7 @@ class ModelCheck:
         self.decided: dict[tuple, rules.Decision] = {}
         self.short: list[tuple] = []  # attempts judged on a prefix without their completing sample
         self.lane_last: dict[int, tuple[str, int]] = {}  # lane -> (household, pass) of its last attempt
-        self.back_until = ctx.host.back_until
         self.any_back = ctx.host.back_max > 0  # most runs: no backward step at all, no lookup per attempt
-        # what the samples may not show of a step they report (verify.ClockDrift.unseen)
-        self.back_unseen = ctx.clock_drift.unseen if ctx.clock_drift is not None else 0.0
         self.completion = ctx.host.completion
         self.host_is = ctx.host.is_host
         self.root_fd: int | None = None  # the model folder, while the stream is read
@@ -673,10 +682,10 @@ class ModelCheck:
             # known to be there when the household was read)
             if r["error"] is not None and not is_error_object(r["error"]):
                 f.fail(1, f"models/{st.name}/{rel}", None, record_problem(r))
-            agrees = r["model"] == st.name and _RECORD_AS_LINE(r) == _LINE_AS_RECORD(a)
+            agrees = r["model"] == st.name and _SHARED_FIELDS(r) == _SHARED_FIELDS(a)
         else:
             f.fail(1, f"models/{st.name}/{rel}", None, record_problem(r))
-            agrees = r.get("model") == st.name and tuple(r.get(k) for k in _AS_LINE) == _LINE_AS_RECORD(a)
+            agrees = r.get("model") == st.name and tuple(r.get(k) for k in _AS_LINE) == _SHARED_FIELDS(a)
         if not agrees:
             f.fail(1, f"models/{st.name}/{rel}", None, "record disagrees with its attempt line")
         calls = r.get("calls")
@@ -790,13 +799,7 @@ class ModelCheck:
                 st.stop_attempts[key] = (seq, a["class"], end, cause)
 
     def back_through(self, t: float) -> float:
-        """How far the wall clock may have stepped back by the sample after
-        ``t``: the steps host.jsonl reports through it, and what a reported
-        step may leave unseen (the clock measures from its last reading)."""
-        if not self.any_back:
-            return 0.0
-        back = self.back_until(t)
-        return back + self.back_unseen if back > 0 else 0.0
+        return stepped_back_through(self.ctx, t)
 
     def past_deadline_excused(self, start: float, end: float) -> bool:
         """Whether an attempt that ran past its deadline (on the records'

@@ -14,7 +14,7 @@ from operator import itemgetter
 from confirmatory import rules
 from confirmatory.records import model_log
 from confirmatory.verify.context import RunContext
-from confirmatory.verify.model import CALL_SLACK_S, ModelState, lane_in
+from confirmatory.verify.model import CALL_SLACK_S, ModelState, lane_in, stepped_back_through
 
 DECISION_FIELDS = ("lane", "household", "t", "admit", "finished_nusd", "under_way", "reserve_nusd", "cap_nusd")
 _DECISION_FIELD_SET = frozenset(DECISION_FIELDS)
@@ -345,8 +345,7 @@ def check_resumes(ctx: RunContext, st: ModelState) -> None:
         # the later time, dates the request after its acceptance (a real run
         # did, by 3 ms): allowed the call slack and the steps reported
         # through the sample after the acceptance, as a call's raw times are.
-        back = ctx.host.back_until(t) if _num(t) and t == t and ctx.host.back_max > 0 else 0.0
-        late = CALL_SLACK_S + (back + ctx.clock_drift.unseen if back > 0 else 0.0)  # (verify.ClockDrift.unseen)
+        late = CALL_SLACK_S + (stepped_back_through(ctx, t) if _num(t) and t == t else 0.0)
         ok = began is not None and _num(req) and began < req <= t + late
         f.expect(10, ok, log, seq, f"accepted resume requested at {req}, the pause began at {began}")
     # The runner answers each request of resume.jsonl once, with one resume
