@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from confirmatory.chain import ChainWriter, iter_lines, log_seed, sha256_hex
+from confirmatory.chain import ChainBroken, ChainWriteFailed, ChainWriter, TornTail, iter_lines, log_seed, sha256_hex
 
 RESUME_LOG = "resume.jsonl"
 
@@ -140,6 +140,19 @@ def resume_command(run_dir: Path, model: str) -> int:
         line = request_resume(run_dir, model, checked=True)
     except (ValueError, OSError, NotResumable) as exc:
         print(f"resume refused: {exc}", file=sys.stderr)
+        return 3
+    except (TornTail, ChainBroken) as exc:
+        # A request whose write was cut off (a full disk, a kill mid-write)
+        # leaves a torn line; nothing can be chained after it.
+        print(f"resume refused: {RESUME_LOG} is damaged, so no request can be chained after it. "
+              f"Nothing written. {exc}. The runner reads only its complete lines and verify reports "
+              "the damage. The model stays paused: if the run cannot go on, end it with SIGINT or "
+              "SIGTERM to the runner (docs/RUN.md, Signals).", file=sys.stderr)
+        return 3
+    except ChainWriteFailed as exc:
+        print(f"resume failed: {exc}. If the line reached the disk the runner takes it (a resume line "
+              f"in models/{model}/run.jsonl says so); otherwise {RESUME_LOG} may now end in a torn line, "
+              "which refuses later requests.", file=sys.stderr)
         return 3
     print(f"resume requested for {model} (paused) at {line['t']:.3f}; the runner takes it within moments "
           f"and logs its decision as a resume line in models/{model}/run.jsonl.")

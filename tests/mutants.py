@@ -106,6 +106,10 @@ MUTANTS = (
            'accepted = m.paused and m.pause_t is not None and req["t"] > m.pause_t',
            "accepted = m.paused",
            f"{RULES}::test_an_operator_failure_pauses_until_a_fresh_resume_and_a_stale_one_is_rejected"),
+    Mutant("let a torn resume.jsonl raise", "confirmatory/resume.py",
+           "    except (TornTail, ChainBroken) as exc:", "    except (ChainBroken,) as exc:",
+           "tests/test_ops_commands.py::"
+           "test_a_resume_whose_write_is_cut_off_and_every_later_resume_are_refused_in_a_sentence"),
     Mutant("classify before the host evidence is in", "confirmatory/lanes.py",
            "monitor.wait_complete(last_end, self.m.halt)",
            "pass",

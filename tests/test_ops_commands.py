@@ -141,6 +141,37 @@ def test_resume_of_a_paused_model_is_refused_and_writes_nothing_even_while_a_run
     assert run.bytes("resume.jsonl") == before
 
 
+# A resume command in a child process whose files may not grow past ``limit``
+# bytes (RLIMIT_FSIZE, SIGXFSZ ignored): its write stops part-way with EFBIG,
+# as on a full disk.
+_RESUME_UNDER_A_FILE_SIZE_LIMIT = """
+import resource, signal, sys
+from confirmatory.resume import resume_command
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+limit = int(sys.argv[2])
+resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+sys.exit(resume_command(sys.argv[1], "m0"))
+"""
+
+
+def test_a_resume_whose_write_is_cut_off_and_every_later_resume_are_refused_in_a_sentence(tmp_path, capsys):
+    run = Run(tmp_path)
+    run.event("m0", event="pause", household="h", arm="a", **{"pass": 0}, t=time.time() - 60.0)
+    size = len(run.bytes("resume.jsonl"))
+    with run.lock():
+        cut = subprocess.run([PY, "-c", _RESUME_UNDER_A_FILE_SIZE_LIMIT, str(run.path), str(size + 10)],
+                             capture_output=True, text=True, timeout=60)
+        assert cut.returncode == 3, cut.stderr
+        assert "Traceback" not in cut.stderr and cut.stderr.startswith("resume failed: "), cut.stderr
+        torn = run.bytes("resume.jsonl")
+        assert len(torn) == size + 10 and not torn.endswith(b"\n")  # the request's first 10 bytes
+        assert resume_command(run.path, "m0") == 3
+    err = capsys.readouterr().err
+    assert err.startswith("resume refused: resume.jsonl is damaged") and "Nothing written" in err, err
+    assert "torn tail of 10 bytes" in err and "SIGINT or SIGTERM" in err
+    assert run.bytes("resume.jsonl") == torn
+
+
 # --- push-anchor ----------------------------------------------------------------------
 
 def test_push_anchor_while_a_runner_holds_the_lock_is_refused_and_touches_nothing(tmp_path, capsys):
