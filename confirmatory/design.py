@@ -40,7 +40,7 @@ SHA256_RE = re.compile(r"[0-9a-f]{64}")
 CLASSES: tuple[str, ...] = ("harness", "stopped", "operator", "host", "provider", "model", "inconclusive", "ok")
 FAULT_KINDS: tuple[str, ...] = (
     "rate_limit", "server_error", "bad_gateway", "unavailable", "hang", "truncate", "malformed", "bad_answer", "auth",
-    "quota", "credit", "empty_choices",
+    "quota", "credit", "empty_choices", "null_choices",
 )
 SIMULATOR = "simulator"
 

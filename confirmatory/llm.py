@@ -551,6 +551,7 @@ def _timed(call: Any, **kwargs: Any) -> tuple[Any, float, float]:
     carries them too (``call_start``/``call_end``), and propagates unchanged."""
     start = time.time()
     _ours.active = True
+    _ours.bodies = []  # the provider's raw replies to this call (_DirectCalls.log_post_api_call)
     try:
         response = call(**kwargs)
     except BaseException as exc:
@@ -559,6 +560,69 @@ def _timed(call: Any, **kwargs: Any) -> tuple[Any, float, float]:
     finally:
         _ours.active = False
     return response, start, time.time()
+
+
+# Most raw reply bodies kept for one call: litellm reports each once (and,
+# when it then fails, its own error text, which is no body).
+_MAX_BODIES = 4
+
+# A reply's usage fields, by API: (input, output, total).
+_USAGE_FIELDS = {
+    "chat": ("prompt_tokens", "completion_tokens", "total_tokens"),
+    "responses": ("input_tokens", "output_tokens", "total_tokens"),
+}
+
+
+def _billed_usage(kind: str) -> dict[str, int] | None:
+    """The tokens the raw replies to this thread's last call billed, or None.
+
+    litellm reports the provider's raw body to its post-call hook before it
+    reads it; when it then fails to read it (``"choices"`` null or missing,
+    a body it cannot map), the exception it raises carries no usage, though
+    the reply was billed. Only a body that is a JSON object with a usage
+    counts."""
+    import json  # noqa: PLC0415 - only on a failed call
+
+    names = _USAGE_FIELDS[kind]
+    tokens = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
+    for raw in getattr(_ours, "bodies", None) or ():
+        try:
+            body = json.loads(raw)
+        except (TypeError, ValueError):
+            continue
+        usage = body.get("usage") if isinstance(body, dict) else None
+        if not isinstance(usage, dict):
+            continue
+        for key, name in zip(tokens, names):
+            value = usage.get(name, usage.get(key))
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                tokens[key] += value
+    return tokens if tokens["input_tokens"] or tokens["output_tokens"] else None
+
+
+def _carry_billed_usage(model: ModelLike, kind: str, exc: BaseException) -> None:
+    """Put on a raised call's exception the cost of a reply it lost (``reply``,
+    ``cost_usd``, ``usage``, as ``_empty_reply`` does), so that the documented
+    ``spend.add_call(kind, start, end, error=exc)`` counts what was billed.
+    The exception and its class stay litellm's."""
+    if getattr(exc, "reply", None) is not None:
+        return
+    tokens = _billed_usage(kind)
+    if tokens is None:
+        return
+    start = getattr(exc, "call_start", None)
+    end = getattr(exc, "call_end", None)
+    reply = Reply(kind=kind, content=None, tool_calls=(), finish_reason=None,
+                  cost_usd=_usage_cost(model, tokens), usage=dict(tokens),
+                  start=start if start is not None else time.time(),
+                  end=end if end is not None else time.time())
+    try:
+        exc.reply = reply  # type: ignore[attr-defined]
+        exc.cost_usd = reply.cost_usd  # type: ignore[attr-defined]
+        exc.usage = dict(tokens)  # type: ignore[attr-defined]
+    except (AttributeError, TypeError):
+        return
+    _note_reply(reply)
 
 
 def _note_reply(reply: "Reply") -> None:
@@ -587,6 +651,16 @@ def _install_direct_call_hook(lib: Any) -> None:
         from litellm.integrations.custom_logger import CustomLogger  # noqa: PLC0415
 
         class _DirectCalls(CustomLogger):  # type: ignore[misc, valid-type]
+            def log_post_api_call(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
+                # The provider's raw body, before litellm reads it: a reply
+                # it then fails to read was billed all the same (_billed_usage).
+                if not getattr(_ours, "active", False):
+                    return
+                raw = kwargs.get("original_response") if isinstance(kwargs, dict) else None
+                bodies = getattr(_ours, "bodies", None)
+                if isinstance(raw, (str, bytes)) and bodies is not None and len(bodies) < _MAX_BODIES:
+                    bodies.append(raw)
+
             def log_pre_api_call(self, model: Any, messages: Any, kwargs: Any) -> None:
                 if getattr(_ours, "active", False):
                     return
@@ -627,7 +701,11 @@ def chat(
         kwargs["response_format"] = response_format
     if extra_headers:
         kwargs["extra_headers"] = dict(extra_headers)
-    response, start, end = _timed(lib.completion, messages=messages, **kwargs)
+    try:
+        response, start, end = _timed(lib.completion, messages=messages, **kwargs)
+    except Exception as exc:
+        _carry_billed_usage(model, "chat", exc)
+        raise
     usage = getattr(response, "usage", None)
     tokens = {
         "input_tokens": _tokens(usage, "prompt_tokens"),
@@ -691,7 +769,11 @@ def responses(
         kwargs["text"] = {"format": text_format}
     if extra_headers:
         kwargs["extra_headers"] = dict(extra_headers)
-    response, start, end = _timed(lib.responses, input=input, **kwargs)
+    try:
+        response, start, end = _timed(lib.responses, input=input, **kwargs)
+    except Exception as exc:
+        _carry_billed_usage(model, "responses", exc)
+        raise
     usage = getattr(response, "usage", None)
     tokens = {
         "input_tokens": _tokens(usage, "input_tokens"),

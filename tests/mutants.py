@@ -106,6 +106,13 @@ MUTANTS = (
            'accepted = m.paused and m.pause_t is not None and req["t"] > m.pause_t',
            "accepted = m.paused",
            f"{RULES}::test_an_operator_failure_pauses_until_a_fresh_resume_and_a_stale_one_is_rejected"),
+    Mutant("lose the usage of a reply litellm cannot read", "confirmatory/llm.py",
+           '        _carry_billed_usage(model, "chat", exc)\n', "        pass\n",
+           "tests/test_llm_faults.py::test_a_billed_reply_litellm_cannot_read_still_counts_what_it_cost[chat]"),
+    Mutant("keep an earlier call's raw replies", "confirmatory/llm.py",
+           "    _ours.bodies = []  # the provider's",
+           "    _ours.bodies = getattr(_ours, 'bodies', None) or []  # the provider's",
+           "tests/test_llm_faults.py::test_a_failed_call_after_a_billed_one_carries_no_cost_of_the_earlier_reply"),
     Mutant("let a torn resume.jsonl raise", "confirmatory/resume.py",
            "    except (TornTail, ChainBroken) as exc:", "    except (ChainBroken,) as exc:",
            "tests/test_ops_commands.py::"

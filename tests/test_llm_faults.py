@@ -26,7 +26,7 @@ rules = pytest.importorskip("confirmatory.rules")
 
 USER = 'Household:\n{"adults": [{"employment_income": 24000}]}\nWhat is its annual net income?'
 KINDS = ("rate_limit", "server_error", "bad_gateway", "unavailable", "hang", "truncate",
-         "malformed", "bad_answer", "auth", "quota", "credit", "empty_choices")
+         "malformed", "bad_answer", "auth", "quota", "credit", "empty_choices", "null_choices")
 HANG_S = 1.5
 CLIENT_TIMEOUT_S = 0.4
 
@@ -237,6 +237,44 @@ def test_a_billed_reply_without_choices_is_a_provider_failure_that_carries_its_t
     assert total == recorded["cost_nusd"] == cost
     assert recorded["error"]["type"] == "litellm.exceptions.APIError" and recorded["error"]["status_code"] == 200
     assert (recorded["start"], recorded["end"]) == (exc.call_start, exc.call_end)
+
+
+@pytest.mark.filterwarnings("ignore:Pydantic serializer warnings:UserWarning")
+@pytest.mark.parametrize("call", ["chat", "responses"])
+def test_a_billed_reply_litellm_cannot_read_still_counts_what_it_cost(sim, careful, call):
+    """HTTP 200, "choices": null (Responses: no "output") and a billed usage.
+    On chat litellm raises InternalServerError with no usage on it (the cost
+    was lost: docs/LITELLM.md); the usage of the raw body, which litellm's
+    post-call hook saw, is now priced onto the exception, so the documented
+    failed-call report counts it and the bound attempt knows of it."""
+    before = dict(sim.usage().get("sim-careful", {}))
+    spend, attempt = _attempt()
+    with attempt.bound():
+        with pytest.raises(litellm_error("InternalServerError" if call == "chat" else "APIError")) as info:
+            (call_chat if call == "chat" else call_responses)(careful, "null_choices")
+        exc = info.value
+        tokens_in, tokens_out, cost = _billed(sim, before)
+        assert cost > 0 and failure_class(exc) == "provider"
+        if call == "chat":
+            assert "choices" in str(exc) and "not a list" in str(exc)  # litellm's own error, unchanged
+        assert to_nusd(exc.cost_usd) == to_nusd(exc.reply.cost_usd) == cost
+        assert exc.reply.usage["input_tokens"] == tokens_in and exc.reply.usage["output_tokens"] == tokens_out
+        assert (exc.reply.start, exc.reply.end) == (exc.call_start, exc.call_end)
+        assert attempt.unreported() == (cost, 0)
+        assert attempt.add_call(call, exc.call_start, exc.call_end, error=exc) == cost
+        attempt.checkpoint()
+    assert spend.total_nusd == cost
+
+
+def test_a_failed_call_after_a_billed_one_carries_no_cost_of_the_earlier_reply(sim, careful):
+    # The raw bodies are the call's own: a rate limit right after a billed
+    # reply that litellm could not read carries nothing.
+    with pytest.raises(litellm_error("InternalServerError")) as first:
+        call_chat(careful, "null_choices")
+    assert to_nusd(first.value.cost_usd) > 0
+    with pytest.raises(litellm_error("RateLimitError")) as limited:
+        call_chat(careful, "rate_limit")
+    assert getattr(limited.value, "reply", None) is None and getattr(limited.value, "cost_usd", None) is None
 
 
 def test_a_cost_given_with_the_failed_call_is_what_counts_and_other_errors_carry_none(sim, careful):

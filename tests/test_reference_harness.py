@@ -161,6 +161,16 @@ def test_a_billed_reply_without_choices_is_recorded_with_its_cost_as_a_provider_
     assert (failed["start"], failed["end"]) == (result.call_start, result.call_end)
 
 
+def test_a_billed_chat_reply_with_null_choices_is_recorded_with_its_cost_as_a_provider_failure(pool):
+    # litellm raises InternalServerError for it and loses the usage; the
+    # record's call still carries what the reply cost.
+    result, calls, _ = converse("sim-careful", "calculator_explain", pool, {"kind": "null_choices", "call": 0})
+    assert type(result).__name__ == "InternalServerError" and _class_of(result) == "provider"
+    failed = calls[-1]
+    assert failed["kind"] == "chat" and failed["error"]["type"] == "litellm.exceptions.InternalServerError"
+    assert failed["cost_nusd"] == to_nusd(result.cost_usd) > 0
+
+
 def test_the_truncating_model_still_answers_after_escalations(pool):
     result, calls, _ = converse("sim-truncates", "calculator_explain", pool)
     assert result["answer"] == {"net_income": EXPECTED}
@@ -202,7 +212,7 @@ def test_describe_lists_every_prompt_document_and_tool_schema_as_json():
 PROMISED = {
     "rate_limit": "provider", "unavailable": "provider", "server_error": "provider", "hang": "provider",
     "malformed": "provider", "truncate": "model", "bad_answer": "model", "auth": "operator",
-    "empty_choices": "provider",
+    "empty_choices": "provider", "null_choices": "provider",
 }
 
 

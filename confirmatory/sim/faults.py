@@ -35,6 +35,7 @@ class FaultKind(StrEnum):
     QUOTA = "quota"  # 429, OpenAI's insufficient_quota: the account's money is used up
     CREDIT = "credit"  # 400, Anthropic's "credit balance is too low"
     EMPTY_CHOICES = "empty_choices"  # 200 with "choices": [] (Responses "output": []) and a billed usage
+    NULL_CHOICES = "null_choices"  # 200 with "choices": null (Responses: no "output") and a billed usage
 
 
 # HTTP status for the kinds that answer with an error status and no completion.

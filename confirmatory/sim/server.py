@@ -217,6 +217,14 @@ def empty_body(reply: Mapping[str, Any]) -> dict[str, Any]:
     return {**reply, key: []}
 
 
+def null_body(reply: Mapping[str, Any]) -> dict[str, Any]:
+    """``reply`` (either API shape) that litellm cannot read: ``"choices": null``
+    on chat, no ``"output"`` at all on Responses; its usage (its cost) kept."""
+    if "choices" in reply:
+        return {**reply, "choices": None}
+    return {k: v for k, v in reply.items() if k != "output"}
+
+
 class _Handler(BaseHTTPRequestHandler):
     # Keep-alive: litellm's httpx client reuses connections, saving a connect per call.
     protocol_version = "HTTP/1.1"
@@ -320,6 +328,8 @@ class _Handler(BaseHTTPRequestHandler):
             # The model's turn was generated and billed, but the reply (as a
             # gateway may send it) holds none of it.
             reply = empty_body(reply)
+        elif fault is not None and fault.kind is FaultKind.NULL_CHOICES:
+            reply = null_body(reply)
         self._json(200, reply)
 
 
@@ -370,7 +380,7 @@ class SimProvider:
 
     def usage(self) -> dict[str, dict[str, int]]:
         """Per served model: prompt_tokens, completion_tokens and calls billed
-        (answered with a completion, or with an ``empty_choices`` reply)."""
+        (answered with a completion, or with an ``empty_choices`` or ``null_choices`` reply)."""
         with self._state.lock:
             return {m: dict(t) for m, t in self._state.usage.items()}
 
