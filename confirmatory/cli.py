@@ -51,7 +51,7 @@ def run(design: Path, run_dir: Path, workers: int | None, quiet: bool) -> None:
     """Execute DESIGN into a new run directory."""
     from confirmatory.runmain import run_command
 
-    sys.exit(run_command(design, run_dir, workers=workers, quiet=quiet))
+    sys.exit(run_command(design, run_dir, workers=workers, quiet=quiet, exiting=True))
 
 
 @main.command()

@@ -46,6 +46,17 @@ DISK_CHECK_S = 5.0
 INTERRUPT_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 
+def ignore_interrupts() -> None:
+    """For a process about to exit after its run closed: the interrupt
+    signals are ignored from here to its end (SIG_IGN survives the
+    interpreter's finalization, which resets Python-level handlers to the
+    default; a signal then would end the process by it, not by the run's
+    exit status). SIGKILL still ends it."""
+    if threading.current_thread() is threading.main_thread():
+        for s in INTERRUPT_SIGNALS:
+            signal.signal(s, signal.SIG_IGN)
+
+
 @dataclass(frozen=True)
 class RunResult:
     status: str  # "completed", "stopped", "ceiling"
@@ -73,6 +84,7 @@ class Run:
         host_readers: Any = None,
         config: dict[str, Any] | None = None,
         install_signals: bool = True,
+        restore_signals: bool = True,
         api_bases: dict[str, str] | None = None,
         disk_floor_bytes: int | None = None,
     ) -> None:
@@ -83,6 +95,13 @@ class Run:
         self.run_dir = Path(run_dir)
         self.class_lists = rules.CLASS_LISTS
         self._install_signals = install_signals
+        # False: close() leaves the handlers in place, for a caller that ends
+        # the process next (runmain): a signal while the process joins its
+        # last threads and exits is noted, never a KeyboardInterrupt or a
+        # death by the signal that would replace the run's exit status. That
+        # caller restores them itself (restore_signal_handlers) if it goes on.
+        self._restore_signals = restore_signals
+        self._old_handlers: dict[int, Any] = {}
         self._host_readers = host_readers
         self._config = config
         self._api_bases = api_bases or {}
@@ -546,7 +565,9 @@ class Run:
                          final_anchor_written=anchored)
 
     def close(self) -> None:
-        """Idempotent: join what is left, close pools and writers, restore signal handlers."""
+        """Idempotent: join what is left, close pools and writers, then restore
+        the signal handlers (unless ``restore_signals=False``: the caller
+        ends the process, and a signal until then is only noted)."""
         if self._closed:
             return
         self._closed = True
@@ -580,11 +601,17 @@ class Run:
                     m.pool.close()
                 except Exception:  # noqa: BLE001 - closing is best effort; records are written
                     pass
-        if getattr(self, "_old_handlers", None):
-            for s, h in self._old_handlers.items():
-                signal.signal(s, h)
         if self.files is not None:
             self.files.close()
+        if self._restore_signals:
+            # The very last step: until here a signal is only noted.
+            self.restore_signal_handlers()
+
+    def restore_signal_handlers(self) -> None:
+        """Put back the handlers start() replaced (idempotent)."""
+        old, self._old_handlers = self._old_handlers, {}
+        for s, h in old.items():
+            signal.signal(s, h)
 
     def execute(self) -> RunResult:
         try:

@@ -183,7 +183,17 @@ def preflight(design: Path, run_dir: Path, *, workers: int | None) -> Any:
     return loaded
 
 
-def run_command(design: Path, run_dir: Path, *, workers: int | None = None, quiet: bool = False) -> int:
+def run_command(design: Path, run_dir: Path, *, workers: int | None = None, quiet: bool = False,
+                exiting: bool = False) -> int:
+    """``exiting``: the caller ends the process with the status returned (the
+    CLI). The run's signal handlers then stay in place after it closes (a
+    signal while the lock is released is noted like any after the first),
+    and on return the interrupt signals are ignored: the interpreter's own
+    end (threads joined, modules torn down: seconds with litellm loaded)
+    puts back the default handlers, so a signal then would kill the process
+    (rc 143, 129) or raise KeyboardInterrupt, instead of the run's status.
+    SIGKILL still ends it. Otherwise (a caller in-process) the handlers are
+    restored when the run closes."""
     from filelock import FileLock, Timeout
 
     from confirmatory import runlock
@@ -211,12 +221,16 @@ def run_command(design: Path, run_dir: Path, *, workers: int | None = None, quie
         if run_dir.exists():
             print(f"refused to start: {run_dir} appeared meanwhile", file=sys.stderr)
             return EXIT_REFUSED
-        return _execute(loaded, design, run_dir, quiet=quiet)
+        return _execute(loaded, design, run_dir, quiet=quiet, exiting=exiting)
     finally:
         lock.release()  # the file stays: removing a lock file breaks the lock (runlock.held)
+        if exiting:
+            from confirmatory.run import ignore_interrupts
+
+            ignore_interrupts()
 
 
-def _execute(loaded: Any, design: Path, run_dir: Path, *, quiet: bool) -> int:
+def _execute(loaded: Any, design: Path, run_dir: Path, *, quiet: bool, exiting: bool = False) -> int:
     from confirmatory import llm
     from confirmatory.config import build_config
     from confirmatory.progress import Progress
@@ -235,7 +249,7 @@ def _execute(loaded: Any, design: Path, run_dir: Path, *, quiet: bool) -> int:
 
         sim = SimProvider(FaultPlan.from_table(loaded.design.simulator)).start()
         api_bases = {m.name: sim.url for m in simulated}
-    run = Run(loaded, run_dir, config=config, api_bases=api_bases)
+    run = Run(loaded, run_dir, config=config, api_bases=api_bases, restore_signals=not exiting)
     # Events (a pause, a stop, a failed push) are shown even with --quiet:
     # an unattended run's log must say what needs a person.
     progress = Progress(run, table=not quiet)

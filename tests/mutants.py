@@ -76,6 +76,16 @@ MUTANTS = (
            "        self.signals_received += 1\n        self._wake.set()\n",
            "tests/test_run_faults.py::"
            "test_a_signal_that_lands_while_the_main_thread_holds_the_wake_events_lock_stops_the_run"),
+    Mutant("let a signal at the runner's exit end it by the signal", "confirmatory/runmain.py",
+           "        if exiting:\n            from confirmatory.run import ignore_interrupts\n",
+           "        if False:\n            from confirmatory.run import ignore_interrupts\n",
+           "tests/test_run_process.py::"
+           "test_a_second_signal_while_the_stopped_runner_exits_changes_nothing"),
+    Mutant("put the signal handlers back before the runner exits", "confirmatory/run.py",
+           "        if self._restore_signals:\n",
+           "        if True:\n",
+           "tests/test_run_faults.py::"
+           "test_a_run_in_process_puts_the_signal_handlers_back_at_its_very_end_unless_its_caller_exits"),
     Mutant("let a push without a temporary file end the push worker", "confirmatory/anchors.py",
            "        out = tempfile.TemporaryFile()\n    except OSError as exc:\n",
            "        out = tempfile.TemporaryFile()\n    except ZeroDivisionError as exc:\n",

@@ -38,11 +38,12 @@ def minimal_design(tmp_path: Path, module: str, harness_src: str, extra_model_li
 
 
 def make_run(tmp_path: Path, *, install_signals: bool = False, clock: Any = None,
-             host_readers: Any = None, disk_floor_bytes: int | None = None, **design_kw: Any) -> Run:
+             host_readers: Any = None, disk_floor_bytes: int | None = None, restore_signals: bool = True,
+             **design_kw: Any) -> Run:
     design = write_design(tmp_path / "design", **design_kw)
     extra = {} if disk_floor_bytes is None else {"disk_floor_bytes": disk_floor_bytes}
     return Run(load_design(design), tmp_path / "run", install_signals=install_signals, clock=clock,
-               host_readers=host_readers, **extra)
+               host_readers=host_readers, restore_signals=restore_signals, **extra)
 
 
 def execute(tmp_path: Path, **kw: Any) -> tuple[RunResult, Path]:

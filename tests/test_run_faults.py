@@ -607,6 +607,32 @@ print(result.status, result.stop_cause)
     assert proc.stdout.split() == ["stopped", "interrupt"], proc.stdout
 
 
+
+def test_a_run_in_process_puts_the_signal_handlers_back_at_its_very_end_unless_its_caller_exits(tmp_path):
+    """A library caller gets its handlers back when the Run closes; the CLI,
+    which exits next, keeps the run's (a signal while it exits is only
+    noted) until it restores them or ignores the signals."""
+    import signal
+
+    from confirmatory.run import INTERRUPT_SIGNALS
+
+    before = {s: signal.getsignal(s) for s in INTERRUPT_SIGNALS}
+    hh = [{"id": "hh-000"}]
+    run = make_run(tmp_path / "a", households=hh, models=1, install_signals=True, **FAST)
+    assert run.execute().status == "completed"
+    assert {s: signal.getsignal(s) for s in INTERRUPT_SIGNALS} == before
+    run = make_run(tmp_path / "b", households=hh, models=1, install_signals=True, restore_signals=False,
+                   **FAST)  # as runmain makes it for the CLI
+    try:
+        assert run.execute().status == "completed"
+        assert all(signal.getsignal(s) == run._on_signal for s in INTERRUPT_SIGNALS)
+        signal.raise_signal(signal.SIGINT)  # noted, nothing else: the run is closed
+        assert run.signals_received == 1
+    finally:
+        run.restore_signal_handlers()
+    assert {s: signal.getsignal(s) for s in INTERRUPT_SIGNALS} == before
+
+
 def test_a_temporary_directory_that_cannot_take_a_pushs_output_is_a_failed_push_not_a_stopped_run(
         tmp_path, monkeypatch):
     """The push command's output goes to a temporary file. A temporary

@@ -95,3 +95,45 @@ def test_the_runner_process_exits_even_when_a_lane_is_stuck_in_a_call_forever(tm
     assert time.monotonic() - started < 60
     report = verify_run(run_dir)
     assert report.ok, report.to_table()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("second", ["SIGINT", "SIGTERM", "SIGHUP"])
+def test_a_second_signal_while_the_stopped_runner_exits_changes_nothing(tmp_path, second):
+    """After the stop summary the process still has its end to go through
+    (its lock released, its threads joined, the interpreter torn down: a
+    second or more). The runner used to put back the previous handlers when
+    the run closed, before that end: a second signal then raised
+    KeyboardInterrupt (a traceback, exit 130) or killed the process (rc 143,
+    129) instead of exit 4. Now the run's handlers stay, and the interrupt
+    signals are ignored once the command returns. The closing window is hit
+    by sending the second signal from the stop line on, every 50 ms until
+    the process has exited."""
+    import threading
+
+    proc, run_dir = start_run(tmp_path)
+    err_lines: list[str] = []
+    reader = threading.Thread(target=lambda: err_lines.extend(proc.stderr), daemon=True)
+    reader.start()
+    proc.send_signal(signal.SIGINT)
+    deadline = time.monotonic() + 30
+    while not any("stopped, cause interrupt" in line for line in list(err_lines)):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            break
+        time.sleep(0.005)
+    sent = 0
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            proc.send_signal(getattr(signal, second))
+        except ProcessLookupError:
+            break
+        sent += 1
+        time.sleep(0.05)
+    proc.wait(timeout=30)
+    reader.join(timeout=10)
+    err = "".join(err_lines)
+    assert sent, f"the process exited before a second signal could be sent: {err[-2000:]}"
+    assert proc.returncode == 4, (proc.returncode, sent, err[-3000:])
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-3000:]
+    report = verify_run(run_dir)
+    assert report.ok, report.to_table()
