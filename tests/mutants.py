@@ -113,6 +113,10 @@ MUTANTS = (
            "    _ours.bodies = []  # the provider's",
            "    _ours.bodies = getattr(_ours, 'bodies', None) or []  # the provider's",
            "tests/test_llm_faults.py::test_a_failed_call_after_a_billed_one_carries_no_cost_of_the_earlier_reply"),
+    Mutant("take SIGHUP under nohup", "confirmatory/run.py",
+           "                                  if not _inherited_ignore(s)}",
+           "                                  if True}",
+           "tests/test_run_process.py::test_a_run_started_under_nohup_outlives_its_terminal"),
     Mutant("let a torn resume.jsonl raise", "confirmatory/resume.py",
            "    except (TornTail, ChainBroken) as exc:", "    except (ChainBroken,) as exc:",
            "tests/test_ops_commands.py::"

@@ -61,7 +61,13 @@ def test_a_stopping_run_says_what_it_waits_for_and_that_a_second_signal_changes_
     run = make_run(tmp_path, households=hh, models=1, install_signals=True, **FAST)
     out = io.StringIO()
     progress = Progress(run, stream=out, table=False)
-    run.start()
+    # A terminal's session (the suite itself may run under nohup, which
+    # ignores SIGHUP, and the runner then leaves it ignored).
+    hup = signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    try:
+        run.start()
+    finally:
+        signal.signal(signal.SIGHUP, hup)
     progress.start()
 
     def interrupt():
