@@ -63,20 +63,21 @@ def test_a_stopping_run_says_what_it_waits_for_and_that_a_second_signal_changes_
     progress = Progress(run, stream=out, table=False)
     # A terminal's session (the suite itself may run under nohup, which
     # ignores SIGHUP, and the runner then leaves it ignored).
+    # Restored once the run has closed (and restored its own handlers).
     hup = signal.signal(signal.SIGHUP, signal.SIG_DFL)
     try:
         run.start()
+        progress.start()
+
+        def interrupt():
+            time.sleep(0.3)
+            os.kill(os.getpid(), signal.SIGHUP)  # the terminal closed: an interrupt like any other
+            time.sleep(0.1)
+            os.kill(os.getpid(), signal.SIGINT)
+
+        result = watched(run, progress, interrupt)
     finally:
         signal.signal(signal.SIGHUP, hup)
-    progress.start()
-
-    def interrupt():
-        time.sleep(0.3)
-        os.kill(os.getpid(), signal.SIGHUP)  # the terminal closed: an interrupt like any other
-        time.sleep(0.1)
-        os.kill(os.getpid(), signal.SIGINT)
-
-    result = watched(run, progress, interrupt)
     text = out.getvalue()
     assert result.status == "stopped" and result.stop_cause == "interrupt"
     # (the first signal is what stopped it: SIGHUP, the detail of the run's stop line)
