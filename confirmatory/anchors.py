@@ -29,7 +29,6 @@ import contextlib
 import json
 import os
 import shlex
-import signal
 import subprocess
 import sys
 import tempfile
@@ -40,6 +39,7 @@ from typing import NamedTuple
 
 from filelock import FileLock, Timeout
 
+from confirmatory import children
 from confirmatory.chain import ChainError, ChainWriter, check_chain, iter_lines, log_seed, sha256_hex
 from confirmatory.clock import Clock
 from confirmatory.redaction import redact
@@ -50,7 +50,6 @@ OUTPUT_TAIL_CHARS = 2000
 # hold the final anchor yet (cli.EXIT_WITNESS; not imported, to keep cli light).
 EXIT_WITNESS = 6
 _UNANCHORED = frozenset({"anchors.jsonl", "anchor-pushes.jsonl"})
-_TERM_GRACE_S = 3.0
 # A push during the run gets max(this, interval_s / 2) seconds (the design has
 # no setting of its own): long enough for a slow remote, short enough that a
 # hung push does not hold the one push slot for long.
@@ -75,7 +74,7 @@ def run_anchor_command(command: Sequence[str], anchors_file: Path, cwd: Path,
     can then never block on a full pipe that nobody reads. The command gets
     its own session so that a kill reaches the git processes it started.
     127 means the command could not be started. After ``timeout`` seconds
-    the whole session is killed (``_kill_group``); the return code is then
+    the whole session is killed (``children.kill_group``); the return code is then
     the negative signal and the output ends with a note saying so."""
     rc, text, _ = _run_command(command, anchors_file, cwd, on_start, timeout)
     return rc, text
@@ -96,8 +95,7 @@ def _run_command(command: Sequence[str], anchors_file: Path, cwd: Path,
                            f"no temporary file for its output: {exc}"), False
     with out:
         try:
-            proc = subprocess.Popen([*command, str(anchors_file)], cwd=cwd, stdin=subprocess.DEVNULL,
-                                    stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            proc = children.start([*command, str(anchors_file)], cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
         except OSError as exc:
             return 127, redact(f"could not start the anchor command {list(command)!r}: {exc}"), False
         if on_start is not None:
@@ -106,7 +104,7 @@ def _run_command(command: Sequence[str], anchors_file: Path, cwd: Path,
             rc = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             timed_out = True
-            _kill_group(proc)
+            children.kill_group(proc)
             rc = proc.wait()
         out.seek(0, os.SEEK_END)
         out.seek(max(0, out.tell() - 4 * OUTPUT_TAIL_CHARS))
@@ -116,24 +114,6 @@ def _run_command(command: Sequence[str], anchors_file: Path, cwd: Path,
         note = f"\n[killed by the runner: the push ran longer than its timeout of {timeout:g} s]"
         return rc, (text + note)[-OUTPUT_TAIL_CHARS:], True
     return rc, text[-OUTPUT_TAIL_CHARS:], False
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    """SIGTERM the command's session (git removes its lock files on SIGTERM), then SIGKILL."""
-    for sig, grace in ((signal.SIGTERM, _TERM_GRACE_S), (signal.SIGKILL, None)):
-        if proc.poll() is not None:
-            return
-        try:
-            # Race: the command may exit between poll() and here; its pid (the
-            # group id) stays reserved until we reap it, so this cannot hit a stranger.
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=grace)
-            return
-        except subprocess.TimeoutExpired:
-            continue
 
 
 class PushFailure(NamedTuple):
@@ -306,7 +286,7 @@ class Anchorer:
             proc = self._proc
             self._push_cv.notify_all()
         if not pushed and proc is not None:
-            _kill_group(proc)
+            children.kill_group(proc)
         if self._worker is not None:
             self._worker.join()
         with self._push_cv:
@@ -320,7 +300,7 @@ class Anchorer:
             proc = self._proc
             self._push_cv.notify_all()
         if proc is not None:
-            _kill_group(proc)
+            children.kill_group(proc)
         if self._worker is not None:
             self._worker.join()
 
@@ -403,7 +383,7 @@ class Anchorer:
         if give_up:
             # Race: finish() gave up between our taking the seq and the Popen;
             # it saw no process to kill, so we do it.
-            _kill_group(proc)
+            children.kill_group(proc)
 
 
 # --- after the run -------------------------------------------------------------

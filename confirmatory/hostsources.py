@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, Sequence
 
+from confirmatory import children
+
 class ReadFailed(Exception):
     """A reading could not be taken (a value of the world, not a bug)."""
 
@@ -171,7 +173,8 @@ class CommandSource:
     earlier output held k copies, so a log that repeats a message still
     shows each repeat once.  A command must exit: a follow-mode command
     (`-f`, `--follow`) would time out (see docs/HOST.md for the alternatives).
-    A non-zero exit status is a failed read.
+    A non-zero exit status is a failed read. It runs in a session of its own
+    (``confirmatory.children``), so a timeout stops every process it started.
     """
 
     def __init__(self, name: str, argv: Sequence[str], *, timeout_s: float = 10.0,
@@ -184,15 +187,18 @@ class CommandSource:
 
     def read_new(self) -> SourceRead:
         try:
-            proc = subprocess.run(
-                self.argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=self.timeout_s, cwd=self.cwd
-            )
+            # Its own session: stopped at its timeout with every process it
+            # started (a shell's pipeline), not the shell alone.
+            done = children.run_captured(self.argv, cwd=self.cwd, timeout=self.timeout_s)
         except (OSError, subprocess.SubprocessError) as exc:
             raise ReadFailed(f"command {self.argv[0]!r}: {type(exc).__name__}: {exc}") from exc
-        if proc.returncode != 0:
-            tail = proc.stderr.decode("utf-8", errors="replace").strip()[-300:]
-            raise ReadFailed(f"command {self.argv[0]!r} exited {proc.returncode}: {tail}")
-        output = _decode_lines(proc.stdout.split(b"\n"))
+        if done.stopped == children.TIMEOUT:
+            raise ReadFailed(f"command {self.argv[0]!r}: TimeoutExpired: it ran longer than its timeout of "
+                             f"{self.timeout_s:g} s; it was stopped with every process it started")
+        if done.rc != 0:
+            tail = done.stderr.decode("utf-8", errors="replace").strip()[-300:]
+            raise ReadFailed(f"command {self.argv[0]!r} exited {done.rc}: {tail}")
+        output = _decode_lines(done.stdout.split(b"\n"))
         if self._seen is None:
             self._seen = Counter(output)
             return SourceRead()

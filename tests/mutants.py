@@ -94,6 +94,11 @@ MUTANTS = (
            'if (gitdir / "rebase-merge").is_dir() or (gitdir / "rebase-apply").is_dir():',
            "if False:",
            "tests/test_witness.py::test_a_clone_left_in_the_middle_of_a_rebase_is_refused_with_the_way_out"),
+    Mutant("stop only the command, not its process group", "confirmatory/children.py",
+           "        os.killpg(proc.pid, sig)\n",
+           "        os.kill(proc.pid, sig)\n",
+           "tests/test_host.py::"
+           "test_a_command_behind_a_shell_that_times_out_is_stopped_with_every_process_it_started"),
     Mutant("overlap two attempts on a lane", "confirmatory/lanes.py",
            "running = Running(aspend, household, arm, pass_index, self.index, start,",
            "start -= 0.5; running = Running(aspend, household, arm, pass_index, self.index, start,",

@@ -15,6 +15,7 @@ from confirmatory.anchors import Anchorer, push_anchor_command
 from confirmatory.chain import ChainWriter, dumps, check_chain, iter_lines, log_seed, prefix_head, write_json_durable
 from confirmatory.clock import Clock, FakeClock
 from confirmatory.witness import check_witness
+from processes import process_gone
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "confirmatory_anchor.py"
 PY = sys.executable
@@ -295,19 +296,6 @@ HANG_ONCE = [PY, "-c", "import pathlib,subprocess,sys,time\n"
              "print('pushed')"]
 
 
-def _gone(pid: int, timeout: float = 10) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                    return True  # dead, waiting for its new parent to reap it
-        except FileNotFoundError:
-            return True
-        time.sleep(0.05)
-    return False
-
-
 def test_a_push_during_the_run_gets_half_the_anchor_interval_and_at_least_a_minute(tmp_path):
     run = RunDir(tmp_path)
     assert run.anchorer(interval_s=900).push_timeout_s == 450
@@ -326,7 +314,7 @@ def test_a_push_that_hangs_during_the_run_is_killed_at_its_timeout_and_retried_a
         assert hung["anchor_seq"] == 1 and hung["rc"] < 0  # killed by a signal
         assert "pushing" in hung["output"] and "longer than its timeout of 0.5 s" in hung["output"]
         # The whole session went, not just the command: a git under it would hold no lock.
-        assert _gone(int((tmp_path / "grandchild").read_text()))
+        assert process_gone(int((tmp_path / "grandchild").read_text()))
         (failure,) = anchorer.push_failures  # noted before its push line is written
         assert failure[:2] == (1, hung["rc"]) and failure.tail.startswith("timed out after 0.5 s and killed")
         anchorer.anchor()

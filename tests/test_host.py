@@ -4,6 +4,7 @@ Threaded tests use real short intervals (0.05 s) and the real `Clock`.
 """
 
 import os
+import shlex
 import sys
 import threading
 import time
@@ -22,6 +23,7 @@ from confirmatory.hostrules import NO_SAMPLE_AFTER, HostParams, HostVerdict, att
 from confirmatory.testing.hostfakes import (
     TEST_SEED, BackStepClock, Crash, Fail, FakeEvidenceSource, ScriptedReaders, Stall, open_host_log,
 )
+from processes import killed_afterwards, process_gone
 
 FAST = dict(sample_interval_s=0.05, max_gap_s=0.5, sampler_failure_s=30.0, read_tries=5,
             pressure_threshold=10.0)
@@ -453,6 +455,35 @@ def test_a_command_that_fails_exits_nonzero_or_hangs_is_a_failed_read(tmp_path):
         CommandSource("x", [sys.executable, "-c", "import time; time.sleep(5)"], timeout_s=0.3).read_new()
     with pytest.raises(ReadFailed):
         CommandSource("x", [str(tmp_path / "no-such-command")]).read_new()
+
+
+def test_a_command_behind_a_shell_that_times_out_is_stopped_with_every_process_it_started(tmp_path):
+    """`sh -c "a | b"` that runs past its timeout: stopping the shell alone
+    left its pipeline running (for good, with a follow-mode command), one
+    more stray process at every step. Its whole process group is stopped."""
+    pidfile = tmp_path / "pid"
+    pipeline = f"sh -c 'echo $$ > {shlex.quote(str(pidfile))}; exec sleep 30' | cat"
+    source = CommandSource("x", ["sh", "-c", pipeline], timeout_s=0.5)
+    with killed_afterwards(pidfile):
+        started = time.monotonic()
+        with pytest.raises(ReadFailed, match="TimeoutExpired"):
+            source.read_new()
+        assert time.monotonic() - started < 5
+        assert process_gone(int(pidfile.read_text()), timeout=5)
+
+
+def test_a_commands_child_that_ignores_sigterm_is_killed_after_the_grace(tmp_path):
+    """The group gets SIGTERM, and SIGKILL 3 s later for what is left of it:
+    here a child that outlived the shell, ignoring SIGTERM."""
+    pidfile = tmp_path / "pid"
+    stubborn = f"sh -c 'trap \"\" TERM; echo $$ > {shlex.quote(str(pidfile))}; exec sleep 30' | cat"
+    source = CommandSource("x", ["sh", "-c", stubborn], timeout_s=0.5)
+    with killed_afterwards(pidfile):
+        started = time.monotonic()
+        with pytest.raises(ReadFailed, match="TimeoutExpired"):
+            source.read_new()
+        assert time.monotonic() - started < 10
+        assert process_gone(int(pidfile.read_text()), timeout=1)
 
 
 def test_sources_are_built_from_the_design_entries(tmp_path):

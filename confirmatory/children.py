@@ -1,0 +1,161 @@
+"""Commands the runner starts and must be able to stop, whatever they do.
+
+An evidence command (``confirmatory.hostsources``) and the anchor command
+(``confirmatory.anchors``) are the user's: one may hang, or leave children
+running behind it (a shell pipeline, the git processes under the witness
+script). Each runs here in a session of its own, stdin closed, under a
+timeout; past it, its whole process group is stopped (``kill_group``:
+SIGTERM, a grace, then SIGKILL), not just the command itself. No psutil here.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+# SIGTERM first (git removes its lock files on SIGTERM), SIGKILL what is left this long after.
+TERM_GRACE_S = 3.0
+_READ_CHUNK = 1 << 16
+_GROUP_POLL_S = 0.01  # how often kill_group looks whether the group is gone yet
+
+# Why a command was stopped (Finished.stopped).
+TIMEOUT = "timeout"
+
+_DONE = "done"  # what a supervise step says when the command has ended
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """How a command ended: its return code (negative: the signal that ended
+    it), and why the runner stopped it (None: it ended by itself)."""
+    rc: int
+    stopped: str | None = None
+    stdout: bytes = b""
+    stderr: bytes = b""
+
+
+def start(argv: Sequence[str], *, cwd, stdout, stderr) -> subprocess.Popen:
+    """``argv`` in a session of its own, stdin closed: ``kill_group`` then
+    reaches every process it starts. Raises OSError when it cannot start."""
+    return subprocess.Popen(list(argv), cwd=cwd, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
+                            start_new_session=True)
+
+
+def kill_group(proc: subprocess.Popen, grace: float = TERM_GRACE_S) -> None:
+    """SIGTERM the command's process group, SIGKILL what is left of it after
+    ``grace`` s (the command, or a child of it that outlived it); reap it.
+
+    A command already reaped is left alone: once its group is empty, its pid
+    (the group's id) may be given to a stranger."""
+    if proc.returncode is not None:
+        return
+    # Race: the command may exit between the check and here; until it is
+    # reaped its pid (the group's id) stays taken, so this cannot hit a stranger.
+    if _signal_group(proc, signal.SIGTERM):
+        deadline = time.monotonic() + grace
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            pass
+        # The command is reaped now or still running; while any process of its
+        # group is left (a zombie counts until its new parent reaps it), the
+        # group's id stays taken.
+        while _signal_group(proc, 0):
+            if time.monotonic() >= deadline:
+                _signal_group(proc, signal.SIGKILL)
+                break
+            time.sleep(_GROUP_POLL_S)
+    proc.wait()
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> bool:
+    """Send ``sig`` to the command's process group; False when the group is gone."""
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _supervise(proc: subprocess.Popen, timeout: float | None, step: Callable[[float | None], str | None],
+               grace: float) -> str | None:
+    """Call ``step(wait_s)`` (wait at most that long for the command, None:
+    for as long as it takes) until it says the command is done; past
+    ``timeout`` s, or when a step names another reason to stop it, stop its
+    group. Returns why it was stopped (None: it ended by itself)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        wait_s = None
+        if deadline is not None:
+            wait_s = deadline - time.monotonic()
+            if wait_s <= 0:
+                stopped = TIMEOUT
+                break
+        said = step(wait_s)
+        if said == _DONE:
+            return None
+        if said is not None:
+            stopped = said
+            break
+    kill_group(proc, grace)
+    return stopped
+
+
+class _Pipes:
+    """A command's stdout and stderr read from pipes as they come."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self._proc = proc
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(proc.stdout, selectors.EVENT_READ, "stdout")
+        self._selector.register(proc.stderr, selectors.EVENT_READ, "stderr")
+        self._read: dict[str, list[bytes]] = {"stdout": [], "stderr": []}
+
+    def step(self, wait_s: float | None) -> str | None:
+        if not self._selector.get_map():
+            # Both pipes are at their end: only the command's exit is awaited.
+            # (Not before: a command reaped while a child of it still holds a
+            # pipe would leave kill_group no safe group id to signal.)
+            try:
+                self._proc.wait(timeout=wait_s)
+            except subprocess.TimeoutExpired:
+                return None
+            return _DONE
+        for key, _ in self._selector.select(wait_s):
+            chunk = os.read(key.fd, _READ_CHUNK)
+            if not chunk:
+                self._selector.unregister(key.fileobj)
+                continue
+            self._read[key.data].append(chunk)
+        return None
+
+    def output(self, name: str) -> bytes:
+        return b"".join(self._read[name])
+
+    def close(self) -> None:
+        self._selector.close()
+        self._proc.stdout.close()
+        self._proc.stderr.close()
+
+
+def run_captured(argv: Sequence[str], *, cwd, timeout: float, grace: float = TERM_GRACE_S) -> Finished:
+    """Run ``argv`` to its end, its stdout and stderr read through pipes.
+
+    Past ``timeout`` s (counted until the pipes close too: a child that
+    holds them counts as the command) its process group is stopped
+    (``stopped`` TIMEOUT). Raises OSError when it cannot start."""
+    proc = start(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    pipes = _Pipes(proc)
+    try:
+        stopped = _supervise(proc, timeout, pipes.step, grace)
+    except BaseException:
+        kill_group(proc, grace)
+        raise
+    finally:
+        pipes.close()
+    return Finished(proc.returncode, stopped, pipes.output("stdout"), pipes.output("stderr"))
