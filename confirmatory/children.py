@@ -3,9 +3,10 @@
 An evidence command (``confirmatory.hostsources``) and the anchor command
 (``confirmatory.anchors``) are the user's: one may hang, or leave children
 running behind it (a shell pipeline, the git processes under the witness
-script). Each runs here in a session of its own, stdin closed, under a
-timeout; past it, its whole process group is stopped (``kill_group``:
-SIGTERM, a grace, then SIGKILL), not just the command itself. No psutil here.
+script), or print without end. Each runs here in a session of its own,
+stdin closed, under a timeout and a bound on its output; past either, its
+whole process group is stopped (``kill_group``: SIGTERM, a grace, then
+SIGKILL), not just the command itself. No psutil here.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ _GROUP_POLL_S = 0.01  # how often kill_group looks whether the group is gone yet
 
 # Why a command was stopped (Finished.stopped).
 TIMEOUT = "timeout"
+OUTPUT = "output"  # its output passed the bound
 
 _DONE = "done"  # what a supervise step says when the command has ended
 
@@ -107,14 +109,20 @@ def _supervise(proc: subprocess.Popen, timeout: float | None, step: Callable[[fl
 
 
 class _Pipes:
-    """A command's stdout and stderr read from pipes as they come."""
+    """A command's stdout and stderr read from pipes as they come: stdout
+    up to ``max_stdout`` bytes (past it the step says OUTPUT), of stderr
+    only its last ``stderr_tail`` bytes."""
 
-    def __init__(self, proc: subprocess.Popen):
+    def __init__(self, proc: subprocess.Popen, max_stdout: int, stderr_tail: int):
         self._proc = proc
         self._selector = selectors.DefaultSelector()
         self._selector.register(proc.stdout, selectors.EVENT_READ, "stdout")
         self._selector.register(proc.stderr, selectors.EVENT_READ, "stderr")
-        self._read: dict[str, list[bytes]] = {"stdout": [], "stderr": []}
+        self._stdout: list[bytes] = []
+        self._stdout_bytes = 0
+        self._max_stdout = max_stdout
+        self._stderr = b""
+        self._stderr_tail = stderr_tail
 
     def step(self, wait_s: float | None) -> str | None:
         if not self._selector.get_map():
@@ -131,11 +139,21 @@ class _Pipes:
             if not chunk:
                 self._selector.unregister(key.fileobj)
                 continue
-            self._read[key.data].append(chunk)
+            if key.data == "stderr":
+                self._stderr = (self._stderr + chunk)[-self._stderr_tail:]
+                continue
+            self._stdout.append(chunk)
+            self._stdout_bytes += len(chunk)
+            if self._stdout_bytes > self._max_stdout:
+                self._stdout.clear()  # not wanted any more
+                return OUTPUT
         return None
 
-    def output(self, name: str) -> bytes:
-        return b"".join(self._read[name])
+    def stdout(self) -> bytes:
+        return b"".join(self._stdout)
+
+    def stderr(self) -> bytes:
+        return self._stderr
 
     def close(self) -> None:
         self._selector.close()
@@ -143,14 +161,18 @@ class _Pipes:
         self._proc.stderr.close()
 
 
-def run_captured(argv: Sequence[str], *, cwd, timeout: float, grace: float = TERM_GRACE_S) -> Finished:
-    """Run ``argv`` to its end, its stdout and stderr read through pipes.
+def run_captured(argv: Sequence[str], *, cwd, timeout: float, max_stdout: int, stderr_tail: int,
+                 grace: float = TERM_GRACE_S) -> Finished:
+    """Run ``argv`` to its end, its stdout and stderr read through pipes:
+    ``stdout`` is all of it, ``stderr`` its last ``stderr_tail`` bytes.
 
     Past ``timeout`` s (counted until the pipes close too: a child that
-    holds them counts as the command) its process group is stopped
-    (``stopped`` TIMEOUT). Raises OSError when it cannot start."""
+    holds them counts as the command), or once stdout passes ``max_stdout``
+    bytes, its process group is stopped (``stopped`` TIMEOUT or OUTPUT; then
+    no stdout). Memory held: ``max_stdout`` plus one read. Raises OSError
+    when it cannot start."""
     proc = start(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    pipes = _Pipes(proc)
+    pipes = _Pipes(proc, max_stdout, stderr_tail)
     try:
         stopped = _supervise(proc, timeout, pipes.step, grace)
     except BaseException:
@@ -158,4 +180,4 @@ def run_captured(argv: Sequence[str], *, cwd, timeout: float, grace: float = TER
         raise
     finally:
         pipes.close()
-    return Finished(proc.returncode, stopped, pipes.output("stdout"), pipes.output("stderr"))
+    return Finished(proc.returncode, stopped, pipes.stdout(), pipes.stderr())

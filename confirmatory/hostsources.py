@@ -25,6 +25,12 @@ class ReadFailed(Exception):
 
 READ_ERRORS = (ReadFailed, OSError)
 
+# A command's output is read into memory: past this much of its stdout it is
+# stopped and the read fails (a log printed without end, a wrong command).
+MAX_COMMAND_OUTPUT_BYTES = 16 << 20
+# Of its stderr only the end is kept, for the message of a failed read.
+STDERR_TAIL_BYTES = 4096
+
 
 @dataclass(frozen=True, slots=True)
 class SourceRead:
@@ -173,8 +179,10 @@ class CommandSource:
     earlier output held k copies, so a log that repeats a message still
     shows each repeat once.  A command must exit: a follow-mode command
     (`-f`, `--follow`) would time out (see docs/HOST.md for the alternatives).
-    A non-zero exit status is a failed read. It runs in a session of its own
-    (``confirmatory.children``), so a timeout stops every process it started.
+    A non-zero exit status is a failed read, and so is output past
+    MAX_COMMAND_OUTPUT_BYTES. It runs in a session of its own
+    (``confirmatory.children``), so a timeout or that bound stops every
+    process it started.
     """
 
     def __init__(self, name: str, argv: Sequence[str], *, timeout_s: float = 10.0,
@@ -187,14 +195,19 @@ class CommandSource:
 
     def read_new(self) -> SourceRead:
         try:
-            # Its own session: stopped at its timeout with every process it
-            # started (a shell's pipeline), not the shell alone.
-            done = children.run_captured(self.argv, cwd=self.cwd, timeout=self.timeout_s)
+            # Its own session: stopped at its timeout, or at the bound on its
+            # output, with every process it started (a shell's pipeline).
+            done = children.run_captured(self.argv, cwd=self.cwd, timeout=self.timeout_s,
+                                         max_stdout=MAX_COMMAND_OUTPUT_BYTES, stderr_tail=STDERR_TAIL_BYTES)
         except (OSError, subprocess.SubprocessError) as exc:
             raise ReadFailed(f"command {self.argv[0]!r}: {type(exc).__name__}: {exc}") from exc
         if done.stopped == children.TIMEOUT:
             raise ReadFailed(f"command {self.argv[0]!r}: TimeoutExpired: it ran longer than its timeout of "
                              f"{self.timeout_s:g} s; it was stopped with every process it started")
+        if done.stopped == children.OUTPUT:
+            raise ReadFailed(f"command {self.argv[0]!r}: its output exceeded the bound of "
+                             f"{MAX_COMMAND_OUTPUT_BYTES:,} bytes (MAX_COMMAND_OUTPUT_BYTES); "
+                             "it was stopped with every process it started")
         if done.rc != 0:
             tail = done.stderr.decode("utf-8", errors="replace").strip()[-300:]
             raise ReadFailed(f"command {self.argv[0]!r} exited {done.rc}: {tail}")

@@ -99,6 +99,10 @@ MUTANTS = (
            "        os.kill(proc.pid, sig)\n",
            "tests/test_host.py::"
            "test_a_command_behind_a_shell_that_times_out_is_stopped_with_every_process_it_started"),
+    Mutant("hold an evidence command's output without bound", "confirmatory/children.py",
+           "            if self._stdout_bytes > self._max_stdout:\n",
+           "            if False:\n",
+           "tests/test_host.py::test_a_command_that_floods_its_output_is_stopped_at_16_mib_and_is_a_failed_read"),
     Mutant("overlap two attempts on a lane", "confirmatory/lanes.py",
            "running = Running(aspend, household, arm, pass_index, self.index, start,",
            "start -= 0.5; running = Running(aspend, household, arm, pass_index, self.index, start,",

@@ -457,33 +457,55 @@ def test_a_command_that_fails_exits_nonzero_or_hangs_is_a_failed_read(tmp_path):
         CommandSource("x", [str(tmp_path / "no-such-command")]).read_new()
 
 
+def read_fails_and_leaves_no_child(tmp_path, script: str, *, timeout_s: float, match: str,
+                                   within: float, gone_within: float = 5) -> None:
+    """`sh -c script` as a command source, where `{pid}` in the script is a
+    file it writes the pid of a child of the shell to: the read fails
+    (`match`) within `within` s, and that child is gone `gone_within` s later."""
+    pidfile = tmp_path / "pid"
+    source = CommandSource("x", ["sh", "-c", script.format(pid=shlex.quote(str(pidfile)))], timeout_s=timeout_s)
+    with killed_afterwards(pidfile):
+        started = time.monotonic()
+        with pytest.raises(ReadFailed, match=match):
+            source.read_new()
+        assert time.monotonic() - started < within
+        assert process_gone(int(pidfile.read_text()), timeout=gone_within)
+
+
 def test_a_command_behind_a_shell_that_times_out_is_stopped_with_every_process_it_started(tmp_path):
     """`sh -c "a | b"` that runs past its timeout: stopping the shell alone
     left its pipeline running (for good, with a follow-mode command), one
     more stray process at every step. Its whole process group is stopped."""
-    pidfile = tmp_path / "pid"
-    pipeline = f"sh -c 'echo $$ > {shlex.quote(str(pidfile))}; exec sleep 30' | cat"
-    source = CommandSource("x", ["sh", "-c", pipeline], timeout_s=0.5)
-    with killed_afterwards(pidfile):
-        started = time.monotonic()
-        with pytest.raises(ReadFailed, match="TimeoutExpired"):
-            source.read_new()
-        assert time.monotonic() - started < 5
-        assert process_gone(int(pidfile.read_text()), timeout=5)
+    read_fails_and_leaves_no_child(tmp_path, "sh -c 'echo $$ > {pid}; exec sleep 30' | cat",
+                                   timeout_s=0.5, match="TimeoutExpired", within=5)
 
 
 def test_a_commands_child_that_ignores_sigterm_is_killed_after_the_grace(tmp_path):
     """The group gets SIGTERM, and SIGKILL 3 s later for what is left of it:
     here a child that outlived the shell, ignoring SIGTERM."""
-    pidfile = tmp_path / "pid"
-    stubborn = f"sh -c 'trap \"\" TERM; echo $$ > {shlex.quote(str(pidfile))}; exec sleep 30' | cat"
-    source = CommandSource("x", ["sh", "-c", stubborn], timeout_s=0.5)
-    with killed_afterwards(pidfile):
-        started = time.monotonic()
-        with pytest.raises(ReadFailed, match="TimeoutExpired"):
-            source.read_new()
-        assert time.monotonic() - started < 10
-        assert process_gone(int(pidfile.read_text()), timeout=1)
+    read_fails_and_leaves_no_child(tmp_path, "sh -c 'trap \"\" TERM; echo $$ > {pid}; exec sleep 30' | cat",
+                                   timeout_s=0.5, match="TimeoutExpired", within=10, gone_within=1)
+
+
+def test_a_command_that_floods_its_output_is_stopped_at_16_mib_and_is_a_failed_read(tmp_path):
+    """Its output was all held in memory until the command ended or its
+    timeout came (10 s of `yes`: gigabytes). Past 16 MiB of stdout the
+    command is stopped with its process group and the read fails, saying why."""
+    read_fails_and_leaves_no_child(tmp_path, "sleep 30 & echo $! > {pid}; head -c 40000000 /dev/zero; wait",
+                                   timeout_s=5, match="its output exceeded the bound of 16,777,216 bytes",
+                                   within=4)  # stopped at the bound, not at its timeout
+
+
+def test_a_command_whose_output_stays_past_the_bound_ends_the_run_as_an_evidence_failure(make_monitor):
+    """The sampler retries the read, then writes evidence-failed and reports a
+    runner error, as for any source that cannot be read."""
+    flood = CommandSource("flood", ["head", "-c", "40000000", "/dev/zero"])
+    monitor, _, fatals = make_monitor(RealReaders(sources=[flood]))
+    assert fatals.wait(10)
+    assert fatals.causes == ["runner-error"] and "exceeded the bound" in fatals.calls[0][1]
+    (failed,) = [line for line in monitor.lines if line["event"] == "evidence-failed"]
+    assert failed["source"] == "flood" and failed["tries"] == 5
+    assert "its output exceeded the bound of 16,777,216 bytes" in failed["error"]
 
 
 def test_sources_are_built_from_the_design_entries(tmp_path):
