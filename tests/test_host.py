@@ -432,6 +432,51 @@ def test_a_file_that_appears_after_the_start_is_read_from_its_beginning(tmp_path
     assert read.lines == ("one", "two") and any("appeared" in n for n in read.notes)
 
 
+CAP = 65536  # hostsources.MAX_LINE_BYTES, as docs/HOST.md gives it
+
+
+def test_a_file_line_that_passes_64_kib_is_reported_at_once_cut_and_its_rest_dropped(tmp_path):
+    """A line without a newline was kept until its newline came: a writer
+    that never ends its line (a binary written to the log, a stuck progress
+    bar) grew the runner's memory without bound, and its message was never
+    read. Past MAX_LINE_BYTES its start is reported at once with a note, the
+    rest of it up to its newline dropped."""
+    log = tmp_path / "guard.log"
+    log.write_text("from before the run, unfinished")
+    source = FileSource("guard", log)
+    source.read_new()
+    append(log, "x" * 100_000 + "\nstart\n")  # the baseline's partial line, however long, is not ours
+    assert source.read_new() == SourceRead(lines=("start",))
+    message = "oom-kill: pid 4242 " + "x" * 100_000
+    append(log, message)
+    read = source.read_new()
+    assert read.lines == (message[:CAP],)
+    assert read.notes == (f"a line of {log} was cut at 65,536 bytes (MAX_LINE_BYTES): its start is "
+                          "reported as a line, the rest of it up to its newline dropped",)
+    append(log, "y" * 100_000)
+    assert source.read_new() == SourceRead()  # still dropping, nothing kept
+    append(log, "y\nnext\n" + "z" * 70_000 + "\n" + "w" * CAP + "\n")
+    read = source.read_new()
+    assert read.lines == ("next", "z" * CAP, "w" * CAP)  # a complete line is cut too; one of CAP bytes is not
+    assert len(read.notes) == 1 and "a line of" in read.notes[0]
+
+
+def test_a_line_cut_at_the_bound_makes_the_attempt_during_which_it_was_written_host(make_monitor, tmp_path):
+    guard = tmp_path / "guard.log"
+    guard.write_text("")
+    monitor, clock, fatals = make_monitor(RealReaders(sources=[FileSource("guard", guard)]))
+    wait_for(lambda: samples(monitor))
+    start = clock.now()
+    append(guard, "Out of memory: Killed process 4242 " + "\x00" * 200_000)  # no newline yet
+    wait_for(lambda: any(line["event"] == "evidence" for line in monitor.lines))
+    end = clock.now()
+    assert monitor.wait_complete(end, threading.Event())
+    assert any(r.startswith("evidence guard: Out of memory: Killed process 4242") for r in monitor.verdict(start, end).reasons)
+    (note,) = [line for line in monitor.lines if line["event"] == "evidence-note"]
+    assert note["source"] == "guard" and "cut at 65,536 bytes" in note["note"]
+    assert fatals.calls == []
+
+
 def command_printing(path):
     return [sys.executable, "-c", "import sys; sys.stdout.write(open(sys.argv[1]).read())", str(path)]
 
@@ -446,6 +491,20 @@ def test_a_command_source_reports_only_output_lines_it_has_not_printed_before(tm
     assert source.read_new().lines == ("Sleep 10:00", "Wake 09:05")  # a second copy is new
     state.write_text("Wake 09:05\nSleep 11:00\n")  # a sliding window drops old lines
     assert source.read_new().lines == ("Sleep 11:00",)
+
+
+def test_a_command_output_line_past_64_kib_is_cut_with_a_note(tmp_path):
+    state = tmp_path / "power.txt"
+    state.write_text("Sleep 09:00\n")
+    source = CommandSource("power", command_printing(state))
+    source.read_new()  # baseline
+    append(state, "Wake " + "z" * 100_000 + "\nSleep 10:00\n")
+    read = source.read_new()
+    assert read.lines == (("Wake " + "z" * 100_000)[:CAP], "Sleep 10:00")
+    assert read.notes == (f"a line of command {command_printing(state)[0]!r}'s output was cut at 65,536 bytes "
+                          "(MAX_LINE_BYTES): its start is reported as a line, the rest of it up to its newline "
+                          "dropped",)
+    assert source.read_new() == SourceRead()  # seen before: no line, no note
 
 
 def test_a_command_that_fails_exits_nonzero_or_hangs_is_a_failed_read(tmp_path):
