@@ -3,7 +3,8 @@
 An evidence command (``confirmatory.hostsources``) and the anchor command
 (``confirmatory.anchors``) are the user's: one may hang, or leave children
 running behind it (a shell pipeline, the git processes under the witness
-script), or print without end. Each runs here in a session of its own,
+script), or print without end (read into memory, or written to a file).
+Each runs here in a session of its own,
 stdin closed, under a timeout and a bound on its output; past either, its
 whole process group is stopped (``kill_group``: SIGTERM, a grace, then
 SIGKILL), not just the command itself. No psutil here.
@@ -18,11 +19,15 @@ import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import IO
 
 # SIGTERM first (git removes its lock files on SIGTERM), SIGKILL what is left this long after.
 TERM_GRACE_S = 3.0
 _READ_CHUNK = 1 << 16
 _GROUP_POLL_S = 0.01  # how often kill_group looks whether the group is gone yet
+# How often the size of a command's output file is looked at (wait_watching):
+# it may pass its bound by what the command writes in that time.
+FILE_POLL_S = 0.02
 
 # Why a command was stopped (Finished.stopped).
 TIMEOUT = "timeout"
@@ -91,19 +96,23 @@ def _supervise(proc: subprocess.Popen, timeout: float | None, step: Callable[[fl
     ``timeout`` s, or when a step names another reason to stop it, stop its
     group. Returns why it was stopped (None: it ended by itself)."""
     deadline = None if timeout is None else time.monotonic() + timeout
-    while True:
-        wait_s = None
-        if deadline is not None:
-            wait_s = deadline - time.monotonic()
-            if wait_s <= 0:
-                stopped = TIMEOUT
+    try:
+        while True:
+            wait_s = None
+            if deadline is not None:
+                wait_s = deadline - time.monotonic()
+                if wait_s <= 0:
+                    stopped = TIMEOUT
+                    break
+            said = step(wait_s)
+            if said == _DONE:
+                return None
+            if said is not None:
+                stopped = said
                 break
-        said = step(wait_s)
-        if said == _DONE:
-            return None
-        if said is not None:
-            stopped = said
-            break
+    except BaseException:
+        kill_group(proc, grace)  # nothing is left running behind an error
+        raise
     kill_group(proc, grace)
     return stopped
 
@@ -175,9 +184,24 @@ def run_captured(argv: Sequence[str], *, cwd, timeout: float, max_stdout: int, s
     pipes = _Pipes(proc, max_stdout, stderr_tail)
     try:
         stopped = _supervise(proc, timeout, pipes.step, grace)
-    except BaseException:
-        kill_group(proc, grace)
-        raise
     finally:
         pipes.close()
     return Finished(proc.returncode, stopped, pipes.stdout(), pipes.stderr())
+
+
+def wait_watching(proc: subprocess.Popen, out: IO[bytes], *, timeout: float | None, max_output: int,
+                  grace: float = TERM_GRACE_S) -> str | None:
+    """Wait for a command started (``start``) with its output to the file
+    ``out``: past ``timeout`` s (None: no limit), or once ``out`` holds more
+    than ``max_output`` bytes (looked at every FILE_POLL_S), its process
+    group is stopped. Why it was stopped: TIMEOUT, OUTPUT, or None (it ended
+    by itself); its return code is then ``proc.returncode``."""
+
+    def step(wait_s: float | None) -> str | None:
+        try:
+            proc.wait(timeout=FILE_POLL_S if wait_s is None else min(wait_s, FILE_POLL_S))
+        except subprocess.TimeoutExpired:
+            return OUTPUT if os.fstat(out.fileno()).st_size > max_output else None
+        return _DONE
+
+    return _supervise(proc, timeout, step, grace)

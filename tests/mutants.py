@@ -111,6 +111,11 @@ MUTANTS = (
            "output = _decode_lines([line[:MAX_LINE_BYTES] for line in raw])",
            "output = _decode_lines(raw)",
            "tests/test_host.py::test_a_command_output_line_past_64_kib_is_cut_with_a_note"),
+    Mutant("let a push fill the temporary directory with its output", "confirmatory/children.py",
+           "            return OUTPUT if os.fstat(out.fileno()).st_size > max_output else None\n",
+           "            return None\n",
+           "tests/test_anchors.py::"
+           "test_a_push_that_floods_its_output_is_stopped_at_8_mib_and_retried_at_the_next_anchor"),
     Mutant("overlap two attempts on a lane", "confirmatory/lanes.py",
            "running = Running(aspend, household, arm, pass_index, self.index, start,",
            "start -= 0.5; running = Running(aspend, household, arm, pass_index, self.index, start,",

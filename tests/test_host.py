@@ -471,7 +471,8 @@ def test_a_line_cut_at_the_bound_makes_the_attempt_during_which_it_was_written_h
     wait_for(lambda: any(line["event"] == "evidence" for line in monitor.lines))
     end = clock.now()
     assert monitor.wait_complete(end, threading.Event())
-    assert any(r.startswith("evidence guard: Out of memory: Killed process 4242") for r in monitor.verdict(start, end).reasons)
+    reasons = monitor.verdict(start, end).reasons
+    assert any(r.startswith("evidence guard: Out of memory: Killed process 4242") for r in reasons)
     (note,) = [line for line in monitor.lines if line["event"] == "evidence-note"]
     assert note["source"] == "guard" and "cut at 65,536 bytes" in note["note"]
     assert fatals.calls == []
