@@ -1,13 +1,14 @@
 """Commands the runner starts and must be able to stop, whatever they do.
 
 An evidence command (``confirmatory.hostsources``) and the anchor command
-(``confirmatory.anchors``) are the user's: one may hang, or leave children
+(``confirmatory.anchors``) are the user's: one may hang, leave children
 running behind it (a shell pipeline, the git processes under the witness
-script), or print without end (read into memory, or written to a file).
-Each runs here in a session of its own,
-stdin closed, under a timeout and a bound on its output; past either, its
-whole process group is stopped (``kill_group``: SIGTERM, a grace, then
-SIGKILL), not just the command itself. No psutil here.
+script), or print without end. Each runs here in a session of its own,
+stdin closed, under a timeout and a bound on its output (read into memory
+through pipes, ``run_captured``, or written to a file whose size is watched,
+``wait_watching``); past either, its whole process group is stopped
+(``kill_group``: SIGTERM, a grace, then SIGKILL), not just the command
+itself. No psutil here.
 """
 
 from __future__ import annotations
