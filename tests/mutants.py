@@ -139,6 +139,9 @@ MUTANTS = (
            "                                  if not _inherited_ignore(s)}",
            "                                  if True}",
            "tests/test_run_process.py::test_a_run_started_under_nohup_outlives_its_terminal"),
+    Mutant("take a slug of any length", "confirmatory/design.py",
+           "    if len(value) > MAX_SLUG_CHARS:\n", "    if False:\n",
+           "tests/test_design.py::test_a_slug_of_128_characters_is_one_and_of_129_is_refused_naming_its_length"),
     Mutant("let a torn resume.jsonl raise", "confirmatory/resume.py",
            "    except (TornTail, ChainBroken) as exc:", "    except (ChainBroken,) as exc:",
            "tests/test_ops_commands.py::"

@@ -240,6 +240,15 @@ CASES: dict[str, tuple[Callable[[Study], str | None], str]] = {
         lambda s: s.add_household_line('{"id": "M-01"}'),
         'households.path: "minimal-households.jsonl" line 7: household id "M-01" differs from "m-01" (line 1)'
         " only in case; as paths they collide on a case-insensitive filesystem"),
+    # Before: check passed, run raised OSError "File name too long" (a model)
+    # or stopped every model at that household's first attempt (a household).
+    "a model name longer than a path component takes": (
+        lambda s: s.edit('name = "sloppy"', f'name = "{"s" * 300}"'),
+        "models[1].name: must be at most 128 characters, as it becomes a path component of the run records"
+        " (got 300: "),
+    "a household id longer than a path component takes": (
+        lambda s: s.add_household_line(f'{{"id": "{"h" * 303}"}}'),
+        'households.path: "minimal-households.jsonl" line 7: "id" must be at most 128 characters'),
 }
 
 
