@@ -142,6 +142,14 @@ MUTANTS = (
     Mutant("take a slug of any length", "confirmatory/design.py",
            "    if len(value) > MAX_SLUG_CHARS:\n", "    if False:\n",
            "tests/test_design.py::test_a_slug_of_128_characters_is_one_and_of_129_is_refused_naming_its_length"),
+    Mutant("send the placeholder key to every loopback server", "confirmatory/llm.py",
+           "    return None if _env_key_found[key] else SIM_API_KEY", "    return SIM_API_KEY",
+           "tests/test_llm_faults.py::"
+           "test_a_loopback_gateway_gets_the_environments_key_and_the_simulator_never_does[sk-local-gateway-key-0123456789]"),
+    Mutant("send the environment's key to the simulator", "confirmatory/llm.py",
+           '    if api_base.rstrip("/") in _sim_bases:\n        return SIM_API_KEY\n', "",
+           "tests/test_llm_faults.py::"
+           "test_a_loopback_gateway_gets_the_environments_key_and_the_simulator_never_does[sk-local-gateway-key-0123456789]"),
     Mutant("let a torn resume.jsonl raise", "confirmatory/resume.py",
            "    except (TornTail, ChainBroken) as exc:", "    except (ChainBroken,) as exc:",
            "tests/test_ops_commands.py::"
