@@ -127,3 +127,21 @@ def test_the_runner_process_exits_even_when_a_lane_is_stuck_in_a_call_forever(tm
     assert time.monotonic() - started < 60
     report = verify_run(run_dir)
     assert report.ok, report.to_table()
+
+
+def test_the_end_summary_says_when_a_model_has_no_observation_at_all(tmp_path, capsys):
+    # A model whose provider fails every call (unreachable all run): each
+    # failure is rerun, then kept, and the run completes (exit 0), as the
+    # rules say. Before, the summary was only the spend: nothing told the
+    # team that one model's results are all failures.
+    from confirmatory.runmain import run_command
+
+    hh = [{"id": f"hh-{i:03d}", "plan": {"m1:alone/*": "provider", "m1:calculator/*": "provider"}}
+          for i in range(4)]
+    design = write_design(tmp_path / "design", households=hh, models=2, **FAST)
+    assert run_command(design, tmp_path / "run", quiet=True) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert "  m0: 8 arm results: ok 8" in err, err
+    assert ("  m1: NO OBSERVATION: none of its 8 arm results is ok or the model's own (provider 8); "
+            "see models/m1/run.jsonl") in err, err
+    assert verify_run(tmp_path / "run").ok
