@@ -271,6 +271,10 @@ MUTANTS = (
     Mutant("let a credential into the design", "confirmatory/design_load.py",
            "    problems.extend(credential_problems(data))", "    pass",
            "tests/test_config.py::test_a_credential_in_the_design_is_refused_by_name"),
+    Mutant("let a credential into a design comment", "confirmatory/design_load.py",
+           "    problems.extend(raw_problems)", "    pass",
+           "tests/test_design_refusals.py::test_a_credential_in_a_comment_or_a_key_name_is_refused_by_line_"
+           "without_echoing_it[a comment holding an sk- token]"),
     Mutant("accept a pause attempt without its pause", "confirmatory/verify/model.py",
            "        if found:\n            return\n        self.f.fail(6,",
            "        if True:\n            return\n        self.f.fail(6,",
