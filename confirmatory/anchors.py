@@ -17,7 +17,8 @@ made while a push runs is covered by the next push (the command always sends
 the whole file). A push made during the run is killed after ``push_timeout_s``
 (its process group), logged with that outcome and retried at the next anchor
 like any failed push; the final anchor's push is bounded by ``finish``'s
-``push_timeout`` instead. Each push's result is also kept for the progress
+``push_timeout`` instead. Any push that writes more than
+MAX_PUSH_OUTPUT_BYTES of output is killed the same way. Each push's result is also kept for the progress
 display (``push_failures``). Neither
 thread is a daemon; each keeps its first exception in ``failure`` for the Run
 to read.
@@ -29,7 +30,6 @@ import contextlib
 import json
 import os
 import shlex
-import signal
 import subprocess
 import sys
 import tempfile
@@ -40,6 +40,7 @@ from typing import NamedTuple
 
 from filelock import FileLock, Timeout
 
+from confirmatory import children
 from confirmatory.chain import ChainError, ChainWriter, check_chain, iter_lines, log_seed, sha256_hex
 from confirmatory.clock import Clock
 from confirmatory.redaction import redact
@@ -50,11 +51,14 @@ OUTPUT_TAIL_CHARS = 2000
 # hold the final anchor yet (cli.EXIT_WITNESS; not imported, to keep cli light).
 EXIT_WITNESS = 6
 _UNANCHORED = frozenset({"anchors.jsonl", "anchor-pushes.jsonl"})
-_TERM_GRACE_S = 3.0
 # A push during the run gets max(this, interval_s / 2) seconds (the design has
 # no setting of its own): long enough for a slow remote, short enough that a
 # hung push does not hold the one push slot for long.
 MIN_PUSH_TIMEOUT_S = 60.0
+# A push's output goes to a temporary file; past this many bytes of it the
+# push is stopped (its process group) and is a failed push: else a command
+# writing without end would fill the temporary directory for up to its timeout.
+MAX_PUSH_OUTPUT_BYTES = 8 << 20
 # How long the final anchor's push may take (finish()'s default).
 FINAL_PUSH_TIMEOUT_S = 120.0
 # How long `push-anchor`'s push may take. It holds the run's lock meanwhile:
@@ -74,18 +78,19 @@ def run_anchor_command(command: Sequence[str], anchors_file: Path, cwd: Path,
     stdout and stderr go to one temporary file, not a pipe: a chatty command
     can then never block on a full pipe that nobody reads. The command gets
     its own session so that a kill reaches the git processes it started.
-    127 means the command could not be started. After ``timeout`` seconds
-    the whole session is killed (``_kill_group``); the return code is then
-    the negative signal and the output ends with a note saying so."""
+    127 means the command could not be started. After ``timeout`` seconds,
+    or once it has written more than MAX_PUSH_OUTPUT_BYTES of output, the
+    whole session is killed (``children.kill_group``); the return code is
+    then the negative signal and the output ends with a note saying why."""
     rc, text, _ = _run_command(command, anchors_file, cwd, on_start, timeout)
     return rc, text
 
 
 def _run_command(command: Sequence[str], anchors_file: Path, cwd: Path,
                  on_start: Callable[[subprocess.Popen], None] | None,
-                 timeout: float | None) -> tuple[int, str, bool]:
-    """``run_anchor_command`` and whether the timeout killed the command."""
-    timed_out = False
+                 timeout: float | None) -> tuple[int, str, str | None]:
+    """``run_anchor_command`` and why the runner killed the command (None: it
+    was not; else children.TIMEOUT or children.OUTPUT)."""
     try:
         out = tempfile.TemporaryFile()
     except OSError as exc:
@@ -93,47 +98,28 @@ def _run_command(command: Sequence[str], anchors_file: Path, cwd: Path,
         # cleaner, read-only, out of space or inodes) is a failed push, not
         # a dead push worker: the run goes on and the next anchor retries.
         return 127, redact(f"could not start the anchor command {list(command)!r}: "
-                           f"no temporary file for its output: {exc}"), False
+                           f"no temporary file for its output: {exc}"), None
     with out:
         try:
-            proc = subprocess.Popen([*command, str(anchors_file)], cwd=cwd, stdin=subprocess.DEVNULL,
-                                    stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            proc = children.start([*command, str(anchors_file)], cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
         except OSError as exc:
-            return 127, redact(f"could not start the anchor command {list(command)!r}: {exc}"), False
+            return 127, redact(f"could not start the anchor command {list(command)!r}: {exc}"), None
         if on_start is not None:
             on_start(proc)
-        try:
-            rc = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_group(proc)
-            rc = proc.wait()
+        stopped = children.wait_watching(proc, out, timeout=timeout, max_output=MAX_PUSH_OUTPUT_BYTES)
+        rc = proc.returncode
         out.seek(0, os.SEEK_END)
         out.seek(max(0, out.tell() - 4 * OUTPUT_TAIL_CHARS))
         # Redact before cutting the tail, so a secret cut in half is still found.
         text = redact(out.read().decode("utf-8", errors="replace"))
-    if timed_out:
+    if stopped == children.TIMEOUT:
         note = f"\n[killed by the runner: the push ran longer than its timeout of {timeout:g} s]"
-        return rc, (text + note)[-OUTPUT_TAIL_CHARS:], True
-    return rc, text[-OUTPUT_TAIL_CHARS:], False
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    """SIGTERM the command's session (git removes its lock files on SIGTERM), then SIGKILL."""
-    for sig, grace in ((signal.SIGTERM, _TERM_GRACE_S), (signal.SIGKILL, None)):
-        if proc.poll() is not None:
-            return
-        try:
-            # Race: the command may exit between poll() and here; its pid (the
-            # group id) stays reserved until we reap it, so this cannot hit a stranger.
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=grace)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+    elif stopped == children.OUTPUT:
+        note = (f"\n[killed by the runner: the push wrote more than its bound of "
+                f"{MAX_PUSH_OUTPUT_BYTES:,} bytes of output]")
+    else:
+        return rc, text[-OUTPUT_TAIL_CHARS:], None
+    return rc, (text + note)[-OUTPUT_TAIL_CHARS:], stopped
 
 
 class PushFailure(NamedTuple):
@@ -306,7 +292,7 @@ class Anchorer:
             proc = self._proc
             self._push_cv.notify_all()
         if not pushed and proc is not None:
-            _kill_group(proc)
+            children.kill_group(proc)
         if self._worker is not None:
             self._worker.join()
         with self._push_cv:
@@ -320,7 +306,7 @@ class Anchorer:
             proc = self._proc
             self._push_cv.notify_all()
         if proc is not None:
-            _kill_group(proc)
+            children.kill_group(proc)
         if self._worker is not None:
             self._worker.join()
 
@@ -351,22 +337,22 @@ class Anchorer:
                         return
                     seq, self._pending = self._pending, None
                     give_up = self._give_up
-                timed_out = False
+                stopped = None
                 if give_up:
                     rc, output = None, "not run: finish()'s push_timeout was spent on an earlier push"
                 else:
                     assert self._command is not None
                     # The final anchor's push is bounded by finish()'s push_timeout.
                     timeout = None if seq == self._final_seq else self.push_timeout_s
-                    rc, output, timed_out = _run_command(self._command, self._anchors.path.resolve(),
+                    rc, output, stopped = _run_command(self._command, self._anchors.path.resolve(),
                                                          self._cwd, self._started, timeout)
                     with self._push_cv:
                         self._proc = None
-                        if self._give_up and rc != 0 and not timed_out:
+                        if self._give_up and rc != 0 and stopped is None:
                             output = (output + "\n[killed by the runner after finish()'s push_timeout]"
                                       )[-OUTPUT_TAIL_CHARS:]
                 with self._push_cv:
-                    self._note_push(seq, rc, output, timed_out)  # by the time its line is written
+                    self._note_push(seq, rc, output, stopped)  # by the time its line is written
                 t = self._clock.now()
                 self._pushes.append({"event": "push", "t": t, "anchor_seq": seq, "rc": rc, "output": output})
                 with self._push_cv:
@@ -377,13 +363,16 @@ class Anchorer:
             with self._push_cv:
                 self._push_cv.notify_all()
 
-    def _note_push(self, seq: int, rc: int | None, output: str, timed_out: bool) -> None:
+    def _note_push(self, seq: int, rc: int | None, output: str, stopped: str | None) -> None:
         """Keep a failed push for the progress display; under _push_cv."""
         if rc == 0:
             return
         problem = problem_line(output)
-        if timed_out:
+        if stopped == children.TIMEOUT:
             problem = f"timed out after {self.push_timeout_s:g} s and killed; its output: {problem}"
+        elif stopped == children.OUTPUT:
+            problem = (f"killed for writing more than {MAX_PUSH_OUTPUT_BYTES:,} bytes of output; "
+                       f"its output: {problem}")
         self._failures.append(PushFailure(seq, rc, problem))
 
     # --- what the progress display reads (thread-safe) ------------------------
@@ -403,7 +392,7 @@ class Anchorer:
         if give_up:
             # Race: finish() gave up between our taking the seq and the Popen;
             # it saw no process to kill, so we do it.
-            _kill_group(proc)
+            children.kill_group(proc)
 
 
 # --- after the run -------------------------------------------------------------

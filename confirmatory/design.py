@@ -34,6 +34,11 @@ from pydantic import (
 # A slug becomes a path component under the run directory (RECORDS.md Layout);
 # "." and ".." match the character class but would walk the tree, so refuse them.
 SLUG_RE = re.compile(r"[A-Za-z0-9._-]+")
+# A file system takes a path component of at most 255 bytes, and a record's
+# path holds three slugs (model, household, arm): longer ones would pass
+# `check` and then fail at the run directory's creation, or at the first
+# attempt of that household, hours into the run.
+MAX_SLUG_CHARS = 128
 ENTRY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 SHA256_RE = re.compile(r"[0-9a-f]{64}")
 
@@ -49,6 +54,9 @@ def slug_problem(value: str) -> str | None:
     """Why ``value`` is not a slug, or None."""
     if not SLUG_RE.fullmatch(value):
         return f"must be a slug of [A-Za-z0-9._-] (got {value!r})"
+    if len(value) > MAX_SLUG_CHARS:
+        return (f"must be at most {MAX_SLUG_CHARS} characters, as it becomes a path component of the run "
+                f"records (got {len(value)}: {value[:40]!r}...)")
     if set(value) == {"."}:
         return f"must not be only dots (got {value!r})"
     return None

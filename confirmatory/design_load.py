@@ -28,7 +28,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from confirmatory.redaction import HEADER_KEYS, is_secret_name, redact
+from confirmatory.redaction import HEADER_KEYS, find_secrets, is_secret_name
 
 from confirmatory.design import (
     ENTRY_RE,
@@ -50,11 +50,15 @@ def load_design(path: Path | str, *, workers: int | None = None) -> LoadedDesign
     except OSError as exc:
         raise DesignError([f"design: cannot read {path}: {exc.strerror or exc}"]) from None
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise DesignError([f"design: not UTF-8 ({exc.reason} at byte {exc.start})"]) from None
+    # Before the TOML: a design that cannot be read must not hide a credential.
+    raw_problems = raw_credential_problems(text)
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise DesignError([f"design: not valid TOML: {exc}"]) from None
+        raise DesignError([*raw_problems, f"design: not valid TOML: {exc}"]) from None
 
     base_dir = path.resolve().parent
     # Field problems first: a cross-entry problem is often their consequence
@@ -73,6 +77,7 @@ def load_design(path: Path | str, *, workers: int | None = None) -> LoadedDesign
         problems.append(f"engine.workers_per_model: the design says {declared_workers!r}, --workers says {workers}")
 
     problems.extend(credential_problems(data))
+    problems.extend(raw_problems)
     households = _read_households(data.get("households"), base_dir, problems)
     pins = _verify_pins(data.get("harness"), base_dir, problems)
     _check_entries(data, base_dir, problems)
@@ -111,8 +116,9 @@ def credential_problems(data: Any) -> list[str]:
     (``api_key``, ``token``, ...; ``redaction.is_secret_name``), a header of
     such a name (or Authorization, Cookie) in a header table, and anywhere in
     the design a string holding a token's shape (``sk-...``, ``Bearer ...``)
-    or the value of a secret-named environment variable (``redaction.redact``
-    would change it)."""
+    or the value of a secret-named environment variable
+    (``redaction.find_secrets``, as ``raw_credential_problems`` finds them in
+    the text)."""
     problems: list[str] = []
     models = data.get("models") if isinstance(data, dict) else None
     for i, spec in enumerate(models if isinstance(models, list) else []):
@@ -127,7 +133,7 @@ def credential_problems(data: Any) -> list[str]:
 
     def walk(value: Any, key: str) -> None:
         if isinstance(value, str):
-            if redact(value) != value and not any(p.startswith(f"{key}:") for p in problems):
+            if find_secrets(value) and not any(p.startswith(f"{key}:") for p in problems):
                 problems.append(f"{key}: holds what looks like a credential; {_PUBLISHED}")
         elif isinstance(value, dict):
             for k, v in value.items():
@@ -201,6 +207,22 @@ def validation_problems(exc: ValidationError) -> list[str]:
             # Root-level checks (cross_problems) already name their keys.
             lines.append(f"{key}: {line}" if key else line)
     return lines
+
+
+def raw_credential_problems(text: str) -> list[str]:
+    """Credentials anywhere in the design's text, one problem per line that
+    holds one: design.toml is published byte for byte, so a comment or a key
+    name is published as a value is, and ``credential_problems`` (which reads
+    the parsed values) sees neither. Found as redaction finds them
+    (``redaction.find_secrets``: token shapes, secret-named environment
+    variables' values); the message names the line, never the secret."""
+    problems: list[str] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if found := find_secrets(line):
+            problems.append(f"line {number}: holds {' and '.join(found)}; remove it: the design file is copied byte "
+                            "for byte, comments and key names included, into the run directory, which is published; "
+                            "give a credential in the environment instead")
+    return problems
 
 
 def sha256_file(path: Path) -> str:

@@ -17,11 +17,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, Sequence
 
+from confirmatory import children
+
+
 class ReadFailed(Exception):
     """A reading could not be taken (a value of the world, not a bug)."""
 
 
 READ_ERRORS = (ReadFailed, OSError)
+
+# A command's output is read into memory: past this much of its stdout it is
+# stopped and the read fails (a log printed without end, a wrong command).
+MAX_COMMAND_OUTPUT_BYTES = 16 << 20
+# Of its stderr only the end is kept, for the message of a failed read.
+STDERR_TAIL_BYTES = 4096
+# The longest line a source reports. A longer one is cut to its first
+# MAX_LINE_BYTES, with a note: a rule still matches a message at its start,
+# and a file's line that never ends is reported when it passes this, at the
+# time it was read, while what follows up to its newline is dropped, not kept.
+MAX_LINE_BYTES = 64 << 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +59,59 @@ def _decode_lines(chunks: list[bytes]) -> list[str]:
     return out
 
 
+def _cut_note(what: str, cut: int) -> str:
+    """The note for ``cut`` lines of ``what`` cut at MAX_LINE_BYTES."""
+    said, each = ((f"a line of {what} was cut", "its start is") if cut == 1 else
+                  (f"{cut} lines of {what} were cut", "the start of each is"))
+    return (f"{said} at {MAX_LINE_BYTES:,} bytes (MAX_LINE_BYTES): {each} reported as a line, "
+            "the rest of it up to its newline dropped")
+
+
+class _Lines:
+    """What one read of a file finds: its complete lines, each at most
+    MAX_LINE_BYTES (``cut``: how many were longer), and the unfinished rest,
+    never longer. Made from the source's state and committed to it only at
+    the end of the read (FileSource)."""
+
+    def __init__(self, pending: bytes, dropping: bool):
+        self.pending = pending
+        # The bytes up to the next newline are not a line to report: the
+        # rest of the line being written at baseline, or of a line cut.
+        self.dropping = dropping
+        self.lines: list[bytes] = []
+        self.cut = 0
+
+    def feed(self, data: bytes) -> None:
+        """The bytes read next from the file."""
+        parts = (self.pending + data).split(b"\n")
+        rest = parts.pop()
+        if self.dropping:
+            if not parts:
+                self.pending = b""
+                return
+            parts, self.dropping = parts[1:], False
+        for line in parts:
+            if len(line) > MAX_LINE_BYTES:
+                line, self.cut = line[:MAX_LINE_BYTES], self.cut + 1
+            self.lines.append(line)
+        if len(rest) > MAX_LINE_BYTES:
+            # A line that passes the bound before its newline is reported now.
+            self.lines.append(rest[:MAX_LINE_BYTES])
+            self.cut += 1
+            rest, self.dropping = b"", True
+        self.pending = rest
+
+    def end_file(self) -> None:
+        """The file is left (rotation): its unfinished last line is a line."""
+        if self.pending and not self.dropping:
+            self.lines.append(self.pending)
+        self.restart()
+
+    def restart(self) -> None:
+        """Reading starts again at a file's first byte."""
+        self.pending, self.dropping = b"", False
+
+
 class FileSource:
     """Follows a file like `tail -F`: only bytes appended after the first read.
 
@@ -53,7 +120,8 @@ class FileSource:
     Reads use `os.pread` and commit their state only at the end, so a read
     that fails half-way can be retried without losing or repeating lines.
     A missing file is not a failure (logs are often created lazily); it is
-    noted once, and a file that appears later is read from its start.
+    noted once, and a file that appears later is read from its start. A line
+    longer than MAX_LINE_BYTES is cut (``_Lines``), with a note.
     """
 
     def __init__(self, name: str, path: str | os.PathLike):
@@ -63,24 +131,25 @@ class FileSource:
         self._fd: int | None = None
         self._ident: tuple[int, int] | None = None
         self._offset = 0
-        self._pending = b""
-        self._skip_partial = False  # the line being written at baseline is not ours
+        self._pending = b""  # the unfinished last line, at most MAX_LINE_BYTES
+        self._dropping = False  # up to the next newline, bytes are dropped (_Lines)
         self._missing_noted = False
 
     def read_new(self) -> SourceRead:
         if not self._started:
             return self._baseline()
         notes: list[str] = []
-        lines: list[bytes] = []
-        pending, skip, offset = self._pending, self._skip_partial, self._offset
+        found, offset = _Lines(self._pending, self._dropping), self._offset
         if self._fd is not None:
             if os.fstat(self._fd).st_size < offset:
                 # Race: truncated and refilled past `offset` between two reads looks
                 # like growth; what was written before the refill is then lost.
                 notes.append(f"{self.path} truncated below byte {offset}; reading it again from the start")
-                pending, skip, offset = b"", False, 0
+                found.restart()
+                offset = 0
             data = _pread_all(self._fd, offset)
-            pending, offset = pending + data, offset + len(data)
+            found.feed(data)
+            offset += len(data)
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
@@ -96,30 +165,28 @@ class FileSource:
             try:
                 if self._fd is not None:
                     notes.append(f"{self.path} was replaced (rotation); the old file was read to its end")
-                    old_lines, rest, skip = _split_lines(pending, skip)
-                    lines.extend(old_lines)
-                    if rest and not skip:
-                        lines.append(rest)  # the old file's unfinished last line
+                    found.end_file()
                 else:
                     notes.append(f"{self.path} appeared; reading it from the start")
-                pending, skip, offset = b"", False, 0
+                    found.restart()
                 data = _pread_all(new_fd, 0)
-                pending, offset = data, len(data)
+                found.feed(data)
+                offset = len(data)
                 ident = (os.fstat(new_fd).st_dev, os.fstat(new_fd).st_ino)
             except BaseException:
                 os.close(new_fd)
                 raise
             missing_noted = False
-        parts, pending, skip = _split_lines(pending, skip)
-        lines.extend(parts)
+        if found.cut:
+            notes.append(_cut_note(str(self.path), found.cut))
         # Commit: nothing above changed the source's state.
         if new_fd is not None:
             if self._fd is not None:
                 os.close(self._fd)
             self._fd, self._ident = new_fd, ident
-        self._pending, self._skip_partial, self._offset = pending, skip, offset
+        self._pending, self._dropping, self._offset = found.pending, found.dropping, offset
         self._missing_noted = missing_noted
-        return SourceRead(lines=tuple(_decode_lines(lines)), notes=tuple(notes))
+        return SourceRead(lines=tuple(_decode_lines(found.lines)), notes=tuple(notes))
 
     def _baseline(self) -> SourceRead:
         try:
@@ -134,7 +201,7 @@ class FileSource:
             os.close(fd)
             raise
         self._fd, self._ident, self._offset = fd, (st.st_dev, st.st_ino), st.st_size
-        self._skip_partial = last != b"\n"
+        self._dropping = last != b"\n"  # the line being written at baseline is not ours
         self._started = True
         return SourceRead()
 
@@ -142,15 +209,6 @@ class FileSource:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
-
-
-def _split_lines(data: bytes, skip_first: bool) -> tuple[list[bytes], bytes, bool]:
-    """(complete lines, unfinished rest, still skipping) - `skip_first` drops the baseline's partial line."""
-    parts = data.split(b"\n")
-    rest = parts.pop()
-    if skip_first and parts:
-        parts, skip_first = parts[1:], False
-    return parts, rest, skip_first
 
 
 def _pread_all(fd: int, offset: int) -> bytes:
@@ -171,7 +229,10 @@ class CommandSource:
     earlier output held k copies, so a log that repeats a message still
     shows each repeat once.  A command must exit: a follow-mode command
     (`-f`, `--follow`) would time out (see docs/HOST.md for the alternatives).
-    A non-zero exit status is a failed read.
+    A non-zero exit status is a failed read, and so is output past
+    MAX_COMMAND_OUTPUT_BYTES. It runs in a session of its own
+    (``confirmatory.children``), so a timeout or that bound stops every
+    process it started.
     """
 
     def __init__(self, name: str, argv: Sequence[str], *, timeout_s: float = 10.0,
@@ -184,15 +245,24 @@ class CommandSource:
 
     def read_new(self) -> SourceRead:
         try:
-            proc = subprocess.run(
-                self.argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=self.timeout_s, cwd=self.cwd
-            )
+            # Its own session: stopped at its timeout, or at the bound on its
+            # output, with every process it started (a shell's pipeline).
+            done = children.run_captured(self.argv, cwd=self.cwd, timeout=self.timeout_s,
+                                         max_stdout=MAX_COMMAND_OUTPUT_BYTES, stderr_tail=STDERR_TAIL_BYTES)
         except (OSError, subprocess.SubprocessError) as exc:
             raise ReadFailed(f"command {self.argv[0]!r}: {type(exc).__name__}: {exc}") from exc
-        if proc.returncode != 0:
-            tail = proc.stderr.decode("utf-8", errors="replace").strip()[-300:]
-            raise ReadFailed(f"command {self.argv[0]!r} exited {proc.returncode}: {tail}")
-        output = _decode_lines(proc.stdout.split(b"\n"))
+        if done.stopped == children.TIMEOUT:
+            raise ReadFailed(f"command {self.argv[0]!r}: TimeoutExpired: it ran longer than its timeout of "
+                             f"{self.timeout_s:g} s; it was stopped with every process it started")
+        if done.stopped == children.OUTPUT:
+            raise ReadFailed(f"command {self.argv[0]!r}: its output exceeded the bound of "
+                             f"{MAX_COMMAND_OUTPUT_BYTES:,} bytes (MAX_COMMAND_OUTPUT_BYTES); "
+                             "it was stopped with every process it started")
+        if done.rc != 0:
+            tail = done.stderr.decode("utf-8", errors="replace").strip()[-300:]
+            raise ReadFailed(f"command {self.argv[0]!r} exited {done.rc}: {tail}")
+        raw = done.stdout.split(b"\n")
+        output = _decode_lines([line[:MAX_LINE_BYTES] for line in raw])
         if self._seen is None:
             self._seen = Counter(output)
             return SourceRead()
@@ -204,7 +274,11 @@ class CommandSource:
                 new.append(line)
         for line, k in copies.items():
             self._seen[line] = max(self._seen[line], k)
-        return SourceRead(lines=tuple(new))
+        # A note for the new lines that were cut (a cut line seen before was noted then).
+        long = set(_decode_lines([line[:MAX_LINE_BYTES] for line in raw if len(line) > MAX_LINE_BYTES]))
+        cut = sum(line in long for line in new)
+        notes = (_cut_note(f"command {self.argv[0]!r}'s output", cut),) if cut else ()
+        return SourceRead(lines=tuple(new), notes=notes)
 
 
 def _field(item: Any, key: str) -> Any:

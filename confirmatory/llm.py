@@ -307,10 +307,37 @@ def _sim_prices_for(
 # Calls
 # ---------------------------------------------------------------------------
 
-# An api_base on loopback is the simulated provider (or a local stand-in): it
-# needs a non-empty key but no real one, and none is read from the environment.
+# An api_base on loopback is the simulated provider, a local stand-in or a
+# local gateway. The simulated provider needs a non-empty key but no real one:
+# it is sent SIM_API_KEY, never the environment's. Any other loopback server
+# (an ssh tunnel to a provider, a litellm proxy, vLLM with --api-key) gets the
+# key litellm finds in the environment, and SIM_API_KEY only when there is none
+# (a local server that checks no key).
 _LOOPBACK = ("http://127.0.0.1", "http://localhost", "http://[::1]")
 SIM_API_KEY = "sim-no-key"
+_sim_bases: set[str] = set()
+_env_key_found: dict[tuple[str, str], bool] = {}
+
+
+def serve_as_simulator(api_base: str, serving: bool = True) -> None:
+    """Mark ``api_base`` as the simulated provider's (``SimProvider`` does,
+    while it serves): calls to it carry SIM_API_KEY, never a real key."""
+    (_sim_bases.add if serving else _sim_bases.discard)(api_base.rstrip("/"))
+
+
+def _loopback_key(model: Any, api_base: str) -> str | None:
+    """SIM_API_KEY for the simulated provider, or for a loopback server when
+    the environment holds no key for the model; else None (litellm's own key)."""
+    if api_base.rstrip("/") in _sim_bases:
+        return SIM_API_KEY
+    key = (model.litellm_model, api_base)
+    if key not in _env_key_found:
+        try:
+            found = not _lib().validate_environment(model=model.litellm_model).get("missing_keys")
+        except Exception:  # noqa: BLE001 - a provider litellm cannot check: no key of its own
+            found = False
+        _env_key_found[key] = found
+    return None if _env_key_found[key] else SIM_API_KEY
 
 
 class ModelLike(Protocol):
@@ -396,7 +423,9 @@ def _route(model: ModelLike) -> dict[str, Any]:
     if api_base:
         kwargs["api_base"] = api_base
     if _is_loopback(api_base):
-        kwargs["api_key"] = SIM_API_KEY
+        api_key = _loopback_key(model, api_base)
+        if api_key is not None:
+            kwargs["api_key"] = api_key
     return kwargs
 
 

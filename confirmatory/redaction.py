@@ -31,6 +31,22 @@ _PATTERNS = (
     (re.compile(r"\bxox[abpr]-[A-Za-z0-9\-]{10,}"), "[redacted:slack-token]"),
     (re.compile(r"\bAIza[0-9A-Za-z_\-]{30,}"), "[redacted:google-key]"),
 )
+# What each of _PATTERNS finds, said without the secret (a refusal names it).
+_SHAPES = (
+    "an API key (sk-…)",
+    "a bearer token (Bearer …)",
+    "a Basic authorization credential (Basic …)",
+    "an AWS access key (AKIA…)",
+    "a GitHub token (ghp_…)",
+    "a Slack token (xox…)",
+    "a Google API key (AIza…)",
+)
+# "Bearer bonds", "Basic allowance": prose matches the two header shapes.
+# Where text is refused rather than redacted, a header credential must also
+# look made, not written: a digit, a base64 or token sign, or a capital
+# after a small letter (dXNlcjpwYXNz).
+_HEADER_SHAPES = (1, 2)
+_MADE = re.compile(r"[0-9+/=._~]|[a-z][A-Z]")
 
 
 def is_secret_name(name: str) -> bool:
@@ -48,6 +64,29 @@ def secret_values(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     for name, value in env.items():
         if is_secret_name(name) and len(value) >= MIN_SECRET_LEN:
             found.setdefault(value, name)
+    return found
+
+
+def find_secrets(text: str, environ: Mapping[str, str] | None = None) -> list[str]:
+    """What in ``text`` ``redact`` would remove, said without the secret:
+    "the value of the environment variable NAME" or a token's shape ("an API
+    key (sk-…)"), once each, in that order. Stricter than ``redact``, for
+    refusing text a person wrote (a design file): a variable's value counts
+    only as a whole word (not inside a longer run of letters and digits, such
+    as a sha256 digest), and a Bearer or Basic credential only if it looks
+    made (``_MADE``)."""
+    found: list[str] = []
+    for value, name in sorted(secret_values(environ).items(), key=lambda kv: -len(kv[0])):
+        before = r"(?<![A-Za-z0-9])" if value[0].isalnum() else ""
+        after = r"(?![A-Za-z0-9])" if value[-1].isalnum() else ""
+        if re.search(before + re.escape(value) + after, text):
+            found.append(f"the value of the environment variable {name}")
+    for i, ((pattern, _), shape) in enumerate(zip(_PATTERNS, _SHAPES, strict=True)):
+        for match in pattern.finditer(text):
+            if i in _HEADER_SHAPES and not _MADE.search(match.group(0).split(None, 1)[1]):
+                continue
+            found.append(shape)
+            break
     return found
 
 

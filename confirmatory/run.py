@@ -57,6 +57,14 @@ def ignore_interrupts() -> None:
             signal.signal(s, signal.SIG_IGN)
 
 
+def _inherited_ignore(signum: int) -> bool:
+    """Whether ``signum`` is SIGHUP and the process was started ignoring it
+    (``nohup``): the runner then leaves it ignored. SIGINT and SIGTERM are
+    always taken: a background job of a script ignores SIGINT without asking,
+    and SIGTERM is how a service manager or a person stops the run."""
+    return signum == getattr(signal, "SIGHUP", None) and signal.getsignal(signum) is signal.SIG_IGN
+
+
 @dataclass(frozen=True)
 class RunResult:
     status: str  # "completed", "stopped", "ceiling"
@@ -144,8 +152,10 @@ class Run:
             # Before the run directory exists: a signal from here on is noted,
             # and the run then stops at once with cause interrupt, closed and
             # anchored, instead of dying half-built. SIGHUP (the terminal or
-            # ssh session closed) is an interrupt too.
-            self._old_handlers = {s: signal.signal(s, self._on_signal) for s in INTERRUPT_SIGNALS}
+            # ssh session closed) is an interrupt too, unless the process was
+            # started ignoring it: under `nohup` the run outlives its terminal.
+            self._old_handlers = {s: signal.signal(s, self._on_signal) for s in INTERRUPT_SIGNALS
+                                  if not _inherited_ignore(s)}
         self.harness = resolve_entry(self.design.harness.entry, self.loaded.base_dir)
         factory = resolve_entry(self.design.engine.factory, self.loaded.base_dir)
         self.files = create_run_dir(self.loaded, self.run_dir, clock=self.clock, config=self._config)

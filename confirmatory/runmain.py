@@ -286,11 +286,56 @@ def _say(text: str) -> None:
         pass
 
 
+# The classes whose arm result is an observation (DESIGN.md: ok, and the
+# model's own doing); every other class that stands is a failure.
+_OBSERVED = ("ok", "model")
+
+
+def result_lines(run_dir: Path) -> list[str]:
+    """A line per model: its arm results by the class that stands (the last
+    attempt of each household and arm), read back from its run.jsonl; a
+    model none of whose results is an observation is said so loudly (a
+    provider unreachable for the whole run still "completes": each failure
+    was rerun, then kept, as the rules say)."""
+    import json
+
+    from confirmatory.chain import iter_lines
+
+    try:
+        models = json.loads((run_dir / "manifest.json").read_text()).get("models") or []
+    except (OSError, ValueError):
+        return []
+    lines = []
+    for model in models:
+        last: dict[tuple[Any, Any], Any] = {}
+        try:
+            for line in iter_lines(run_dir / "models" / str(model) / "run.jsonl"):
+                obj = line.obj
+                if obj.get("event") == "attempt":
+                    last[(obj.get("household"), obj.get("arm"))] = obj.get("class")
+        except Exception:  # noqa: BLE001 - a damaged log: verify reports it; count what was read
+            pass
+        if not last:
+            continue
+        counts: dict[str, int] = {}
+        for cls in last.values():
+            counts[str(cls)] = counts.get(str(cls), 0) + 1
+        tally = ", ".join(f"{c} {n}" for c, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+        if not any(counts.get(c) for c in _OBSERVED):
+            lines.append(f"  {model}: NO OBSERVATION: none of its {len(last)} arm results is ok or the model's "
+                         f"own ({tally}); see models/{model}/run.jsonl")
+        else:
+            lines.append(f"  {model}: {len(last)} arm results: {tally}")
+    return lines
+
+
 def report(result: Any) -> int:
     from confirmatory.money import format_usd
 
     _say(f"run {result.status}: {result.run_dir}")
     _say(f"  spend {format_usd(result.spend_total_nusd)}")
+    for line in result_lines(Path(result.run_dir)):
+        _say(line)
     # Whatever the ending, the reviewer needs the witness to hold the final anchor.
     unwitnessed = result.final_push_rc not in (None, 0)
     if not result.final_anchor_written:

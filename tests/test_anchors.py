@@ -15,6 +15,7 @@ from confirmatory.anchors import Anchorer, push_anchor_command
 from confirmatory.chain import ChainWriter, dumps, check_chain, iter_lines, log_seed, prefix_head, write_json_durable
 from confirmatory.clock import Clock, FakeClock
 from confirmatory.witness import check_witness
+from processes import process_gone
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "confirmatory_anchor.py"
 PY = sys.executable
@@ -295,19 +296,6 @@ HANG_ONCE = [PY, "-c", "import pathlib,subprocess,sys,time\n"
              "print('pushed')"]
 
 
-def _gone(pid: int, timeout: float = 10) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                    return True  # dead, waiting for its new parent to reap it
-        except FileNotFoundError:
-            return True
-        time.sleep(0.05)
-    return False
-
-
 def test_a_push_during_the_run_gets_half_the_anchor_interval_and_at_least_a_minute(tmp_path):
     run = RunDir(tmp_path)
     assert run.anchorer(interval_s=900).push_timeout_s == 450
@@ -315,26 +303,54 @@ def test_a_push_during_the_run_gets_half_the_anchor_interval_and_at_least_a_minu
     assert run.anchorer(interval_s=10, push_timeout_s=5).push_timeout_s == 5
 
 
-def test_a_push_that_hangs_during_the_run_is_killed_at_its_timeout_and_retried_at_the_next_anchor(tmp_path):
-    run = RunDir(tmp_path)
-    anchorer = run.anchorer(command=HANG_ONCE, push_timeout_s=0.5)
+def killed_once_then_retried(run: RunDir, command: list[str], *, push_timeout_s: float,
+                             within: float) -> tuple[dict, tuple]:
+    """An anchor whose push with ``command`` the runner kills within ``within`` s,
+    then one whose push returns 0; (the first push line, its push_failures entry)."""
+    anchorer = run.anchorer(command=command, push_timeout_s=push_timeout_s)
     try:
         started = time.monotonic()
         anchorer.anchor()
-        hung = run.wait_for_pushes(1, timeout=15)[0]
-        assert time.monotonic() - started < 15  # not the 60 s the command would hang
-        assert hung["anchor_seq"] == 1 and hung["rc"] < 0  # killed by a signal
-        assert "pushing" in hung["output"] and "longer than its timeout of 0.5 s" in hung["output"]
-        # The whole session went, not just the command: a git under it would hold no lock.
-        assert _gone(int((tmp_path / "grandchild").read_text()))
+        first = run.wait_for_pushes(1, timeout=within + 10)[0]
+        assert time.monotonic() - started < within
         (failure,) = anchorer.push_failures  # noted before its push line is written
-        assert failure[:2] == (1, hung["rc"]) and failure.tail.startswith("timed out after 0.5 s and killed")
         anchorer.anchor()
         retried = run.wait_for_pushes(2)[1]
         assert retried["anchor_seq"] == 2 and retried["rc"] == 0
     finally:
-        rc = anchorer.finish(push_timeout=1)  # its threads are not daemons: end them even on failure
+        rc = anchorer.finish(push_timeout=5)  # its threads are not daemons: end them even on failure
     assert rc == 0
+    assert first["anchor_seq"] == 1 and first["rc"] < 0  # killed by a signal
+    assert failure[:2] == (1, first["rc"])
+    return first, failure
+
+
+def test_a_push_that_hangs_during_the_run_is_killed_at_its_timeout_and_retried_at_the_next_anchor(tmp_path):
+    run = RunDir(tmp_path)
+    hung, failure = killed_once_then_retried(run, HANG_ONCE, push_timeout_s=0.5,
+                                             within=15)  # not the 60 s the command would hang
+    assert "pushing" in hung["output"] and "longer than its timeout of 0.5 s" in hung["output"]
+    # The whole session went, not just the command: a git under it would hold no lock.
+    assert process_gone(int((tmp_path / "grandchild").read_text()))
+    assert failure.tail.startswith("timed out after 0.5 s and killed")
+
+
+# The first push writes 20 MB of output and then hangs; every later push succeeds at once.
+FLOOD_ONCE = ["sh", "-c", "if [ ! -e flooded ]; then touch flooded; yes | head -c 20000000; sleep 30; fi; echo pushed"]
+
+
+def test_a_push_that_floods_its_output_is_stopped_at_8_mib_and_retried_at_the_next_anchor(tmp_path):
+    """A push's output goes to a temporary file: a command writing without
+    end filled it for up to its timeout (450 s at the default interval), and
+    the run stopped at its disk floor if the temporary directory was on the
+    run's disk. Past MAX_PUSH_OUTPUT_BYTES it is stopped, a failed push."""
+    run = RunDir(tmp_path)
+    flooded, failure = killed_once_then_retried(run, FLOOD_ONCE, push_timeout_s=8,
+                                                within=6)  # stopped at the bound, not at its timeout
+    assert len(flooded["output"]) == 2000
+    assert flooded["output"].endswith("y\ny\n\n[killed by the runner: the push wrote more than its bound "
+                                      "of 8,388,608 bytes of output]")
+    assert failure.tail.startswith("killed for writing more than 8,388,608 bytes of output")
 
 
 def test_the_final_push_is_bounded_by_finish_not_by_the_timeout_of_pushes_during_the_run(tmp_path):

@@ -102,6 +102,7 @@ def test_a_loaded_design_is_frozen():
     ('{"id": null}', 'line 7: "id" must be a string slug (got None)'),
     ('{"id": "has space"}', 'line 7: "id" must be a slug'),
     ('{"id": ".."}', 'line 7: "id" must not be only dots'),
+    ('{"id": "%s"}' % ("h" * 303), 'line 7: "id" must be at most 128 characters, as it becomes a path component'),
     ('{"id": "m-03"}', 'line 7: duplicate household id "m-03"'),
 ])
 def test_a_bad_household_line_is_refused_naming_its_line(tmp_path, line, expected):
@@ -184,7 +185,7 @@ def test_decoding_params_are_checked_where_the_runner_relies_on_them(params, wor
         ModelSpec(**spec(params=params))
 
 
-@pytest.mark.parametrize("name", ["a/b", "", ".", "..", "x y", "é"])
+@pytest.mark.parametrize("name", ["a/b", "", ".", "..", "x y", "é", "a" * 129, "a" * 300])
 def test_a_name_that_cannot_be_a_path_component_is_not_a_slug(name):
     with pytest.raises(ValidationError):
         ModelSpec(**spec(name=name))
@@ -251,3 +252,9 @@ def test_a_design_without_an_anchor_command_is_refused(tmp_path):
     with pytest.raises(DesignError) as info:
         load_design(design)
     assert "anchors: missing" in info.value.problems
+
+
+def test_a_slug_of_128_characters_is_one_and_of_129_is_refused_naming_its_length():
+    ModelSpec(**spec(name="a" * 128))
+    with pytest.raises(ValidationError, match="must be at most 128 characters.*got 129"):
+        ModelSpec(**spec(name="a" * 129))

@@ -240,6 +240,15 @@ CASES: dict[str, tuple[Callable[[Study], str | None], str]] = {
         lambda s: s.add_household_line('{"id": "M-01"}'),
         'households.path: "minimal-households.jsonl" line 7: household id "M-01" differs from "m-01" (line 1)'
         " only in case; as paths they collide on a case-insensitive filesystem"),
+    # Before: check passed, run raised OSError "File name too long" (a model)
+    # or stopped every model at that household's first attempt (a household).
+    "a model name longer than a path component takes": (
+        lambda s: s.edit('name = "sloppy"', f'name = "{"s" * 300}"'),
+        "models[1].name: must be at most 128 characters, as it becomes a path component of the run records"
+        " (got 300: "),
+    "a household id longer than a path component takes": (
+        lambda s: s.add_household_line(f'{{"id": "{"h" * 303}"}}'),
+        'households.path: "minimal-households.jsonl" line 7: "id" must be at most 128 characters'),
 }
 
 
@@ -498,3 +507,74 @@ def test_unpinned_files_are_found_through_lazy_imports_and_the_engine_workers_mo
     for name in (lazy, factory, worker):
         assert f"{name}.py" in note, (name, note)
     assert unrelated not in note, note
+
+
+SECRET = "sk-test-SECRET123"
+
+
+def _comment_with_a_token(s: Study, monkeypatch) -> int:
+    s.edit("[study]\n", f'[study]\n# old: api_key = "{SECRET}"\n')
+    return s.design.read_text().splitlines().index(f'# old: api_key = "{SECRET}"') + 1
+
+
+def _comment_with_an_environment_secret(s: Study, monkeypatch) -> int:
+    # No token shape: only the environment's value can find it.
+    monkeypatch.setenv("STUDY_SERVICE_TOKEN", "a1b2c3d4e5f6a7b8c9d0")
+    s.edit("[study]\n", "[study]\n# the service wants a1b2c3d4e5f6a7b8c9d0 in its header\n")
+    return s.design.read_text().splitlines().index("# the service wants a1b2c3d4e5f6a7b8c9d0 in its header") + 1
+
+
+def _table_key_with_a_token(s: Study, monkeypatch) -> int:
+    s.edit("features = { tools = [] }", f'features = {{ tools = [], "{SECRET}" = true }}')
+    return s.design.read_text().splitlines().index(f'features = {{ tools = [], "{SECRET}" = true }}') + 1
+
+
+RAW_CASES = {
+    "a comment holding an sk- token": (_comment_with_a_token, SECRET, "holds an API key (sk-…)"),
+    "a comment holding an environment secret's value": (
+        _comment_with_an_environment_secret, "a1b2c3d4e5f6a7b8c9d0",
+        "holds the value of the environment variable STUDY_SERVICE_TOKEN"),
+    "a table key holding an sk- token": (_table_key_with_a_token, SECRET, "holds an API key (sk-…)"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RAW_CASES))
+def test_a_credential_in_a_comment_or_a_key_name_is_refused_by_line_without_echoing_it(tmp_path, capsys,
+                                                                                      monkeypatch, name):
+    """design.toml is published byte for byte, comments and key names with it:
+    the parsed values are not all of it."""
+    plant, secret, what = RAW_CASES[name]
+    study = make_study(tmp_path / "study")
+    assert check(study.design).exit_code == 0
+    number = plant(study, monkeypatch)
+    expected = f"{study.design}: line {number}: {what}; remove it: the design file is copied byte for byte"
+
+    result = check(study.design)
+    assert result.exit_code == 3, result.output
+    assert any(line.startswith(expected) for line in result.output.splitlines()), result.output
+    assert secret not in result.output
+
+    runs = tmp_path / "runs"
+    capsys.readouterr()
+    assert run_command(study.design, runs / "r1", quiet=True) == 3
+    err = capsys.readouterr().err
+    assert any(line.startswith(f"  {expected}") for line in err.splitlines()), err
+    assert secret not in err
+    assert not runs.exists(), "a refused run leaves nothing behind"
+
+
+def test_pins_prose_and_short_environment_values_in_a_design_are_not_taken_for_credentials(tmp_path, monkeypatch):
+    study = make_study(tmp_path)
+    pin = study.design.read_text().split('sha256 = "')[1][:64]
+    # A secret-named variable whose value is a piece of a pin in the design: not a whole word there.
+    monkeypatch.setenv("STUDY_SERVICE_TOKEN", pin[10:30])
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-in-the-design-0123")
+    study.edit("[study]\n", "[study]\n# Basic allowance and higher rate; Bearer bonds; a task-runner; disk-image-2024\n")
+    assert check(study.design).exit_code == 0, check(study.design).output
+
+
+@pytest.mark.parametrize("design", sorted(p.name for p in (Path(__file__).parents[1] / "confirmatory" / "demo").glob("*.toml")))
+def test_the_bundled_designs_still_load(design, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-openai-0123456789abcdef")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-0123456789abcdef")
+    load_design(Path(__file__).parents[1] / "confirmatory" / "demo" / design)

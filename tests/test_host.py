@@ -4,6 +4,7 @@ Threaded tests use real short intervals (0.05 s) and the real `Clock`.
 """
 
 import os
+import shlex
 import sys
 import threading
 import time
@@ -22,6 +23,7 @@ from confirmatory.hostrules import NO_SAMPLE_AFTER, HostParams, HostVerdict, att
 from confirmatory.testing.hostfakes import (
     TEST_SEED, BackStepClock, Crash, Fail, FakeEvidenceSource, ScriptedReaders, Stall, open_host_log,
 )
+from processes import killed_afterwards, process_gone
 
 FAST = dict(sample_interval_s=0.05, max_gap_s=0.5, sampler_failure_s=30.0, read_tries=5,
             pressure_threshold=10.0)
@@ -430,6 +432,52 @@ def test_a_file_that_appears_after_the_start_is_read_from_its_beginning(tmp_path
     assert read.lines == ("one", "two") and any("appeared" in n for n in read.notes)
 
 
+CAP = 65536  # hostsources.MAX_LINE_BYTES, as docs/HOST.md gives it
+
+
+def test_a_file_line_that_passes_64_kib_is_reported_at_once_cut_and_its_rest_dropped(tmp_path):
+    """A line without a newline was kept until its newline came: a writer
+    that never ends its line (a binary written to the log, a stuck progress
+    bar) grew the runner's memory without bound, and its message was never
+    read. Past MAX_LINE_BYTES its start is reported at once with a note, the
+    rest of it up to its newline dropped."""
+    log = tmp_path / "guard.log"
+    log.write_text("from before the run, unfinished")
+    source = FileSource("guard", log)
+    source.read_new()
+    append(log, "x" * 100_000 + "\nstart\n")  # the baseline's partial line, however long, is not ours
+    assert source.read_new() == SourceRead(lines=("start",))
+    message = "oom-kill: pid 4242 " + "x" * 100_000
+    append(log, message)
+    read = source.read_new()
+    assert read.lines == (message[:CAP],)
+    assert read.notes == (f"a line of {log} was cut at 65,536 bytes (MAX_LINE_BYTES): its start is "
+                          "reported as a line, the rest of it up to its newline dropped",)
+    append(log, "y" * 100_000)
+    assert source.read_new() == SourceRead()  # still dropping, nothing kept
+    append(log, "y\nnext\n" + "z" * 70_000 + "\n" + "w" * CAP + "\n")
+    read = source.read_new()
+    assert read.lines == ("next", "z" * CAP, "w" * CAP)  # a complete line is cut too; one of CAP bytes is not
+    assert len(read.notes) == 1 and "a line of" in read.notes[0]
+
+
+def test_a_line_cut_at_the_bound_makes_the_attempt_during_which_it_was_written_host(make_monitor, tmp_path):
+    guard = tmp_path / "guard.log"
+    guard.write_text("")
+    monitor, clock, fatals = make_monitor(RealReaders(sources=[FileSource("guard", guard)]))
+    wait_for(lambda: samples(monitor))
+    start = clock.now()
+    append(guard, "Out of memory: Killed process 4242 " + "\x00" * 200_000)  # no newline yet
+    wait_for(lambda: any(line["event"] == "evidence" for line in monitor.lines))
+    end = clock.now()
+    assert monitor.wait_complete(end, threading.Event())
+    reasons = monitor.verdict(start, end).reasons
+    assert any(r.startswith("evidence guard: Out of memory: Killed process 4242") for r in reasons)
+    (note,) = [line for line in monitor.lines if line["event"] == "evidence-note"]
+    assert note["source"] == "guard" and "cut at 65,536 bytes" in note["note"]
+    assert fatals.calls == []
+
+
 def command_printing(path):
     return [sys.executable, "-c", "import sys; sys.stdout.write(open(sys.argv[1]).read())", str(path)]
 
@@ -446,6 +494,20 @@ def test_a_command_source_reports_only_output_lines_it_has_not_printed_before(tm
     assert source.read_new().lines == ("Sleep 11:00",)
 
 
+def test_a_command_output_line_past_64_kib_is_cut_with_a_note(tmp_path):
+    state = tmp_path / "power.txt"
+    state.write_text("Sleep 09:00\n")
+    source = CommandSource("power", command_printing(state))
+    source.read_new()  # baseline
+    append(state, "Wake " + "z" * 100_000 + "\nSleep 10:00\n")
+    read = source.read_new()
+    assert read.lines == (("Wake " + "z" * 100_000)[:CAP], "Sleep 10:00")
+    assert read.notes == (f"a line of command {command_printing(state)[0]!r}'s output was cut at 65,536 bytes "
+                          "(MAX_LINE_BYTES): its start is reported as a line, the rest of it up to its newline "
+                          "dropped",)
+    assert source.read_new() == SourceRead()  # seen before: no line, no note
+
+
 def test_a_command_that_fails_exits_nonzero_or_hangs_is_a_failed_read(tmp_path):
     with pytest.raises(ReadFailed, match="exited 3"):
         CommandSource("x", [sys.executable, "-c", "import sys; sys.exit(3)"]).read_new()
@@ -453,6 +515,57 @@ def test_a_command_that_fails_exits_nonzero_or_hangs_is_a_failed_read(tmp_path):
         CommandSource("x", [sys.executable, "-c", "import time; time.sleep(5)"], timeout_s=0.3).read_new()
     with pytest.raises(ReadFailed):
         CommandSource("x", [str(tmp_path / "no-such-command")]).read_new()
+
+
+def read_fails_and_leaves_no_child(tmp_path, script: str, *, timeout_s: float, match: str,
+                                   within: float, gone_within: float = 5) -> None:
+    """`sh -c script` as a command source, where `{pid}` in the script is a
+    file it writes the pid of a child of the shell to: the read fails
+    (`match`) within `within` s, and that child is gone `gone_within` s later."""
+    pidfile = tmp_path / "pid"
+    source = CommandSource("x", ["sh", "-c", script.format(pid=shlex.quote(str(pidfile)))], timeout_s=timeout_s)
+    with killed_afterwards(pidfile):
+        started = time.monotonic()
+        with pytest.raises(ReadFailed, match=match):
+            source.read_new()
+        assert time.monotonic() - started < within
+        assert process_gone(int(pidfile.read_text()), timeout=gone_within)
+
+
+def test_a_command_behind_a_shell_that_times_out_is_stopped_with_every_process_it_started(tmp_path):
+    """`sh -c "a | b"` that runs past its timeout: stopping the shell alone
+    left its pipeline running (for good, with a follow-mode command), one
+    more stray process at every step. Its whole process group is stopped."""
+    read_fails_and_leaves_no_child(tmp_path, "sh -c 'echo $$ > {pid}; exec sleep 30' | cat",
+                                   timeout_s=0.5, match="TimeoutExpired", within=5)
+
+
+def test_a_commands_child_that_ignores_sigterm_is_killed_after_the_grace(tmp_path):
+    """The group gets SIGTERM, and SIGKILL 3 s later for what is left of it:
+    here a child that outlived the shell, ignoring SIGTERM."""
+    read_fails_and_leaves_no_child(tmp_path, "sh -c 'trap \"\" TERM; echo $$ > {pid}; exec sleep 30' | cat",
+                                   timeout_s=0.5, match="TimeoutExpired", within=10, gone_within=1)
+
+
+def test_a_command_that_floods_its_output_is_stopped_at_16_mib_and_is_a_failed_read(tmp_path):
+    """Its output was all held in memory until the command ended or its
+    timeout came (10 s of `yes`: gigabytes). Past 16 MiB of stdout the
+    command is stopped with its process group and the read fails, saying why."""
+    read_fails_and_leaves_no_child(tmp_path, "sleep 30 & echo $! > {pid}; head -c 40000000 /dev/zero; wait",
+                                   timeout_s=5, match="its output exceeded the bound of 16,777,216 bytes",
+                                   within=4)  # stopped at the bound, not at its timeout
+
+
+def test_a_command_whose_output_stays_past_the_bound_ends_the_run_as_an_evidence_failure(make_monitor):
+    """The sampler retries the read, then writes evidence-failed and reports a
+    runner error, as for any source that cannot be read."""
+    flood = CommandSource("flood", ["head", "-c", "40000000", "/dev/zero"])
+    monitor, _, fatals = make_monitor(RealReaders(sources=[flood]))
+    assert fatals.wait(10)
+    assert fatals.causes == ["runner-error"] and "exceeded the bound" in fatals.calls[0][1]
+    (failed,) = [line for line in monitor.lines if line["event"] == "evidence-failed"]
+    assert failed["source"] == "flood" and failed["tries"] == 5
+    assert "its output exceeded the bound of 16,777,216 bytes" in failed["error"]
 
 
 def test_sources_are_built_from_the_design_entries(tmp_path):

@@ -361,3 +361,75 @@ def test_an_incomplete_responses_reply_without_output_stays_a_truncation():
     finally:
         server.close()
     assert reply.finish_reason == "length" and reply.content is None and reply.cost_usd > 0
+
+
+class _KeyEcho(_OneReply):
+    """A loopback server (a local gateway, an ssh tunnel) that keeps the key each request carried."""
+
+    def __init__(self) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.keys: list[str] = []
+        keys = self.keys
+        data = json.dumps({"id": "c1", "object": "chat.completion", "created": 1, "model": "sim-careful",
+                           "choices": [{"index": 0, "finish_reason": "stop",
+                                        "message": {"role": "assistant", "content": "ok"}}],
+                           "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}}).encode()
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                return
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                keys.append(str(self.headers.get("Authorization")))
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+
+
+@pytest.mark.parametrize("env_key", [None, "sk-local-gateway-key-0123456789"])
+def test_a_loopback_gateway_gets_the_environments_key_and_the_simulator_never_does(monkeypatch, env_key):
+    # An ssh tunnel or a key-checking local gateway (litellm proxy, vLLM
+    # --api-key) on loopback: before, it was always sent "sim-no-key", so
+    # every call failed with an authentication error and the model paused.
+    if env_key is None:
+        monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    else:
+        monkeypatch.setenv("OPENAI_API_KEY", env_key)
+    monkeypatch.setattr(llm, "_env_key_found", {})  # the environment is read afresh
+    gateway = _KeyEcho()
+    try:
+        spec = model_spec("careful", "openai/sim-careful", gateway.url)
+        llm.prepare([spec], SIM_PRICES)
+        assert llm.chat(spec, [{"role": "user", "content": "hi"}]).content == "ok"
+    finally:
+        gateway.close()
+    assert gateway.keys == [f"Bearer {env_key or llm.SIM_API_KEY}"]
+    # The simulated provider (one started in this process) is never sent a real key.
+    sim_key = _KeyEcho()
+    llm.serve_as_simulator(sim_key.url)
+    try:
+        spec = model_spec("careful", "openai/sim-careful", sim_key.url)
+        llm.chat(spec, [{"role": "user", "content": "hi"}])
+    finally:
+        llm.serve_as_simulator(sim_key.url, serving=False)
+        sim_key.close()
+    assert sim_key.keys == [f"Bearer {llm.SIM_API_KEY}"]
+
+
+def test_the_simulated_provider_is_marked_while_it_serves():
+    with SimProvider(FaultPlan()) as provider:
+        url = provider.url
+        assert llm._loopback_key(model_spec("c", "openai/sim-careful", url), url) == llm.SIM_API_KEY
+        assert url.rstrip("/") in llm._sim_bases
+    assert url.rstrip("/") not in llm._sim_bases

@@ -61,16 +61,23 @@ def test_a_stopping_run_says_what_it_waits_for_and_that_a_second_signal_changes_
     run = make_run(tmp_path, households=hh, models=1, install_signals=True, **FAST)
     out = io.StringIO()
     progress = Progress(run, stream=out, table=False)
-    run.start()
-    progress.start()
+    # A terminal's session (the suite itself may run under nohup, which
+    # ignores SIGHUP, and the runner then leaves it ignored).
+    # Restored once the run has closed (and restored its own handlers).
+    hup = signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    try:
+        run.start()
+        progress.start()
 
-    def interrupt():
-        time.sleep(0.3)
-        os.kill(os.getpid(), signal.SIGHUP)  # the terminal closed: an interrupt like any other
-        time.sleep(0.1)
-        os.kill(os.getpid(), signal.SIGINT)
+        def interrupt():
+            time.sleep(0.3)
+            os.kill(os.getpid(), signal.SIGHUP)  # the terminal closed: an interrupt like any other
+            time.sleep(0.1)
+            os.kill(os.getpid(), signal.SIGINT)
 
-    result = watched(run, progress, interrupt)
+        result = watched(run, progress, interrupt)
+    finally:
+        signal.signal(signal.SIGHUP, hup)
     text = out.getvalue()
     assert result.status == "stopped" and result.stop_cause == "interrupt"
     # (the first signal is what stopped it: SIGHUP, the detail of the run's stop line)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -25,12 +26,12 @@ ROOT = Path(__file__).resolve().parent.parent
 FAST = {"engine_factory": "confirmatory.testing.fakes:null_engine"}
 
 
-def start_run(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
-    hh = [{"id": f"hh-{i:03d}", "latency_s": 0.05} for i in range(40)]
+def start_run(tmp_path: Path, *, prefix: tuple[str, ...] = (), households: int = 40) -> tuple[subprocess.Popen, Path]:
+    hh = [{"id": f"hh-{i:03d}", "latency_s": 0.05} for i in range(households)]
     design = write_design(tmp_path / "design", households=hh, models=2, **FAST)
     run_dir = tmp_path / "run"
     proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "scripts" / "confirmatory_run.py"), "run", str(design),
+        [*prefix, sys.executable, str(ROOT / "scripts" / "confirmatory_run.py"), "run", str(design),
          "--out", str(run_dir), "--quiet"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
@@ -55,6 +56,37 @@ def test_sigterm_from_outside_stops_every_lane_and_leaves_a_verifiable_run(tmp_p
     assert report.ok, report.to_table()
     stops = [json.loads(line) for line in (run_dir / "run.jsonl").read_text().splitlines()]
     assert [s["cause"] for s in stops if s["event"] == "stop"] == ["interrupt"]
+
+
+def _caught_and_ignored(pid: int) -> tuple[int, int]:
+    """The process's caught and ignored signal masks (/proc/PID/status)."""
+    fields = dict(line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                  if ":\t" in line)
+    return int(fields["SigCgt"], 16), int(fields["SigIgn"], 16)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("nohup") is None or not Path("/proc/self/status").exists(),
+                    reason="needs nohup and /proc")
+def test_a_run_started_under_nohup_outlives_its_terminal(tmp_path):
+    # README: run it under nohup on a remote machine. nohup's ignored SIGHUP
+    # (the ssh session closed) must stay ignored; SIGTERM still stops the run.
+    proc, run_dir = start_run(tmp_path, prefix=("nohup",), households=200)
+    hup = 1 << (signal.SIGHUP - 1)
+    caught, ignored = _caught_and_ignored(proc.pid)
+    assert ignored & hup and not caught & hup
+    assert caught & (1 << (signal.SIGTERM - 1)) and caught & (1 << (signal.SIGINT - 1))
+    assert proc.poll() is None
+    proc.send_signal(signal.SIGHUP)
+    time.sleep(0.5)
+    assert proc.poll() is None, proc.communicate()[1]  # the run goes on
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 4, err
+    assert f"interrupt: signal {int(signal.SIGTERM)})" in err, err
+    assert f"signal {int(signal.SIGHUP)})" not in err and f"signal {int(signal.SIGHUP)} " not in err, err
+    report = verify_run(run_dir)
+    assert report.ok, report.to_table()
 
 
 @pytest.mark.slow
@@ -137,3 +169,21 @@ def test_a_second_signal_while_the_stopped_runner_exits_changes_nothing(tmp_path
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-3000:]
     report = verify_run(run_dir)
     assert report.ok, report.to_table()
+
+
+def test_the_end_summary_says_when_a_model_has_no_observation_at_all(tmp_path, capsys):
+    # A model whose provider fails every call (unreachable all run): each
+    # failure is rerun, then kept, and the run completes (exit 0), as the
+    # rules say. Before, the summary was only the spend: nothing told the
+    # team that one model's results are all failures.
+    from confirmatory.runmain import run_command
+
+    hh = [{"id": f"hh-{i:03d}", "plan": {"m1:alone/*": "provider", "m1:calculator/*": "provider"}}
+          for i in range(4)]
+    design = write_design(tmp_path / "design", households=hh, models=2, **FAST)
+    assert run_command(design, tmp_path / "run", quiet=True) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert "  m0: 8 arm results: ok 8" in err, err
+    assert ("  m1: NO OBSERVATION: none of its 8 arm results is ok or the model's own (provider 8); "
+            "see models/m1/run.jsonl") in err, err
+    assert verify_run(tmp_path / "run").ok

@@ -33,6 +33,7 @@ from confirmatory.sim.behaviour import (
     truncated,
     unparseable,
 )
+from confirmatory.llm import serve_as_simulator
 from confirmatory.sim.faults import ERROR_TEXT, STATUS_OF, FaultKind, FaultPlan
 
 ATTEMPT_HEADER = "X-Confirmatory-Attempt"
@@ -355,13 +356,16 @@ class SimProvider:
             target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="sim-provider", daemon=True
         )
         self._thread.start()
+        # Calls to it carry the placeholder key, never one of the environment's.
+        serve_as_simulator(self.url)
         return self
 
     def stop(self) -> None:
         """Stop serving; idempotent. A handler still sleeping in a hang is a daemon and is left to end."""
-        server, self._server = self._server, None
-        if server is None:
+        if self._server is None:
             return
+        serve_as_simulator(self.url, serving=False)
+        server, self._server = self._server, None
         server.shutdown()
         server.server_close()
         if self._thread is not None:
