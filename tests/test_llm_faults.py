@@ -301,6 +301,8 @@ class _OneReply:
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
         data = json.dumps(body).encode()
+        self.keys: list[str] = []  # the Authorization each request carried
+        keys = self.keys
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
@@ -310,6 +312,7 @@ class _OneReply:
 
             def do_POST(self):
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                keys.append(str(self.headers.get("Authorization")))
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
@@ -363,38 +366,13 @@ def test_an_incomplete_responses_reply_without_output_stays_a_truncation():
     assert reply.finish_reason == "length" and reply.content is None and reply.cost_usd > 0
 
 
-class _KeyEcho(_OneReply):
-    """A loopback server (a local gateway, an ssh tunnel) that keeps the key each request carried."""
-
-    def __init__(self) -> None:
-        import threading
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-        self.keys: list[str] = []
-        keys = self.keys
-        data = json.dumps({"id": "c1", "object": "chat.completion", "created": 1, "model": "sim-careful",
-                           "choices": [{"index": 0, "finish_reason": "stop",
-                                        "message": {"role": "assistant", "content": "ok"}}],
-                           "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}}).encode()
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                return
-
-            def do_POST(self):
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                keys.append(str(self.headers.get("Authorization")))
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+def _key_echo() -> _OneReply:
+    """A loopback server (a local gateway, an ssh tunnel) answering a chat
+    reply and keeping the key each request carried."""
+    return _OneReply({"id": "c1", "object": "chat.completion", "created": 1, "model": "sim-careful",
+                      "choices": [{"index": 0, "finish_reason": "stop",
+                                   "message": {"role": "assistant", "content": "ok"}}],
+                      "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}})
 
 
 @pytest.mark.parametrize("env_key", [None, "sk-local-gateway-key-0123456789"])
@@ -407,7 +385,7 @@ def test_a_loopback_gateway_gets_the_environments_key_and_the_simulator_never_do
     else:
         monkeypatch.setenv("OPENAI_API_KEY", env_key)
     monkeypatch.setattr(llm, "_env_key_found", {})  # the environment is read afresh
-    gateway = _KeyEcho()
+    gateway = _key_echo()
     try:
         spec = model_spec("careful", "openai/sim-careful", gateway.url)
         llm.prepare([spec], SIM_PRICES)
@@ -416,7 +394,7 @@ def test_a_loopback_gateway_gets_the_environments_key_and_the_simulator_never_do
         gateway.close()
     assert gateway.keys == [f"Bearer {env_key or llm.SIM_API_KEY}"]
     # The simulated provider (one started in this process) is never sent a real key.
-    sim_key = _KeyEcho()
+    sim_key = _key_echo()
     llm.serve_as_simulator(sim_key.url)
     try:
         spec = model_spec("careful", "openai/sim-careful", sim_key.url)
