@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
+import queue
 import shutil
 import subprocess
 import sys
@@ -15,14 +17,51 @@ from mutants import MUTANTS
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture(scope="module")
-def project_copy(tmp_path_factory):
-    dest = tmp_path_factory.mktemp("mutant") / "project"
-    shutil.copytree(ROOT / "confirmatory", dest / "confirmatory",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+def _copy_project(dest: Path) -> Path:
+    shutil.copytree(ROOT / "confirmatory", dest / "confirmatory", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(ROOT / "tests", dest / "tests", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "scripts", dest / "scripts", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", dest / "pyproject.toml")
     return dest
+
+
+def _run_mutant(project: Path, mutant) -> subprocess.CompletedProcess:
+    """The mutant's test on ``project`` with the fault planted (then taken out again)."""
+    target = project / mutant.path
+    original = target.read_text()
+    target.write_text(original.replace(mutant.old, mutant.new, 1))
+    try:
+        env = dict(os.environ, PYTHONPATH=str(project), PYTHONDONTWRITEBYTECODE="1")
+        return subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", mutant.test],
+            cwd=project, env=env, capture_output=True, text=True, timeout=300,
+        )
+    finally:
+        target.write_text(original)
+
+
+@pytest.fixture(scope="module")
+def mutant_outcomes(request, tmp_path_factory):
+    """Every selected mutant's run, two at a time (each in a project copy of
+    its own worker): the suite's slowest part, and each run is a separate
+    process, so both cores are used."""
+    selected = [item.callspec.params["mutant"] for item in request.session.items
+                if getattr(item, "originalname", None) == "test_the_named_test_catches_the_planted_fault"]
+    workers = max(1, min(2, os.cpu_count() or 1, len(selected)))
+    copies = queue.Queue()
+    for k in range(workers):
+        copies.put(_copy_project(tmp_path_factory.mktemp(f"mutant{k}") / "project"))
+
+    def run(mutant):
+        project = copies.get()
+        try:
+            return _run_mutant(project, mutant)
+        finally:
+            copies.put(project)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = {m.name: pool.submit(run, m) for m in selected}
+    return {name: f.result() for name, f in futures.items()}
 
 
 def test_every_mutant_still_matches_the_code():
@@ -33,18 +72,8 @@ def test_every_mutant_still_matches_the_code():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[m.name for m in MUTANTS])
-def test_the_named_test_catches_the_planted_fault(project_copy, mutant):
-    target = project_copy / mutant.path
-    original = target.read_text()
-    target.write_text(original.replace(mutant.old, mutant.new, 1))
-    try:
-        env = dict(os.environ, PYTHONPATH=str(project_copy), PYTHONDONTWRITEBYTECODE="1")
-        proc = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", mutant.test],
-            cwd=project_copy, env=env, capture_output=True, text=True, timeout=300,
-        )
-    finally:
-        target.write_text(original)
+def test_the_named_test_catches_the_planted_fault(mutant_outcomes, mutant):
+    proc = mutant_outcomes[mutant.name]
     assert proc.returncode == 1, (
         f"mutant {mutant.name!r} survived {mutant.test} (rc {proc.returncode}):\n{proc.stdout[-3000:]}"
     )

@@ -40,6 +40,9 @@ def start_run(tmp_path: Path, *, prefix: tuple[str, ...] = (), households: int =
     while time.monotonic() < deadline:
         if len(list((run_dir / "models").glob("*/records/*/*/*.json"))) >= 6:
             return proc, run_dir
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            raise AssertionError(f"the runner exited ({proc.returncode}) before recording attempts: {err[-2000:]}")
         time.sleep(0.02)
     proc.kill()
     raise AssertionError("the run recorded no attempts")
@@ -72,6 +75,15 @@ def test_a_run_started_under_nohup_outlives_its_terminal(tmp_path):
     # README: run it under nohup on a remote machine. nohup's ignored SIGHUP
     # (the ssh session closed) must stay ignored; SIGTERM still stops the run.
     proc, run_dir = start_run(tmp_path, prefix=("nohup",), households=200)
+    try:
+        _outlives_its_terminal(proc, run_dir)
+    finally:
+        if proc.poll() is None:  # a failed check: the run would go on for its 200 households
+            proc.kill()
+            proc.communicate()
+
+
+def _outlives_its_terminal(proc: subprocess.Popen, run_dir: Path) -> None:
     hup = 1 << (signal.SIGHUP - 1)
     caught, ignored = _caught_and_ignored(proc.pid)
     assert ignored & hup and not caught & hup
