@@ -298,6 +298,7 @@ def result_lines(run_dir: Path) -> list[str]:
     provider unreachable for the whole run still "completes": each failure
     was rerun, then kept, as the rules say)."""
     import json
+    from collections import Counter
 
     from confirmatory.chain import iter_lines
 
@@ -317,9 +318,7 @@ def result_lines(run_dir: Path) -> list[str]:
             pass
         if not last:
             continue
-        counts: dict[str, int] = {}
-        for cls in last.values():
-            counts[str(cls)] = counts.get(str(cls), 0) + 1
+        counts = Counter(str(cls) for cls in last.values())
         tally = ", ".join(f"{c} {n}" for c, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
         if not any(counts.get(c) for c in _OBSERVED):
             lines.append(f"  {model}: NO OBSERVATION: none of its {len(last)} arm results is ok or the model's "
