@@ -88,6 +88,12 @@ def _finite(value: float) -> float:
     return value
 
 
+# The longest duration a design may give (30 days). A run lasts hours; a
+# longer value is a slip (milliseconds for seconds), and from about 9.2e9 s
+# the operating system's timers overflow: a wait or a call given such a
+# timeout fails ("timestamp out of range for platform time_t").
+MAX_DURATION_S = 30 * 86400
+
 # Strict float still accepts a TOML integer; inf and nan (TOML has both) are
 # refused before any bound is compared, so the message says "finite".
 Num = Annotated[float, Field(strict=True, allow_inf_nan=False)]
@@ -194,7 +200,7 @@ class ModelSpec(_Frozen):
     reserve_usd: Num = Field(ge=0)
     lanes: StrictInt = Field(default=2, ge=1)
     params: dict[StrictStr, Any] = Field(default_factory=dict)
-    timeout_s: Num = Field(default=120.0, gt=0)
+    timeout_s: Num = Field(default=120.0, gt=0, le=MAX_DURATION_S)
     api_base: StrictStr | None = None
     matched_with: StrictStr | None = None
     price_usd_per_mtok: Price | None = None
@@ -243,9 +249,9 @@ class ModelSpec(_Frozen):
 
 class Rules(_Frozen):
     max_reruns_per_arm: StrictInt = Field(default=2, ge=0)
-    attempt_deadline_s: Num = Field(default=3600, gt=0)
+    attempt_deadline_s: Num = Field(default=3600, gt=0, le=MAX_DURATION_S)
     inconclusive_household_limit: StrictInt = Field(default=5, ge=0)
-    stop_follow_s: Num = Field(default=5, gt=0)
+    stop_follow_s: Num = Field(default=5, gt=0, le=MAX_DURATION_S)
     precedence: tuple[StrictStr, ...] = CLASSES
 
     _fin = field_validator("attempt_deadline_s", "stop_follow_s")(_finite)
@@ -297,9 +303,9 @@ def _instant(value: Any) -> float:
 
 
 class Host(_Frozen):
-    sample_interval_s: Num = Field(default=30, gt=0)
-    max_gap_s: Num = Field(default=45, gt=0)
-    sampler_failure_s: Num = Field(default=300, gt=0)
+    sample_interval_s: Num = Field(default=30, gt=0, le=MAX_DURATION_S)
+    max_gap_s: Num = Field(default=45, gt=0, le=MAX_DURATION_S)
+    sampler_failure_s: Num = Field(default=300, gt=0, le=MAX_DURATION_S)
     read_tries: StrictInt = Field(default=5, ge=1)
     pressure_threshold: Num = Field(default=10.0, ge=0, le=100)
     window: tuple[float, float] | None = None
@@ -330,7 +336,7 @@ class Host(_Frozen):
 
 
 class Anchors(_Frozen):
-    interval_s: Num = Field(default=900, gt=0)
+    interval_s: Num = Field(default=900, gt=0, le=MAX_DURATION_S)
     # Required: a run whose anchors are never pushed can never verify
     # (RECORDS.md: the final anchor's push must have returned 0).
     command: tuple[StrictStr, ...] = Field(min_length=1)

@@ -32,6 +32,7 @@ from confirmatory.redaction import HEADER_KEYS, find_secrets, is_secret_name
 
 from confirmatory.design import (
     ENTRY_RE,
+    MAX_DURATION_S,
     SHA256_RE,
     Design,
     DesignError,
@@ -181,6 +182,8 @@ def _message(err: dict[str, Any]) -> str:
               "less_than_equal": ("<=", "le"), "less_than": ("<", "lt")}
     if kind in bounds:
         op, name = bounds[kind]
+        if name == "le" and ctx[name] == MAX_DURATION_S:
+            return f"must be at most {MAX_DURATION_S} s (30 days), the longest duration a design may give (got {got!r})"
         return f"must be {op} {ctx[name]} (got {got!r})"
     if kind in ("too_short", "string_too_short"):
         return "must not be empty"
@@ -268,7 +271,8 @@ def _read_households(table: Any, base_dir: Path, problems: list[str]) -> tuple[H
             continue
         where = f'households.path: "{rel}" line {number}'
         try:
-            obj = json.loads(line, parse_constant=_no_constant, parse_float=_finite_float)
+            obj = json.loads(line, parse_constant=_no_constant, parse_float=_finite_float,
+                             object_pairs_hook=_unique_keys)
         except json.JSONDecodeError as exc:
             problems.append(f"{where}: not JSON ({exc.msg})")
             continue
@@ -305,6 +309,17 @@ def _read_households(table: Any, base_dir: Path, problems: list[str]) -> tuple[H
 
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # json keeps the last of two equal keys without a word; the household
+    # the harness would see is then not the line a reviewer reads.
+    obj: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in obj:
+            raise ValueError(f'the key "{key}" appears twice in one object')
+        obj[key] = value
+    return obj
 
 
 def _finite_float(text: str) -> float:

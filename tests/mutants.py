@@ -152,6 +152,17 @@ MUTANTS = (
     Mutant("take a slug of any length", "confirmatory/design.py",
            "    if len(value) > MAX_SLUG_CHARS:\n", "    if False:\n",
            "tests/test_design.py::test_a_slug_of_128_characters_is_one_and_of_129_is_refused_naming_its_length"),
+    Mutant("keep the last of two equal household keys", "confirmatory/design_load.py",
+           "                             object_pairs_hook=_unique_keys)", "                             )",
+           "tests/test_design_refusals.py::"
+           "test_check_and_run_refuse_a_bad_design_naming_the_key_before_a_run_directory_exists"
+           "[a household line with a key given twice]"),
+    Mutant("take a call timeout of any length", "confirmatory/design.py",
+           "    timeout_s: Num = Field(default=120.0, gt=0, le=MAX_DURATION_S)",
+           "    timeout_s: Num = Field(default=120.0, gt=0)",
+           "tests/test_design_refusals.py::"
+           "test_check_and_run_refuse_a_bad_design_naming_the_key_before_a_run_directory_exists"
+           "[a call timeout beyond the operating system's timers]"),
     Mutant("send the placeholder key to every loopback server", "confirmatory/llm.py",
            "    return None if _env_key_found[key] else SIM_API_KEY", "    return SIM_API_KEY",
            "tests/test_llm_faults.py::"

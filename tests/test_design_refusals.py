@@ -249,6 +249,33 @@ CASES: dict[str, tuple[Callable[[Study], str | None], str]] = {
     "a household id longer than a path component takes": (
         lambda s: s.add_household_line(f'{{"id": "{"h" * 303}"}}'),
         'households.path: "minimal-households.jsonl" line 7: "id" must be at most 128 characters'),
+    # Before: json kept the last of two equal keys, so the harness saw a
+    # household other than the line a reviewer reads.
+    "a household line with a key given twice": (
+        lambda s: s.add_household_line('{"id": "m-07", "income": 1, "income": 2}'),
+        'households.path: "minimal-households.jsonl" line 7: not JSON (the key "income" appears twice in one object)'),
+    "a household id given twice in one line": (
+        lambda s: s.add_household_line('{"id": "m-07", "x": {"id": 1}, "id": "m-08"}'),
+        'households.path: "minimal-households.jsonl" line 7: not JSON (the key "id" appears twice in one object)'),
+    "a key given twice in a nested object of a household": (
+        lambda s: s.add_household_line('{"id": "m-07", "x": {"a": 1, "a": 1}}'),
+        'households.path: "minimal-households.jsonl" line 7: not JSON (the key "a" appears twice in one object)'),
+    # Before: check passed, and every call failed locally ("timestamp out of
+    # range for platform time_t"), classed provider; a wait given such a
+    # timeout raises OverflowError.
+    "a call timeout beyond the operating system's timers": (
+        lambda s: s.edit("timeout_s = 10.0", "timeout_s = 1e12"),
+        "models[0].timeout_s: must be at most 2592000 s (30 days), the longest duration a design may give"
+        " (got 1000000000000.0)"),
+    "an attempt deadline of a year": (
+        lambda s: s.edit("attempt_deadline_s = 60", "attempt_deadline_s = 31536000"),
+        "rules.attempt_deadline_s: must be at most 2592000 s (30 days)"),
+    "a host sample interval in milliseconds by mistake past 30 days": (
+        lambda s: s.edit("sample_interval_s = 1", "sample_interval_s = 3000000"),
+        "host.sample_interval_s: must be at most 2592000 s (30 days)"),
+    "an anchor interval past 30 days": (
+        lambda s: s.edit("interval_s = 5", "interval_s = 1e10"),
+        "anchors.interval_s: must be at most 2592000 s (30 days)"),
 }
 
 
