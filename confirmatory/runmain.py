@@ -17,6 +17,50 @@ from typing import Any
 from confirmatory.cli import EXIT_CEILING, EXIT_OK, EXIT_REFUSED, EXIT_STOPPED, EXIT_WITNESS
 
 
+class EarlyInterrupt(BaseException):
+    """A signal arrived before the Run took over the signals (while the design
+    was checked and the run set up): nothing has been written or spent."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        super().__init__(signum)
+
+
+def _raise_early(signum: int, frame: Any) -> None:
+    import signal
+
+    # The first one counts: a second, while the command unwinds, changes nothing.
+    for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if s is not None and signal.getsignal(s) is _raise_early:
+            signal.signal(s, signal.SIG_IGN)
+    raise EarlyInterrupt(signum)
+
+
+def take_early_interrupts() -> None:
+    """From the command's start to ``Run.start``: an interrupt signal raises
+    ``EarlyInterrupt`` (SIGTERM and SIGHUP included, which would otherwise
+    kill the process without a word). A SIGHUP the process was started
+    ignoring (``nohup``) stays ignored, so that ``Run.start`` sees it so."""
+    import signal
+    import threading
+
+    from confirmatory.run import INTERRUPT_SIGNALS, _inherited_ignore
+
+    if threading.current_thread() is threading.main_thread():
+        for s in INTERRUPT_SIGNALS:
+            if not _inherited_ignore(s):
+                signal.signal(s, _raise_early)
+
+
+def early_interrupt_status(exc: EarlyInterrupt, run_dir: Path) -> int:
+    import signal
+
+    name = signal.Signals(exc.signum).name
+    print(f"interrupted before the run started ({name}): {run_dir} was not created and nothing was spent",
+          file=sys.stderr)
+    return 128 + exc.signum
+
+
 class Refused(Exception):
     """The run will not start; ``problems`` says why, one line each."""
 
@@ -193,12 +237,32 @@ def run_command(design: Path, run_dir: Path, *, workers: int | None = None, quie
     puts back the default handlers, so a signal then would kill the process
     (rc 143, 129) or raise KeyboardInterrupt, instead of the run's status.
     SIGKILL still ends it. Otherwise (a caller in-process) the handlers are
-    restored when the run closes."""
+    restored when the run closes.
+
+    With ``exiting``, a signal before the Run takes the signals over (while
+    the design is checked, the witness probed, the run set up: seconds) ends
+    the command at once with 128 + its number and one line saying that no
+    run directory was made; before, SIGINT gave click's "Aborted!" and exit
+    1, and SIGTERM or SIGHUP killed the process without a word."""
+    design, run_dir = Path(design), Path(run_dir)
+    if exiting:
+        take_early_interrupts()
+        try:
+            return _run_command(design, run_dir, workers=workers, quiet=quiet, exiting=exiting)
+        except EarlyInterrupt as exc:
+            return early_interrupt_status(exc, run_dir)
+        finally:
+            from confirmatory.run import ignore_interrupts
+
+            ignore_interrupts()
+    return _run_command(design, run_dir, workers=workers, quiet=quiet, exiting=exiting)
+
+
+def _run_command(design: Path, run_dir: Path, *, workers: int | None, quiet: bool, exiting: bool) -> int:
     from filelock import FileLock, Timeout
 
     from confirmatory import runlock
 
-    design, run_dir = Path(design), Path(run_dir)
     try:
         loaded = preflight(design, run_dir, workers=workers)
     except Refused as exc:
@@ -224,10 +288,6 @@ def run_command(design: Path, run_dir: Path, *, workers: int | None = None, quie
         return _execute(loaded, design, run_dir, quiet=quiet, exiting=exiting)
     finally:
         lock.release()  # the file stays: removing a lock file breaks the lock (runlock.held)
-        if exiting:
-            from confirmatory.run import ignore_interrupts
-
-            ignore_interrupts()
 
 
 def _execute(loaded: Any, design: Path, run_dir: Path, *, quiet: bool, exiting: bool = False) -> int:

@@ -77,8 +77,8 @@ MUTANTS = (
            "tests/test_run_faults.py::"
            "test_a_signal_that_lands_while_the_main_thread_holds_the_wake_events_lock_stops_the_run"),
     Mutant("let a signal at the runner's exit end it by the signal", "confirmatory/runmain.py",
-           "        if exiting:\n            from confirmatory.run import ignore_interrupts\n",
-           "        if False:\n            from confirmatory.run import ignore_interrupts\n",
+           "        finally:\n            from confirmatory.run import ignore_interrupts\n\n            ignore_interrupts()\n",
+           "        finally:\n            pass\n",
            "tests/test_run_process.py::"
            "test_a_second_signal_while_the_stopped_runner_exits_changes_nothing"),
     Mutant("put the signal handlers back before the runner exits", "confirmatory/run.py",
@@ -163,6 +163,10 @@ MUTANTS = (
            "tests/test_design_refusals.py::"
            "test_check_and_run_refuse_a_bad_design_naming_the_key_before_a_run_directory_exists"
            "[a call timeout beyond the operating system's timers]"),
+    Mutant("let a signal before the run kill the command", "confirmatory/runmain.py",
+           "        take_early_interrupts()\n", "",
+           "tests/test_run_process.py::"
+           "test_a_signal_before_the_run_starts_ends_the_command_in_one_line_with_nothing_made[SIGTERM]"),
     Mutant("send the placeholder key to every loopback server", "confirmatory/llm.py",
            "    return None if _env_key_found[key] else SIM_API_KEY", "    return SIM_API_KEY",
            "tests/test_llm_faults.py::"

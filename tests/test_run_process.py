@@ -199,3 +199,52 @@ def test_the_end_summary_says_when_a_model_has_no_observation_at_all(tmp_path, c
     assert ("  m1: NO OBSERVATION: none of its 8 arm results is ok or the model's own (provider 8); "
             "see models/m1/run.jsonl") in err, err
     assert verify_run(tmp_path / "run").ok
+
+
+SLOW_IMPORT_HARNESS = """import os, time
+open(os.environ["CONFIRMATORY_TEST_MARK"], "w").close()
+time.sleep(60)
+
+def run(model, household, arm, pool, spend, clock):
+    return {"answer": None}
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM", "SIGHUP"])
+def test_a_signal_before_the_run_starts_ends_the_command_in_one_line_with_nothing_made(tmp_path, name):
+    """The design is checked and the run set up before the Run takes the
+    signals over: seconds (litellm's import, the harness's, the witness's
+    probe). A signal then gave click's "Aborted!" and exit 1 (SIGINT), or
+    killed the process without a word (SIGTERM rc -15, SIGHUP rc -1). Now it
+    is one line and 128 + the signal's number, and a second signal changes
+    nothing. Hit by a harness whose import marks a file and then sleeps."""
+    from runhelpers import minimal_design
+
+    (tmp_path / "study").mkdir()
+    design = minimal_design(tmp_path / "study", "slow_import_harness", SLOW_IMPORT_HARNESS)
+    mark, run_dir = tmp_path / "importing", tmp_path / "runs" / "r1"
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "scripts" / "confirmatory_run.py"), "run", str(design), "--out", str(run_dir)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=os.environ | {"CONFIRMATORY_TEST_MARK": str(mark), "PYTHONPATH": str(tmp_path / "study")},
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not mark.exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the harness was never imported"
+            time.sleep(0.01)
+        signum = getattr(signal, name)
+        proc.send_signal(signum)
+        time.sleep(0.05)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)  # a second one changes nothing
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signum, (proc.returncode, err[-3000:])
+    assert err.strip().splitlines()[-1] == (
+        f"interrupted before the run started ({name}): {run_dir} was not created and nothing was spent"), err
+    assert "Traceback" not in err and "Aborted" not in err, err
+    assert not run_dir.exists()
