@@ -248,17 +248,17 @@ def run_command(design: Path, run_dir: Path, *, workers: int | None = None, quie
     if exiting:
         take_early_interrupts()
         try:
-            return _run_command(design, run_dir, workers=workers, quiet=quiet, exiting=exiting)
+            return _preflight_and_execute(design, run_dir, workers=workers, quiet=quiet, exiting=exiting)
         except EarlyInterrupt as exc:
             return early_interrupt_status(exc, run_dir)
         finally:
             from confirmatory.run import ignore_interrupts
 
             ignore_interrupts()
-    return _run_command(design, run_dir, workers=workers, quiet=quiet, exiting=exiting)
+    return _preflight_and_execute(design, run_dir, workers=workers, quiet=quiet, exiting=exiting)
 
 
-def _run_command(design: Path, run_dir: Path, *, workers: int | None, quiet: bool, exiting: bool) -> int:
+def _preflight_and_execute(design: Path, run_dir: Path, *, workers: int | None, quiet: bool, exiting: bool) -> int:
     from filelock import FileLock, Timeout
 
     from confirmatory import runlock
