@@ -167,6 +167,11 @@ MUTANTS = (
            "        take_early_interrupts()\n", "",
            "tests/test_run_process.py::"
            "test_a_signal_before_the_run_starts_ends_the_command_in_one_line_with_nothing_made[SIGTERM]"),
+    Mutant("name the pause demo from the repository root only", "confirmatory/demo/main.py",
+           "        return str(path.relative_to(Path.cwd().resolve()))\n    except ValueError:\n        return str(path)",
+           "        return str(path.relative_to(Path.cwd().resolve()))\n    except ValueError:\n"
+           "        return 'confirmatory/demo/' + path.name",
+           "tests/test_reference_study.py::test_the_demo_guide_offers_the_pause_demo_only_to_a_run_that_did_not_pause"),
     Mutant("send the placeholder key to every loopback server", "confirmatory/llm.py",
            "    return None if _env_key_found[key] else SIM_API_KEY", "    return SIM_API_KEY",
            "tests/test_llm_faults.py::"

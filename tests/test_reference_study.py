@@ -167,14 +167,21 @@ def test_the_minimal_design_runs_and_its_careful_model_answers_every_attempt(tmp
     assert careful and {a["class"] for a in careful} == {"ok"}
 
 
-def test_the_demo_guide_offers_the_pause_demo_only_to_a_run_that_did_not_pause(tmp_path):
+def test_the_demo_guide_offers_the_pause_demo_only_to_a_run_that_did_not_pause(tmp_path, monkeypatch):
     from confirmatory.demo.main import guide
 
     log = tmp_path / "run" / "models" / "careful" / "run.jsonl"
     log.parent.mkdir(parents=True)
     log.write_text('{"event":"open","prev":"x","seq":0,"t":1.0}\n')
+    monkeypatch.chdir(DEMO.parent.parent)  # the repository's root, as the README's command runs it
     text = guide(tmp_path / "run", run_rc=0, verify_rc=0)
     assert "See a pause:   confirmatory demo --design confirmatory/demo/operator-pause.toml" in text
+    # Elsewhere the relative path named nothing: it is then absolute, and the file.
+    monkeypatch.chdir(tmp_path)
+    text = guide(tmp_path / "run", run_rc=0, verify_rc=0)
+    shown = text.split("See a pause:   confirmatory demo --design ")[1].split("\n")[0]
+    assert Path(shown).is_absolute() and Path(shown).is_file(), shown
+    assert Path(shown) == DEMO / "operator-pause.toml"
     log.write_text(log.read_text() + '{"arm":"alone","event":"pause","household":"h","pass":0,"prev":"y","seq":1,"t":2.0}\n')
     text = guide(tmp_path / "run", run_rc=0, verify_rc=0)
     assert "See a pause" not in text and "its pause and resume lines are in models/careful/run.jsonl" in text

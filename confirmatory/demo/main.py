@@ -109,9 +109,20 @@ def guide(run_dir: Path, *, run_rc: int, verify_rc: int, witness: Path | None = 
     if paused:
         lines.append(f"The pause:     its pause and resume lines are in models/{paused[0]}/run.jsonl")
     else:
-        lines += ["See a pause:   confirmatory demo --design confirmatory/demo/operator-pause.toml",
+        pause_design = shlex.quote(_shown(DEMO_DIR / "operator-pause.toml"))
+        lines += [f"See a pause:   confirmatory demo --design {pause_design}",
                   f"               (while it runs: confirmatory resume RUN_DIR --model {example})"]
     return "\n".join(lines)
+
+
+def _shown(path: Path) -> str:
+    """``path`` as a command typed here takes it: relative to the working
+    directory when it lies under it (the repository's root), else absolute
+    (the package installed elsewhere, the demo run from another directory)."""
+    try:
+        return str(path.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
 
 
 def _read(path: Path) -> bytes:
