@@ -29,8 +29,10 @@ from confirmatory.chain import iter_lines
 from confirmatory.hostrules import HostVerdict
 from confirmatory.records import HostSummary
 from confirmatory.hostsources import (  # noqa: F401 - re-exported: the sources' types and factory
-    READ_ERRORS, CommandSource, EvidenceSource, FileSource, ReadFailed, SourceRead, sources_from_spec,
+    READ_ERRORS, CommandSource, EvidenceSource, FileSource, ReadFailed, SourceRead, command_timeout_s,
+    sources_from_spec,
 )
+from confirmatory.hostsources import retry_pause_s as default_retry_pause_s
 
 PSI_MEMORY = "/proc/pressure/memory"
 WAIT_POLL_S = 0.05  # how often wait_complete looks at the caller's stop event
@@ -162,13 +164,13 @@ class HostMonitor:
         self._writer, self._clock, self._spec = writer, clock, spec
         self._on_fatal = on_fatal
         if readers is None:
-            timeout = min(10.0, max(1.0, float(spec.sample_interval_s)))
+            timeout = command_timeout_s(spec.sample_interval_s)
             readers = RealReaders(sources=sources_from_spec(spec.evidence, command_timeout_s=timeout))
         self.readers = readers
         # The booking window: the design's, else the run's own span from start().
         self._window = window if window is not None else getattr(spec, "window", None)
         self._retry_pause_s = (
-            retry_pause_s if retry_pause_s is not None else min(1.0, spec.sample_interval_s / 10)
+            retry_pause_s if retry_pause_s is not None else default_retry_pause_s(spec.sample_interval_s)
         )
         self._cond = threading.Condition()
         # What the sampler wrote, reduced to what the lanes' verdicts need

@@ -260,7 +260,7 @@ class CommandSource:
                              "it was stopped with every process it started")
         if done.rc != 0:
             tail = done.stderr.decode("utf-8", errors="replace").strip()[-300:]
-            raise ReadFailed(f"command {self.argv[0]!r} exited {done.rc}: {tail}")
+            raise ReadFailed(f"command {self.argv[0]!r} exited {done.rc}" + (f": {tail}" if tail else ""))
         raw = done.stdout.split(b"\n")
         output = _decode_lines([line[:MAX_LINE_BYTES] for line in raw])
         if self._seen is None:
@@ -307,3 +307,55 @@ def sources_from_spec(evidence: Sequence[Any], *, command_timeout_s: float = 10.
         else:
             sources.append(CommandSource(name, command, timeout_s=command_timeout_s, cwd=directory))
     return sources
+
+
+def command_timeout_s(sample_interval_s: float) -> float:
+    """How long an evidence command may run at a read: the sample interval,
+    within 1 to 10 s (the sampler's and the preflight probe's)."""
+    return min(10.0, max(1.0, float(sample_interval_s)))
+
+
+def retry_pause_s(sample_interval_s: float) -> float:
+    """The pause between two tries of a failed read: a tenth of the sample
+    interval, at most 1 s."""
+    return min(1.0, float(sample_interval_s) / 10)
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    problem: str | None = None  # every try failed: the run would stop at its first step
+    note: str | None = None  # readable, but worth a word (a file that does not exist yet)
+
+
+def probe_source(source: EvidenceSource, *, tries: int, pause_s: float, sleep: Any = None) -> Probe:
+    """Read ``source`` as the sampler will: its first read (the baseline)
+    and the next, each failed read tried again up to ``tries`` times with
+    ``pause_s`` between, as ``HostMonitor`` does. A source whose every try
+    fails would end the run with ``runner-error`` at the sampler's first
+    step, after the first households were admitted and paid for; `check`
+    and `run` refuse it before. Nothing is kept: the run reads from its own
+    fresh sources."""
+    import time
+
+    sleep = sleep or time.sleep
+    notes: list[str] = []
+    try:
+        for _ in range(2):
+            error = None
+            for k in range(max(1, tries)):
+                try:
+                    notes.extend(source.read_new().notes)
+                    break
+                except READ_ERRORS as exc:
+                    error = f"{type(exc).__name__}: {exc}"
+                if k + 1 < tries:
+                    sleep(pause_s)
+            else:
+                return Probe(problem=f"failed {max(1, tries)} reads: {error}")
+            if isinstance(source, CommandSource):
+                break  # each read runs it again: one run shows it
+    finally:
+        close = getattr(source, "close", None)
+        if close is not None:
+            close()
+    return Probe(note=notes[0] if notes else None)

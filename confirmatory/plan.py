@@ -38,9 +38,16 @@ def check_command(design_path: Path | str, workers: int | None = None, *, run_di
             print(f"{design_path}: {problem}", file=err)
         print(f"{design_path}: refused ({len(exc.problems)} problem{'s' * (len(exc.problems) != 1)})", file=err)
         return EXIT_REFUSED
-    from confirmatory.runmain import entry_problems, model_problems, run_dir_problems, witness_problems
+    from confirmatory.runmain import (
+        entry_problems,
+        evidence_problems,
+        model_problems,
+        run_dir_problems,
+        witness_problems,
+    )
 
-    problems = entry_problems(loaded) + model_problems(loaded, keys=False)
+    notes: list[str] = []
+    problems = entry_problems(loaded) + model_problems(loaded, keys=False) + evidence_problems(loaded, notes)
     if run_dir is not None:
         problems += run_dir_problems(Path(run_dir)) + witness_problems(loaded, Path(run_dir))
     if problems:
@@ -55,6 +62,8 @@ def check_command(design_path: Path | str, workers: int | None = None, *, run_di
     if unpinned:
         out.write(f"note: not pinned, though the harness or engine imports them from beside the design: "
                   f"{', '.join(unpinned)} (pin them in [harness] pins; config.json will list them as not pinned down)\n")
+    for note in notes:
+        out.write(f"note: {note}\n")
     if run_dir is None and loaded.design.anchors.command:
         out.write("witness: not checked (check --out RUN_DIR checks the run directory and the witness "
                   "clone as run --out RUN_DIR will)\n")

@@ -210,6 +210,33 @@ def entry_problems(loaded: Any) -> list[str]:
     return problems
 
 
+def evidence_problems(loaded: Any, notes: list[str] | None = None) -> list[str]:
+    """Each `[[host.evidence]]` source read as the sampler will read it (its
+    first read and the next, each with the design's read_tries): one that
+    cannot be read (a path that is a directory or the run's user may not
+    read, a command that fails here) would stop the run with runner-error
+    at the sampler's first step, after households were admitted and paid
+    for. ``notes`` gets what is worth a word but no refusal (a file that does
+    not exist yet: the run reads it from its start once it appears)."""
+    from confirmatory.hostsources import command_timeout_s, probe_source, retry_pause_s, sources_from_spec
+
+    host = loaded.design.host
+    if not host.evidence:
+        return []
+    problems: list[str] = []
+    sources = sources_from_spec(host.evidence, command_timeout_s=command_timeout_s(host.sample_interval_s))
+    for i, (spec, source) in enumerate(zip(host.evidence, sources)):
+        what = f"path {source.path}" if spec.path is not None else f"command {list(spec.command)!r}"
+        probe = probe_source(source, tries=int(host.read_tries), pause_s=retry_pause_s(host.sample_interval_s))
+        if probe.problem is not None:
+            problems.append(f"host.evidence[{i}]: {spec.name!r} ({what}) cannot be read: {probe.problem}; "
+                            "the run would stop with runner-error at its first host sample")
+        elif notes is not None and spec.path is not None and not os.path.lexists(source.path):
+            notes.append(f"host.evidence[{i}]: {spec.name!r}: {source.path} does not exist (yet); "
+                         "the run reads it from its start if it appears")
+    return problems
+
+
 def preflight(design: Path, run_dir: Path, *, workers: int | None) -> Any:
     """Load and check everything; raise ``Refused`` naming every problem."""
     from confirmatory.design import DesignError, load_design
@@ -221,6 +248,7 @@ def preflight(design: Path, run_dir: Path, *, workers: int | None) -> Any:
         raise Refused([f"{design}: {p}" for p in exc.problems] + problems) from None
     problems.extend(entry_problems(loaded))
     problems.extend(model_problems(loaded, keys=True))
+    problems.extend(evidence_problems(loaded))
     problems.extend(witness_problems(loaded, run_dir))
     if problems:
         raise Refused(problems)

@@ -172,6 +172,13 @@ MUTANTS = (
            "        return str(path.relative_to(Path.cwd().resolve()))\n    except ValueError:\n"
            "        return 'confirmatory/demo/' + path.name",
            "tests/test_reference_study.py::test_the_demo_guide_offers_the_pause_demo_only_to_a_run_that_did_not_pause"),
+    Mutant("start a run whose evidence cannot be read", "confirmatory/runmain.py",
+           "    problems.extend(evidence_problems(loaded))\n", "",
+           "tests/test_design_refusals.py::test_check_and_run_refuse_an_evidence_source_that_cannot_be_read_before_a_"
+           "run_directory_exists[evidence_path_that_is_a_directory]"),
+    Mutant("probe a file source by its first read only", "confirmatory/hostsources.py",
+           "        for _ in range(2):\n            error = None", "        for _ in range(1):\n            error = None",
+           "tests/test_host.py::test_the_preflight_probe_reads_a_file_source_twice_as_the_sampler_does"),
     Mutant("send the placeholder key to every loopback server", "confirmatory/llm.py",
            "    return None if _env_key_found[key] else SIM_API_KEY", "    return SIM_API_KEY",
            "tests/test_llm_faults.py::"

@@ -140,6 +140,25 @@ def evidence_command_relative_path_missing(s: Study) -> str:
     return f'host.evidence[0].command: executable "bin/probe.sh" not found ({s.dir.resolve()}/bin/probe.sh is not a file)'
 
 
+def evidence_path_that_is_a_directory(s: Study) -> str:
+    # Before: check passed, and the run started, admitted and paid for its
+    # first households, then stopped (runner-error: "evidence source 'guard'
+    # failed 5 reads: IsADirectoryError") at the sampler's first step.
+    (s.dir / "logs").mkdir()
+    s.edit("[anchors]", '[[host.evidence]]\nname = "guard"\npath = "logs"\n\n[anchors]')
+    return (f"host.evidence[0]: 'guard' (path {s.dir}/logs) cannot be read: failed 5 reads: "
+            "IsADirectoryError: [Errno 21] Is a directory; the run would stop with runner-error at its first host sample")
+
+
+def evidence_command_that_fails_here(s: Study) -> str:
+    # A program that exists but fails on this machine (pmset on Linux,
+    # journalctl without the permission): the same stop, before.
+    s.edit("[anchors]", '[[host.evidence]]\nname = "power"\ncommand = ["cat", "no-such-log"]\n\n[anchors]')
+    return ("host.evidence[0]: 'power' (command ['cat', 'no-such-log']) cannot be read: failed 5 reads: "
+            "ReadFailed: command 'cat' exited 1: cat: no-such-log: No such file or directory;"
+            " the run would stop with runner-error at its first host sample")
+
+
 def anchor_command_not_installed(s: Study) -> str:
     s.edit('command = ["{python}", "-m", "confirmatory.witness"', 'command = ["no-such-anchor-tool-3f9a"')
     return 'anchors.command: executable "no-such-anchor-tool-3f9a" not found on PATH'
@@ -305,6 +324,37 @@ def test_check_and_run_refuse_a_bad_design_naming_the_key_before_a_run_directory
     err = capsys.readouterr().err
     assert any(line.startswith(f"  {prefix}{expected}") for line in err.splitlines()), err
     assert not runs.exists(), "a refused run leaves nothing behind"
+
+
+@pytest.mark.parametrize("plant", [evidence_path_that_is_a_directory, evidence_command_that_fails_here])
+def test_check_and_run_refuse_an_evidence_source_that_cannot_be_read_before_a_run_directory_exists(
+        tmp_path, capsys, plant):
+    study = make_study(tmp_path / "study")
+    assert check(study.design).exit_code == 0
+    expected = plant(study)
+
+    result = check(study.design)
+    assert result.exit_code == 3, result.output
+    assert f"{study.design}: {expected}" in result.output.splitlines(), result.output
+
+    runs = tmp_path / "runs"
+    capsys.readouterr()
+    assert run_command(study.design, runs / "r1", quiet=True) == 3
+    err = capsys.readouterr().err
+    assert f"  {expected}" in err.splitlines(), err
+    assert not runs.exists(), "a refused run leaves nothing behind"
+
+
+def test_check_notes_an_evidence_file_that_does_not_exist_yet_and_passes(tmp_path):
+    study = make_study(tmp_path / "study")
+    study.edit("[anchors]", '[[host.evidence]]\nname = "guard"\npath = "guard.log"\n\n[anchors]')
+    result = check(study.design)
+    assert result.exit_code == 0, result.output
+    assert (f"note: host.evidence[0]: 'guard': {study.dir}/guard.log does not exist (yet); "
+            "the run reads it from its start if it appears") in result.output.splitlines(), result.output
+    (study.dir / "guard.log").write_text("an old line\n")
+    result = check(study.design)
+    assert result.exit_code == 0 and "guard.log does not exist" not in result.output, result.output
 
 
 def test_the_root_cause_comes_before_its_follow_on(tmp_path):

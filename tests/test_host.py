@@ -612,3 +612,20 @@ def test_an_evidence_line_says_since_when_it_may_have_been_there(make_monitor):
     assert len(previous) < 2 or line["since"] > previous[-2]
     assert pushed_after < line["t"]
     assert fatals.calls == []
+
+
+@pytest.mark.skipif(not Path("/proc/self/mem").exists(), reason="needs /proc/self/mem")
+def test_the_preflight_probe_reads_a_file_source_twice_as_the_sampler_does():
+    """The first read of a file source (the baseline) only opens it and reads
+    its last byte; the sampler's next read reads from there. A file whose
+    baseline succeeds and whose next read fails (here /proc/self/mem: size
+    0, and a read at address 0 fails with EIO; an empty directory on a file
+    system that gives it size 0 is the same) passed a probe of one read."""
+    from confirmatory.hostsources import FileSource, probe_source
+
+    pauses: list[float] = []
+    probe = probe_source(FileSource("mem", "/proc/self/mem"), tries=3, pause_s=0.25, sleep=pauses.append)
+    assert probe.problem == "failed 3 reads: OSError: [Errno 5] Input/output error", probe
+    assert pauses == [0.25, 0.25]  # between the tries, as HostMonitor pauses
+    readable = probe_source(FileSource("self", __file__), tries=3, pause_s=0.25, sleep=pauses.append)
+    assert readable.problem is None and pauses == [0.25, 0.25]
