@@ -88,6 +88,17 @@ def _finite(value: float) -> float:
     return value
 
 
+# At most this many engine workers per model, and lanes per model: a guard
+# against a slip (100000 for 10), which `check` would otherwise meet by
+# starting that many processes, and `run` that many threads per model.
+MAX_WORKERS_PER_MODEL = 256
+MAX_LANES = 256
+# The shortest host sample interval and anchor interval a design may give:
+# 1e-9 would have the sampler, or the anchorer and its pushes, go as fast as
+# the disk allows (about 14 GB of anchors a day) until the disk is full.
+MIN_SAMPLE_INTERVAL_S = 0.01
+MIN_ANCHOR_INTERVAL_S = 0.05
+
 # The longest duration a design may give (30 days). A run lasts hours; a
 # longer value is a slip (milliseconds for seconds), and from about 9.2e9 s
 # the operating system's timers overflow: a wait or a call given such a
@@ -141,7 +152,7 @@ class Harness(_Frozen):
 
 class Engine(_Frozen):
     factory: StrictStr
-    workers_per_model: StrictInt = Field(default=2, ge=1)
+    workers_per_model: StrictInt = Field(default=2, ge=1, le=MAX_WORKERS_PER_MODEL)
 
     _e = field_validator("factory")(_entry)
 
@@ -198,7 +209,7 @@ class ModelSpec(_Frozen):
     litellm_model: StrictStr = Field(min_length=1)
     cap_usd: Num = Field(ge=0)
     reserve_usd: Num = Field(ge=0)
-    lanes: StrictInt = Field(default=2, ge=1)
+    lanes: StrictInt = Field(default=2, ge=1, le=MAX_LANES)
     params: dict[StrictStr, Any] = Field(default_factory=dict)
     timeout_s: Num = Field(default=120.0, gt=0, le=MAX_DURATION_S)
     api_base: StrictStr | None = None
@@ -303,7 +314,7 @@ def _instant(value: Any) -> float:
 
 
 class Host(_Frozen):
-    sample_interval_s: Num = Field(default=30, gt=0, le=MAX_DURATION_S)
+    sample_interval_s: Num = Field(default=30, ge=MIN_SAMPLE_INTERVAL_S, le=MAX_DURATION_S)
     max_gap_s: Num = Field(default=45, gt=0, le=MAX_DURATION_S)
     sampler_failure_s: Num = Field(default=300, gt=0, le=MAX_DURATION_S)
     read_tries: StrictInt = Field(default=5, ge=1)
@@ -336,7 +347,7 @@ class Host(_Frozen):
 
 
 class Anchors(_Frozen):
-    interval_s: Num = Field(default=900, gt=0, le=MAX_DURATION_S)
+    interval_s: Num = Field(default=900, ge=MIN_ANCHOR_INTERVAL_S, le=MAX_DURATION_S)
     # Required: a run whose anchors are never pushed can never verify
     # (RECORDS.md: the final anchor's push must have returned 0).
     command: tuple[StrictStr, ...] = Field(min_length=1)

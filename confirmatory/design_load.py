@@ -276,6 +276,9 @@ def _read_households(table: Any, base_dir: Path, problems: list[str]) -> tuple[H
         except json.JSONDecodeError as exc:
             problems.append(f"{where}: not JSON ({exc.msg})")
             continue
+        except RecursionError:
+            problems.append(f"{where}: nested deeper than Python's JSON reader allows (about 1,000 levels)")
+            continue
         except ValueError as exc:  # NaN, Infinity: Python reads them, JSON has none
             problems.append(f"{where}: not JSON ({exc})")
             continue

@@ -179,6 +179,20 @@ MUTANTS = (
     Mutant("probe a file source by its first read only", "confirmatory/hostsources.py",
            "        for _ in range(2):\n            error = None", "        for _ in range(1):\n            error = None",
            "tests/test_host.py::test_the_preflight_probe_reads_a_file_source_twice_as_the_sampler_does"),
+    Mutant("take any number of lanes", "confirmatory/design.py",
+           "    lanes: StrictInt = Field(default=2, ge=1, le=MAX_LANES)", "    lanes: StrictInt = Field(default=2, ge=1)",
+           "tests/test_design_refusals.py::"
+           "test_check_and_run_refuse_a_bad_design_naming_the_key_before_a_run_directory_exists[lanes past the bound]"),
+    Mutant("let a household nested too deep raise", "confirmatory/design_load.py",
+           "        except RecursionError:\n", "        except ZeroDivisionError:\n",
+           "tests/test_design_refusals.py::"
+           "test_check_and_run_refuse_a_bad_design_naming_the_key_before_a_run_directory_exists"
+           "[a household nested deeper than the JSON reader allows]"),
+    Mutant("take an anchor interval of a nanosecond", "confirmatory/design.py",
+           "Field(default=900, ge=MIN_ANCHOR_INTERVAL_S,", "Field(default=900, gt=0,",
+           "tests/test_design_refusals.py::"
+           "test_check_and_run_refuse_a_bad_design_naming_the_key_before_a_run_directory_exists"
+           "[an anchor interval of a nanosecond]"),
     Mutant("send the placeholder key to every loopback server", "confirmatory/llm.py",
            "    return None if _env_key_found[key] else SIM_API_KEY", "    return SIM_API_KEY",
            "tests/test_llm_faults.py::"

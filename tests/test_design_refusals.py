@@ -292,6 +292,27 @@ CASES: dict[str, tuple[Callable[[Study], str | None], str]] = {
     "a host sample interval in milliseconds by mistake past 30 days": (
         lambda s: s.edit("sample_interval_s = 1", "sample_interval_s = 3000000"),
         "host.sample_interval_s: must be at most 2592000 s (30 days)"),
+    # Before: check started engine workers without end (248 after 20 s) for a
+    # slip like 100000; lanes 100000 passed check (100,000 threads a model).
+    "engine workers past the bound": (
+        lambda s: s.edit("workers_per_model = 2", "workers_per_model = 100000"),
+        "engine.workers_per_model: must be <= 256 (got 100000)"),
+    "lanes past the bound": (
+        lambda s: s.edit("lanes = 2", "lanes = 100000"),
+        "models[0].lanes: must be <= 256 (got 100000)"),
+    # Before: accepted; the anchorer then wrote anchors as fast as it could
+    # fsync (213 in a 2-second run), about 14 GB a day.
+    "an anchor interval of a nanosecond": (
+        lambda s: s.edit("interval_s = 5", "interval_s = 0.000000001"),
+        "anchors.interval_s: must be >= 0.05 (got 1e-09)"),
+    "a host sample interval of a nanosecond": (
+        lambda s: s.edit("sample_interval_s = 1", "sample_interval_s = 1e-9"),
+        "host.sample_interval_s: must be >= 0.01 (got 1e-09)"),
+    # Before: a traceback (RecursionError), exit 1.
+    "a household nested deeper than the JSON reader allows": (
+        lambda s: s.add_household_line('{"id": "m-07", "x": ' + "[" * 1500 + "]" * 1500 + "}"),
+        'households.path: "minimal-households.jsonl" line 7: nested deeper than Python\'s JSON reader allows'
+        " (about 1,000 levels)"),
     "an anchor interval past 30 days": (
         lambda s: s.edit("interval_s = 5", "interval_s = 1e10"),
         "anchors.interval_s: must be at most 2592000 s (30 days)"),
