@@ -112,6 +112,12 @@ class _Lines:
         self.pending, self.dropping = b"", False
 
 
+# Non-blocking: opening a FIFO (or a device) for reading would otherwise wait
+# for a writer, the sampler's thread and `check`'s probe with it; a FIFO then
+# fails its first read (it cannot be read at an offset) and is refused.
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
+
+
 class FileSource:
     """Follows a file like `tail -F`: only bytes appended after the first read.
 
@@ -161,7 +167,7 @@ class FileSource:
                 notes.append(f"{self.path} is missing; waiting for it to appear")
                 missing_noted = True
         elif (st.st_dev, st.st_ino) != self._ident:
-            new_fd = os.open(self.path, os.O_RDONLY)
+            new_fd = os.open(self.path, _OPEN_FLAGS)
             try:
                 if self._fd is not None:
                     notes.append(f"{self.path} was replaced (rotation); the old file was read to its end")
@@ -190,7 +196,7 @@ class FileSource:
 
     def _baseline(self) -> SourceRead:
         try:
-            fd = os.open(self.path, os.O_RDONLY)
+            fd = os.open(self.path, _OPEN_FLAGS)
         except FileNotFoundError:
             self._started, self._missing_noted = True, True
             return SourceRead(notes=(f"{self.path} is missing; waiting for it to appear",))

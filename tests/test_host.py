@@ -629,3 +629,20 @@ def test_the_preflight_probe_reads_a_file_source_twice_as_the_sampler_does():
     assert pauses == [0.25, 0.25]  # between the tries, as HostMonitor pauses
     readable = probe_source(FileSource("self", __file__), tries=3, pause_s=0.25, sleep=pauses.append)
     assert readable.problem is None and pauses == [0.25, 0.25]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs mkfifo")
+def test_a_fifo_as_a_file_source_fails_its_read_at_once_instead_of_waiting_for_a_writer(tmp_path):
+    # Opened blocking, a FIFO waits for a writer: `check`'s probe (and the
+    # sampler's thread) would hang for good. It cannot be read at an offset.
+    import subprocess
+
+    from confirmatory.hostsources import FileSource, probe_source
+
+    fifo = tmp_path / "guard.fifo"
+    os.mkfifo(fifo)
+    code = ("import sys; from confirmatory.hostsources import FileSource, probe_source; "
+            "print(probe_source(FileSource('guard', sys.argv[1]), tries=2, pause_s=0).problem)")
+    done = subprocess.run([sys.executable, "-c", code, str(fifo)], capture_output=True, text=True, timeout=30)
+    assert done.stdout.strip() == "failed 2 reads: OSError: [Errno 29] Illegal seek", done
+    assert probe_source(FileSource("guard", tmp_path / "plain.log"), tries=2, pause_s=0).problem is None
