@@ -172,6 +172,12 @@ MUTANTS = (
            "        return str(path.relative_to(Path.cwd().resolve()))\n    except ValueError:\n"
            "        return 'confirmatory/demo/' + path.name",
            "tests/test_reference_study.py::test_the_demo_guide_offers_the_pause_demo_only_to_a_run_that_did_not_pause"),
+    Mutant("let a port in use end the simulator in a traceback", "confirmatory/sim/server.py",
+           "        except (OSError, OverflowError) as exc:\n", "        except () as exc:\n",
+           "tests/test_sim_provider.py::test_the_sim_provider_command_says_in_one_line_that_its_port_is_in_use"),
+    Mutant("take any port number", "confirmatory/cli.py",
+           '"--port", type=click.IntRange(0, 65535),', '"--port", type=int,',
+           "tests/test_sim_provider.py::test_the_sim_provider_command_refuses_a_port_out_of_range_as_a_usage_error"),
     Mutant("send the placeholder key to every loopback server", "confirmatory/llm.py",
            "    return None if _env_key_found[key] else SIM_API_KEY", "    return SIM_API_KEY",
            "tests/test_llm_faults.py::"
