@@ -172,6 +172,10 @@ MUTANTS = (
            "        return str(path.relative_to(Path.cwd().resolve()))\n    except ValueError:\n"
            "        return 'confirmatory/demo/' + path.name",
            "tests/test_reference_study.py::test_the_demo_guide_offers_the_pause_demo_only_to_a_run_that_did_not_pause"),
+    Mutant("let the demo take up a run directory the run refuses", "confirmatory/demo/main.py",
+           "    problems = run_dir_problems(run_dir)\n", "    problems = []\n",
+           "tests/test_reference_study.py::"
+           "test_the_demo_refuses_a_run_directory_the_run_would_refuse_before_making_a_witness[an earlier run]"),
     Mutant("let a port in use end the simulator in a traceback", "confirmatory/sim/server.py",
            "        except (OSError, OverflowError) as exc:\n", "        except () as exc:\n",
            "tests/test_sim_provider.py::test_the_sim_provider_command_says_in_one_line_that_its_port_is_in_use"),
