@@ -94,7 +94,7 @@ def push_anchor(run_dir: Path, run_id: str | None) -> None:
 
 
 @main.command("sim-provider")
-@click.option("--port", type=int, default=0, help="0 picks a free port.")
+@click.option("--port", type=click.IntRange(0, 65535), default=0, help="0 picks a free port.")
 @click.option("--design", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
               help="Take the fault plan from this design's [simulator] table.")
 def sim_provider(port: int, design: Path | None) -> None:

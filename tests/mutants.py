@@ -193,6 +193,16 @@ MUTANTS = (
            "tests/test_design_refusals.py::"
            "test_check_and_run_refuse_a_bad_design_naming_the_key_before_a_run_directory_exists"
            "[an anchor interval of a nanosecond]"),
+    Mutant("let the demo take up a run directory the run refuses", "confirmatory/demo/main.py",
+           "    problems = run_dir_problems(run_dir)\n", "    problems = []\n",
+           "tests/test_reference_study.py::"
+           "test_the_demo_refuses_a_run_directory_the_run_would_refuse_before_making_a_witness[an earlier run]"),
+    Mutant("let a port in use end the simulator in a traceback", "confirmatory/sim/server.py",
+           "        except (OSError, OverflowError) as exc:\n", "        except () as exc:\n",
+           "tests/test_sim_provider.py::test_the_sim_provider_command_says_in_one_line_that_its_port_is_in_use"),
+    Mutant("take any port number", "confirmatory/cli.py",
+           '"--port", type=click.IntRange(0, 65535),', '"--port", type=int,',
+           "tests/test_sim_provider.py::test_the_sim_provider_command_refuses_a_port_out_of_range_as_a_usage_error"),
     Mutant("send the placeholder key to every loopback server", "confirmatory/llm.py",
            "    return None if _env_key_found[key] else SIM_API_KEY", "    return SIM_API_KEY",
            "tests/test_llm_faults.py::"

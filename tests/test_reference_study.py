@@ -155,6 +155,47 @@ def test_the_main_job_with_no_arguments_runs_the_demo_and_verifies_it(tmp_path):
     assert f"witness: {witness} holds every anchor of the run, unchanged" in proc.stdout, proc.stdout[-3000:]
     runs = [p for p in (tmp_path / "runs").iterdir() if not p.name.startswith(".")]
     assert len(runs) == 1 and (runs[0] / "manifest.json").is_file()
+    # The same again into that directory: refused, and the finished run (the
+    # witness beside it holds its anchors) is not reported on as this demo's.
+    again = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "confirmatory_run.py"), "demo", "--out", str(runs[0])],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )
+    assert again.returncode == 3, again.stderr[-3000:]
+    assert "the run directory already exists" in again.stderr
+    assert "confirmatory demo: the run did not start (exit status 3)" in again.stderr
+    assert "INVARIANTS" not in again.stdout + again.stderr and "Run:" not in again.stdout, again.stdout[-3000:]
+
+
+@pytest.mark.parametrize("case", ["an earlier run", "a file in its path"])
+def test_the_demo_refuses_a_run_directory_the_run_would_refuse_before_making_a_witness(tmp_path, case):
+    # An existing directory is some earlier run's (perhaps of another design):
+    # the demo used to verify it after the run's refusal ("ALL INVARIANTS
+    # HOLD", or VERIFY FAILED for a valid run of another design) and make its
+    # witness beside it; under a file, the witness set-up raised.
+    runs = tmp_path / "runs"
+    if case == "an earlier run":
+        out = runs / "old"
+        out.mkdir(parents=True)
+        (out / "manifest.json").write_text('{"format": "confirmatory-run/1"}\n')
+        problem = "the run directory already exists"
+    else:
+        runs.write_text("not a directory\n")
+        out = runs / "new"
+        problem = "is a file, not a directory"
+    before = sorted((p.relative_to(tmp_path), p.read_bytes() if p.is_file() else None) for p in tmp_path.rglob("*"))
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "confirmatory_run.py"), "demo", "--out", str(out)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 3, proc.stderr[-3000:]
+    assert problem in proc.stderr, proc.stderr
+    assert "confirmatory demo: the run did not start (exit status 3)" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+    # Nothing verified, no guide, nothing made or changed.
+    assert proc.stdout == "" and "INVARIANT" not in proc.stderr, proc.stdout[-3000:]
+    assert sorted((p.relative_to(tmp_path), p.read_bytes() if p.is_file() else None)
+                  for p in tmp_path.rglob("*")) == before
 
 
 @pytest.mark.slow

@@ -9,19 +9,24 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 from confirmatory import llm
+from confirmatory.cli import main
 from confirmatory.money import to_nusd
 from confirmatory.sim import SIM_PRICES, FaultPlan, SimProvider
 from confirmatory.sim.behaviour import Conversation, decide, household_from, rule_of_thumb
 
+ROOT = Path(__file__).resolve().parent.parent
 HOUSEHOLD = {"adults": [{"age": 40, "employment_income": 30000}], "children": 1, "rental_income": 2000}
 USER = f"Household:\n```json\n{json.dumps(HOUSEHOLD)}\n```\nWhat is its annual net income?"
 CALCULATE = {
@@ -229,6 +234,31 @@ def test_the_sim_provider_command_prints_its_url_serves_and_stops_on_ctrl_c(sig,
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_the_sim_provider_command_says_in_one_line_that_its_port_is_in_use():
+    # It used to end in a traceback ("OSError: [Errno 98] Address already in use"), exit 1.
+    taken = socket.socket()
+    try:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "confirmatory_run.py"), "sim-provider",
+                               "--port", str(port)], capture_output=True, text=True, timeout=60)
+    finally:
+        taken.close()
+    assert proc.returncode == 3, proc.stderr  # as for a design whose [simulator] table it refuses
+    assert proc.stdout == ""
+    assert proc.stderr == f"sim-provider: cannot listen on 127.0.0.1 port {port}: Address already in use\n"
+
+
+@pytest.mark.parametrize("port", ["99999", "65536", "-1"])
+def test_the_sim_provider_command_refuses_a_port_out_of_range_as_a_usage_error(port):
+    # 99999 used to end in a traceback ("OverflowError: bind(): port must be 0-65535."), exit 1.
+    result = CliRunner().invoke(main, ["sim-provider", "--port", port])
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert f"Invalid value for '--port': {port} is not in the range 0<=x<=65535." in result.output
 
 
 def test_prepare_prices_a_simulator_model_with_the_sims_own_prices_by_default():

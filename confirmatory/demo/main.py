@@ -34,9 +34,12 @@ def demo_command(run_dir: Path | None = None, design: Path | None = None) -> int
     """Run ``design`` into ``run_dir``, verify it, print a guide; the exit status.
 
     Non-zero when the run did not complete cleanly (the runner's status) or
-    when verification failed (the verifier's status).
+    when verification failed (the verifier's status). A run refused before
+    it started (exit status 3: a bad design, an existing run directory) is
+    said so and nothing is verified: the directory is not this demo's.
     """
-    from confirmatory.runmain import run_command  # noqa: PLC0415 - keeps `demo --help` light
+    from confirmatory.cli import EXIT_REFUSED  # noqa: PLC0415
+    from confirmatory.runmain import run_command, run_dir_problems  # noqa: PLC0415 - keeps `demo --help` light
     from confirmatory.verify import verify_command  # noqa: PLC0415
 
     design = Path(design) if design is not None else REFERENCE_DESIGN
@@ -44,15 +47,27 @@ def demo_command(run_dir: Path | None = None, design: Path | None = None) -> int
     print(f"confirmatory demo: design {design}", file=sys.stderr)
     print(f"confirmatory demo: run directory {run_dir}", file=sys.stderr)
 
+    # A run directory the run would refuse (one that exists: an earlier run,
+    # perhaps of another design) is refused here, before the witness is made
+    # beside it: the witness must exist before the run (its preflight checks
+    # the clone), and a demo that makes nothing must leave nothing behind.
+    problems = run_dir_problems(run_dir)
+    if problems:
+        print("refused to start:", file=sys.stderr)
+        for p in problems:
+            print(f"  {p}", file=sys.stderr)
+        return _not_started(EXIT_REFUSED)
+
     from confirmatory.witness import init_local_witness  # noqa: PLC0415
 
     # The bundled designs push their anchors to {run_dir}/../.witness/clone.
     witness = init_local_witness(run_dir.parent / ".witness")
     run_rc = run_command(design, run_dir, workers=None, quiet=False)
-    if not (run_dir / "manifest.json").is_file():
-        # Refused before starting: nothing to verify or show.
-        print(f"confirmatory demo: the run did not start (exit status {run_rc})", file=sys.stderr)
-        return run_rc or 1
+    if run_rc == EXIT_REFUSED or not (run_dir / "manifest.json").is_file():
+        # Refused before starting (by the status, not by what the directory
+        # holds: one that appeared meanwhile is some other run's): nothing of
+        # this demo's to verify or show.
+        return _not_started(run_rc)
 
     # Against the witness too, as a reviewer would: it fetches the protected
     # remote the run pushed every anchor to, and compares.
@@ -64,6 +79,11 @@ def demo_command(run_dir: Path | None = None, design: Path | None = None) -> int
     if run_rc != 0:
         return run_rc
     return verify_rc
+
+
+def _not_started(run_rc: int) -> int:
+    print(f"confirmatory demo: the run did not start (exit status {run_rc})", file=sys.stderr)
+    return run_rc or 1
 
 
 def households_file(design: Path) -> Path | None:

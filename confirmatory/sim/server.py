@@ -426,7 +426,15 @@ def serve_command(port: int = 0, design: Path | None = None) -> int:
 
     old = {s: signal.signal(s, stop_serving) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        sim = SimProvider(plan, port=port).start()
+        try:
+            sim = SimProvider(plan, port=port).start()
+        except (OSError, OverflowError) as exc:
+            # A port in use (or not ours to take), or out of range (the CLI
+            # refuses that first, as a usage error): one line, the status of
+            # the design's problems above.
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            print(f"sim-provider: cannot listen on 127.0.0.1 port {port}: {why}", file=sys.stderr)
+            return 3
         try:
             print(sim.url, flush=True)
             print(f"models: {', '.join(SIM_MODELS)}; {len(plan.faults)} fault(s) planned; Ctrl-C stops",
