@@ -531,16 +531,17 @@ def init_local_witness(root: Path) -> Path:
     """
     root = Path(root)
     remote, work = root / "witness.git", root / "clone"
-    if (work / ".git").is_dir():
-        return work
     root.mkdir(parents=True, exist_ok=True)
     if not remote.exists():
         subprocess.run(["git", "init", "--quiet", "--bare", "-b", "main", str(remote)],
                        check=True, env=_git_env(), capture_output=True)
-        for key in ("receive.denyNonFastForwards", "receive.denyDeletes"):
-            _git(remote, "config", key, "true")
-    subprocess.run(["git", "clone", "--quiet", str(remote), str(work)],
-                   check=True, env=_git_env(), capture_output=True)
+    # At every call, not only at creation: a set-up cut short between the
+    # init and these would otherwise leave an unprotected remote for good.
+    for key in ("receive.denyNonFastForwards", "receive.denyDeletes"):
+        _git(remote, "config", key, "true")
+    if not (work / ".git").is_dir():
+        subprocess.run(["git", "clone", "--quiet", str(remote), str(work)],
+                       check=True, env=_git_env(), capture_output=True)
     return work
 
 

@@ -203,6 +203,10 @@ MUTANTS = (
     Mutant("take any port number", "confirmatory/cli.py",
            '"--port", type=click.IntRange(0, 65535),', '"--port", type=int,',
            "tests/test_sim_provider.py::test_the_sim_provider_command_refuses_a_port_out_of_range_as_a_usage_error"),
+    Mutant("protect a local witness only when it is made", "confirmatory/witness.py",
+           "    # At every call, not only at creation",
+           "    if remote.exists():\n        return work\n    # At every call, not only at creation",
+           "tests/test_witness.py::test_a_local_witness_whose_set_up_was_cut_short_is_protected_at_the_next_call"),
     Mutant("send the placeholder key to every loopback server", "confirmatory/llm.py",
            "    return None if _env_key_found[key] else SIM_API_KEY", "    return SIM_API_KEY",
            "tests/test_llm_faults.py::"

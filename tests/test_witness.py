@@ -450,3 +450,23 @@ def test_a_git_lock_file_of_a_git_that_may_still_be_at_work_is_left_alone(tmp_pa
     with pytest.raises(WitnessError, match="index.lock"):
         publish(work, write_anchors(tmp_path / "run", 2))
     assert (work / ".git" / "index.lock").exists()
+
+
+def test_a_local_witness_whose_set_up_was_cut_short_is_protected_at_the_next_call(tmp_path):
+    """The demo's witness: a bare repository made, then the set-up cut short
+    (Ctrl-C) before its receive.deny* settings. The next call reused it
+    unprotected, and a force-push then rewrote the witness's history."""
+    from confirmatory.witness import init_local_witness
+
+    root = tmp_path / "w"
+    root.mkdir()
+    subprocess.run(["git", "init", "--quiet", "--bare", "-b", "main", str(root / "witness.git")], check=True)
+    work = init_local_witness(root)
+
+    def setting(key: str) -> str:
+        return subprocess.run(["git", "-C", str(root / "witness.git"), "config", "--get", key],
+                              capture_output=True, text=True).stdout.strip()
+
+    assert setting("receive.denyNonFastForwards") == "true"
+    assert setting("receive.denyDeletes") == "true"
+    assert (work / ".git").is_dir() and init_local_witness(root) == work
