@@ -103,9 +103,11 @@ class Lane:
             pass
         # Written at the lane's end, perhaps after its log failed (a full
         # disk: the run is stopping then); the failure goes to the report.
-        self.run.append_at_end(self.m.run_log, {"event": "lane-end", "lane": self.index, "reason": reason, "t": t})
+        written = self.run.append_at_end(self.m.run_log,
+                                         {"event": "lane-end", "lane": self.index, "reason": reason, "t": t})
         with self.m.cond:
             self.m.lane_ends.append(reason)
+            self.m.lane_end_lines += written
             self.m.cond.notify_all()
         self.run.wake()
 
@@ -178,8 +180,12 @@ class Lane:
                     m.under_way += 1
                 else:
                     m.refused = True
-                m.decided += 1
+        # Counted for the progress table once its line is on disk: a decision
+        # whose line the log refused (a full disk) is in no record, and the
+        # table must not show it as made.
         m.admission_log.append(line)
+        with m.cond:
+            m.decided += 1
         return "admit" if admit else "refused"
 
     # -- one household -----------------------------------------------------
@@ -258,11 +264,12 @@ class Lane:
                 m.under_way -= 1
                 if finished:
                     m.finished_nusd += spend
-                m.households_done += 1
             m.cond.notify_all()
-        for a in attempts:
-            m.run_log.append(a.line())
-        m.run_log.append(
+        # Ended, for the progress table, once its household line is on disk
+        # (verify counts household lines): a household whose lines the log
+        # refused (a full disk, a file-size limit) did not end in the records.
+        lines = [a.line() for a in attempts]
+        lines.append(
             {
                 "event": "household",
                 "lane": self.index,
@@ -272,6 +279,10 @@ class Lane:
                 "spend_nusd": spend,
             }
         )
+        for line in lines:
+            m.run_log.append(line)
+        with m.cond:
+            m.households_done += 1
 
     # -- one attempt -------------------------------------------------------
     def _stop_reason(self) -> str | None:

@@ -135,9 +135,13 @@ class ModelState:
     # the ceiling): a lane then stops waiting for host evidence.
     halt: threading.Event = field(default_factory=threading.Event)
     inconclusive: dict[str, set[str]] = field(default_factory=dict)
-    # Progress counters (read without the lock for display only).
+    # Progress counters (changed under cond, read without it for display
+    # only). ``decided`` and ``households_done`` count lines on disk: a
+    # decision or household is counted once its line was appended (fsynced),
+    # so that after a failed write the table says what the records hold.
     decided: int = 0
     households_done: int = 0
-    attempts: int = 0
+    attempts: int = 0  # attempts started (each writes its record when it ends)
     reruns: int = 0  # attempts started in a pass after the first
-    lane_ends: list[str] = field(default_factory=list)  # each ended lane's reason
+    lane_ends: list[str] = field(default_factory=list)  # each ended lane's reason (written or not)
+    lane_end_lines: int = 0  # how many of those lanes' lane-end lines were written

@@ -7,12 +7,14 @@ Two kinds of output, both on stderr (stdout stays clean):
   the ceiling crossed, the run stopping and what it still waits for, a signal
   received while stopping, a witness push that failed. An unattended run's
   log says what needs a person.
-* **the table**, one line per model (households decided and ended, attempts,
-  reruns, spend against its cap, and its state: done, paused with the command
-  that resumes it, stopped, or the time its remaining households take at the
-  pace so far), every ``interval_s``: every 2 s on a terminal, every 60 s
-  into a file (an hour-long run then writes a few hundred lines, not
-  thousands). Not with ``--quiet``.
+* **the table**, one line per model (households decided and ended, each
+  counted once its line is on disk; attempts started, reruns, spend against
+  its cap, and its state: done, paused with the command that resumes it,
+  stopped, or the time its remaining households take at the pace so far;
+  and any of its logs that could no longer be written), every
+  ``interval_s``: every 2 s on a terminal, every 60 s into a file (an
+  hour-long run then writes a few hundred lines, not thousands). Not with
+  ``--quiet``.
 
 Reads the Run's counters without taking its locks (a display may be a moment
 stale; it never slows a lane).
@@ -44,6 +46,12 @@ def time_left(ended: int, total: int, elapsed_s: float) -> str | None:
     if ended <= 0 or ended >= total or elapsed_s <= 0:
         return None
     return f"~{_hms((total - ended) * elapsed_s / ended)} left at this pace"
+
+
+def _failed_logs(m: Any) -> list[str]:
+    """The model's logs whose writer failed (nothing more is acknowledged on them)."""
+    return [f"models/{m.name}/{name}" for name, log in (("run.jsonl", m.run_log), ("admission.jsonl", m.admission_log))
+            if getattr(log, "failed", False)]
 
 
 def _is_tty(stream: TextIO) -> bool:
@@ -141,8 +149,10 @@ class Progress:
         for m in run.models.values():
             n = len(m.draw)
             # lanes that all ended on their own (the draw run through, or
-            # the cap) before any stop: done, whatever stopped the run later
-            ended_alone = len(m.lane_ends) >= m.spec.lanes and all(r in ("done", "refused") for r in m.lane_ends)
+            # the cap) before any stop, their lane-end lines written: done,
+            # whatever stopped the run later
+            ended_alone = (len(m.lane_ends) >= m.spec.lanes and m.lane_end_lines >= m.spec.lanes
+                           and all(r in ("done", "refused") for r in m.lane_ends))
             if ended_alone:
                 state = "done" if "refused" not in m.lane_ends else "done: its cap admits no more households"
             elif m.stopped:
@@ -158,6 +168,12 @@ class Progress:
                 state = "ended"
             else:
                 state = time_left(m.households_done, n, time.monotonic() - self._t0) or ""
+            failed = _failed_logs(m)
+            if failed:
+                # decided and ended count lines on disk (modelstate); the
+                # attempts are those started, some of whose lines are not
+                state = (f"{state} | LOG WRITE FAILED: {', '.join(failed)} (decided and ended count "
+                         "the lines on disk; attempts, those started)")
             out.append(
                 f"  {m.name:<16} households {m.decided:>3}/{n} decided, {m.households_done:>3} ended | "
                 f"attempts {m.attempts:>4}, reruns {m.reruns:>3} | "

@@ -384,7 +384,14 @@ def result_lines(run_dir: Path) -> list[str]:
     attempt of each household and arm), read back from its run.jsonl; a
     model none of whose results is an observation is said so loudly (a
     provider unreachable for the whole run still "completes": each failure
-    was rerun, then kept, as the rules say)."""
+    was rerun, then kept, as the rules say).
+
+    Only households whose household line is on disk count (verify's ended
+    households): a household's attempt lines come first, so a log that
+    could no longer be written (a full disk, a file-size limit) may hold
+    some of them without the household line, and those are said apart, not
+    counted as results. The log is read up to its first unreadable line (a
+    torn tail), which is said too."""
     import json
     from collections import Counter
 
@@ -397,22 +404,40 @@ def result_lines(run_dir: Path) -> list[str]:
     lines = []
     for model in models:
         last: dict[tuple[Any, Any], Any] = {}
+        ended: set[Any] = set()
+        attempt_lines: Counter[str] = Counter()  # per household
+        broken = ""
         try:
             for line in iter_lines(run_dir / "models" / str(model) / "run.jsonl"):
                 obj = line.obj
                 if obj.get("event") == "attempt":
                     last[(obj.get("household"), obj.get("arm"))] = obj.get("class")
-        except Exception:  # noqa: BLE001 - a damaged log: verify reports it; count what was read
-            pass
+                    attempt_lines[str(obj.get("household"))] += 1
+                elif obj.get("event") == "household":
+                    ended.add(obj.get("household"))
+        except Exception as exc:  # noqa: BLE001 - a damaged log: verify reports it; count what was read
+            at = getattr(exc, "offset", None)
+            broken = (f"; its run.jsonl was read up to byte {at}, where it breaks ({type(exc).__name__})"
+                      if at is not None else f"; its run.jsonl could not be read to its end ({type(exc).__name__})")
+        unended = sorted({str(hh) for hh, _ in last if hh not in ended})
+        unended_lines = sum(attempt_lines[hh] for hh in unended)
+        last = {key: cls for key, cls in last.items() if key[0] in ended}
+        note = broken
+        if unended:
+            note = (f"; {unended_lines} attempt line(s) of {len(unended)} household(s) whose household line "
+                    f"is not on disk, not counted ({', '.join(unended[:3])}{', ...' if len(unended) > 3 else ''})"
+                    + note)
         if not last:
+            if note:
+                lines.append(f"  {model}: no arm results on disk{note}")
             continue
         counts = Counter(str(cls) for cls in last.values())
         tally = ", ".join(f"{c} {n}" for c, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
         if not any(counts.get(c) for c in _OBSERVED):
             lines.append(f"  {model}: NO OBSERVATION: none of its {len(last)} arm results is ok or the model's "
-                         f"own ({tally}); see models/{model}/run.jsonl")
+                         f"own ({tally}); see models/{model}/run.jsonl{note}")
         else:
-            lines.append(f"  {model}: {len(last)} arm results: {tally}")
+            lines.append(f"  {model}: {len(last)} arm results: {tally}{note}")
     return lines
 
 

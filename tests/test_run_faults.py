@@ -31,6 +31,27 @@ def on_record_fsync(monkeypatch, household: str, act) -> None:
     monkeypatch.setattr(os, "fsync", fsync)
 
 
+def on_log_write(monkeypatch, suffix: str, nth: int):
+    """The ``nth`` write to the file whose path ends in ``suffix`` fails
+    (ENOSPC, nothing written: a full disk); returns the real ``os.write``."""
+    real_write = os.write
+    seen = {"n": 0}
+
+    def write(fd, data):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            target = ""
+        if target.endswith(suffix):
+            seen["n"] += 1
+            if seen["n"] == nth:
+                raise OSError(errno.ENOSPC, "injected: no space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", write)
+    return real_write
+
+
 def _eio() -> None:
     raise OSError(errno.EIO, "injected I/O error")
 
@@ -448,6 +469,139 @@ def test_logs_that_can_no_longer_be_written_end_the_run_with_a_report_not_a_trac
     assert stop["cause"] == "runner-error" and "File too large" in stop["detail"]
     (close,) = of(events(run_dir), "close")
     assert close["status"] == "stopped"
+
+
+def _on_disk(run_dir, model):
+    """What a model's logs hold, read as a reviewer would (complete lines,
+    up to a torn tail): its decisions, its ended households, and the
+    (household, arm) pairs of the attempt lines of those households."""
+    from confirmatory.chain import ChainError, iter_lines
+
+    def read(name):
+        out = []
+        try:
+            out.extend(line.obj for line in iter_lines(run_dir / "models" / model / name))
+        except ChainError:
+            pass  # the torn tail a failed write left: what came before is what was acknowledged
+        return out
+
+    run_log, admission = read("run.jsonl"), read("admission.jsonl")
+    ended = {e["household"] for e in of(run_log, "household")}
+    results = {(a["household"], a["arm"]) for a in of(run_log, "attempt") if a["household"] in ended}
+    return len(of(admission, "decision")), len(ended), len(results)
+
+
+def test_after_a_failed_write_the_table_and_the_summary_count_only_what_is_on_disk(tmp_path):
+    # As the audit found it: a runner whose files may not grow past 9000
+    # bytes (RLIMIT_FSIZE, SIGXFSZ ignored: the write stops part-way with
+    # EFBIG) fails a model's run.jsonl as a lane writes a household's lines.
+    # The last table said "6/6 decided, 6 ended" and the summary counted the
+    # attempt lines of the household whose household line was never written,
+    # while verify counts only household lines on disk.
+    import re
+    import subprocess
+    import sys
+
+    from confirmatory.testing.designs import write_design
+
+    design = write_design(tmp_path / "design", households=[{"id": f"hh-{i:03d}"} for i in range(16)], models=2,
+                          arms=("alone", "calculator", "calculator_explain"), anchors={"command": ["true"]}, **FAST)
+    code = ("import resource, sys\n"
+            "from pathlib import Path\n"
+            "import confirmatory.run as r\n"
+            "from confirmatory.runmain import run_command\n"
+            "r.DISK_FLOOR_BYTES = 0\n"
+            "resource.setrlimit(resource.RLIMIT_FSIZE, (9000, 9000))\n"
+            "sys.exit(run_command(Path(sys.argv[1]), Path(sys.argv[2])))\n")  # not quiet: the table is shown
+    run_dir = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-c", code, str(design), str(run_dir)],
+                          capture_output=True, text=True, timeout=120)
+    err = proc.stderr
+    assert proc.returncode == 4 and "NOT EVERY LINE OF THE RUN'S END COULD BE WRITTEN" in err, err[-3000:]
+    last_table = err[err.rindex("run spend "):]
+    rows = {m: (int(d), int(n), int(e)) for m, d, n, e in
+            re.findall(r"^  (\S+) +households +(\d+)/(\d+) decided, +(\d+) ended \|", last_table, re.M)}
+    summary = dict(re.findall(r"^  (\S+): (\d+) arm results", err, re.M))
+    assert set(rows) == {"m0", "m1"} and set(summary) == {"m0", "m1"}, err[-3000:]
+    for m in ("m0", "m1"):
+        decided, ended, results = _on_disk(run_dir, m)
+        assert rows[m][0] == decided and rows[m][2] == ended, (m, rows[m], (decided, ended), last_table)
+        assert int(summary[m]) == results, (m, summary[m], results, err[-3000:])
+    # The model whose log failed says so in the table, and that its attempts are those started.
+    assert "| LOG WRITE FAILED: models/m" in last_table and "attempts, those started" in last_table, last_table
+    # ... and verify's account of the households ended is the table's.
+    from confirmatory.verify import verify_run
+
+    outcome = verify_run(run_dir).outcome
+    for m in ("m0", "m1"):
+        assert f"{m}: {rows[m][2]} of {rows[m][1]} households ended" in outcome, (outcome, rows)
+
+
+def test_the_summary_leaves_out_the_attempt_lines_of_a_household_whose_household_line_was_torn(tmp_path):
+    """What a write cut off by EFBIG leaves: a run.jsonl whose last household
+    has two of its attempt lines, then a torn third. The summary counts the
+    arm results of the households that ended on disk and says the rest apart;
+    it counted all 5 before (1 household ended, 3 arms: 3 results)."""
+    from confirmatory.runmain import result_lines
+
+    result, run_dir = execute(tmp_path, households=2, models=[{"name": "m0", "lanes": 1}],
+                              arms=("alone", "calculator", "calculator_explain"), **FAST)
+    assert result.status == "completed"
+    log = run_dir / "models" / "m0" / "run.jsonl"
+    lines = log.read_bytes().splitlines(keepends=True)
+    kinds = [json.loads(line)["event"] for line in lines]
+    second = [i for i, k in enumerate(kinds) if k == "household"][1]
+    assert kinds[second - 3:second] == ["attempt"] * 3, kinds
+    log.write_bytes(b"".join(lines[:second - 1]) + lines[second - 1][:40])  # a torn third attempt line
+    (line,) = result_lines(run_dir)
+    assert line.startswith("  m0: 3 arm results: ok 3; 2 attempt line(s) of 1 household(s) whose household line "
+                           "is not on disk, not counted (hh-"), line
+    assert "its run.jsonl was read up to byte" in line and "(TornTail)" in line, line
+
+
+def test_a_decision_whose_line_the_disk_refuses_is_not_counted_as_decided(tmp_path, monkeypatch):
+    """The write of the third decision's line to admission.jsonl fails (the
+    disk is full: ENOSPC, nothing written): the run stops (runner-error) and
+    the table counts the two decisions on disk, not three; its row names the
+    failed log."""
+    import io
+
+    from confirmatory.progress import Progress
+
+    real_write = on_log_write(monkeypatch, "/models/m0/admission.jsonl", 4)  # line 0 is its open line
+    hh = [{"id": f"hh-{i:03d}", "latency_s": 0.01} for i in range(6)]
+    run = make_run(tmp_path, households=hh, models=[{"name": "m0", "lanes": 1}], arms=("alone",), **FAST)
+    result = run.execute()
+    monkeypatch.setattr(os, "write", real_write)
+    assert result.status == "stopped" and result.stop_cause == "runner-error", result
+    assert "injected: no space left on device" in result.stop_detail
+    decided, ended, _ = _on_disk(run.run_dir, "m0")
+    assert decided == 2, decided
+    progress = Progress(run, stream=io.StringIO())
+    row = progress.lines()[1]
+    assert f"households   2/6 decided, {ended:>3} ended" in row, row
+    assert "LOG WRITE FAILED: models/m0/admission.jsonl" in row, row
+
+
+def test_a_model_whose_lane_end_line_the_disk_refuses_is_not_shown_done(tmp_path, monkeypatch):
+    """Its one lane ran its draw through, then the write of its lane-end line
+    failed (ENOSPC): in the records the lane never ended, so the table says
+    the model stopped (runner-error), not done (as it did)."""
+    import io
+
+    from confirmatory.progress import Progress
+
+    # run.jsonl of one lane, one arm, two households: open, then (attempt, household) twice, then lane-end
+    real_write = on_log_write(monkeypatch, "/models/m0/run.jsonl", 6)
+    run = make_run(tmp_path, households=2, models=[{"name": "m0", "lanes": 1}], arms=("alone",), **FAST)
+    result = run.execute()
+    monkeypatch.setattr(os, "write", real_write)
+    assert result.status == "stopped" and result.stop_cause == "runner-error", result
+    assert not of(events(run.run_dir, "m0"), "lane-end")
+    assert run.models["m0"].lane_ends == ["done"]
+    row = Progress(run, stream=io.StringIO()).lines()[1]
+    assert "households   2/2 decided,   2 ended" in row, row
+    assert "stopped (runner-error) | LOG WRITE FAILED: models/m0/run.jsonl" in row, row
 
 
 def test_an_engine_factory_that_returns_no_pool_stops_its_model_with_cause_pool(tmp_path):
