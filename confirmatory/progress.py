@@ -26,7 +26,7 @@ import threading
 import time
 from typing import Any, TextIO
 
-from confirmatory.anchors import FINAL_PUSH_TIMEOUT_S
+from confirmatory import anchors
 from confirmatory.money import format_usd
 
 EVENT_POLL_S = 0.5  # how often events are looked for
@@ -117,7 +117,7 @@ class Progress:
                        f"run stopping ({run.stop_cause}{': ' + detail if detail else ''}): "
                        "calls in flight end within their timeout "
                        f"(at most {longest:g} s), then the final anchor is written and pushed "
-                       f"(at most {FINAL_PUSH_TIMEOUT_S:g} s)", out)
+                       f"(at most {anchors.FINAL_PUSH_TIMEOUT_S:g} s)", out)
         signals = run.signals_received
         if signals > self._signals_told:
             if signals > 1:  # the first one is the stop itself
