@@ -78,6 +78,9 @@ class RunResult:
     # everything acknowledged before is on disk; verify says what is missing.
     write_failures: tuple[str, ...] = ()
     final_anchor_written: bool = True
+    # Why the witness does not hold the final anchor, as anchor-pushes.jsonl
+    # records it (Anchorer.final_push_problem); "" when its push returned 0.
+    final_push_problem: str = ""
 
 
 class Run:
@@ -574,8 +577,9 @@ class Run:
         self._finished = True
         self.close()
         stuck = sum(1 for t, lane in self._lanes if lane.settled and t.is_alive())
+        problem = getattr(self.anchorer, "final_push_problem", "") if anchored else ""
         return RunResult(status, cause, total, self.run_dir, rc, stuck, detail, tuple(self.write_failures),
-                         final_anchor_written=anchored)
+                         final_anchor_written=anchored, final_push_problem=problem)
 
     def close(self) -> None:
         """Idempotent: join what is left, close pools and writers, then restore
