@@ -17,7 +17,9 @@ made while a push runs is covered by the next push (the command always sends
 the whole file). A push made during the run is killed after ``push_timeout_s``
 (its process group), logged with that outcome and retried at the next anchor
 like any failed push; the final anchor's push is bounded by ``finish``'s
-``push_timeout`` instead. Any push that writes more than
+``push_timeout`` instead: the time for pushes at the end of the run, which
+an earlier push still under way spends too (``end_wait`` says what the end
+waits on; ``final_push_problem`` what became of the final push). Any push that writes more than
 MAX_PUSH_OUTPUT_BYTES of output is killed the same way. Each push's result is also kept for the progress
 display (``push_failures``). Neither
 thread is a daemon; each keeps its first exception in ``failure`` for the Run
@@ -34,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
@@ -122,6 +125,24 @@ def _run_command(command: Sequence[str], anchors_file: Path, cwd: Path,
     return rc, (text + note)[-OUTPUT_TAIL_CHARS:], stopped
 
 
+# How a push ended, besides its rc: killed at the end of the run ("end"),
+# killed at its own timeout or output bound (children.TIMEOUT / OUTPUT),
+# never started ("not run"), or on its own (None).
+_END, _NOT_RUN = "end", "not run"
+
+
+def end_time(push_timeout: float) -> str:
+    """How the records and the end summary name ``finish``'s ``push_timeout``."""
+    return f"the time for pushes at the end of the run ({push_timeout:g} s)"
+
+
+class EndWait(NamedTuple):
+    """What ``finish`` waits on, for the progress display."""
+    anchor_seq: int  # the anchor whose push is under way (or about to start)
+    final_seq: int
+    left_s: float    # at most this long more
+
+
 class PushFailure(NamedTuple):
     """A failed push, for the progress display: unpacks as (anchor_seq, rc, tail)."""
     anchor_seq: int
@@ -181,9 +202,16 @@ class Anchorer:
         self._proc: subprocess.Popen | None = None
         self._closing = False              # finish(): the worker exits once idle
         self._give_up = False              # finish() timed out: start nothing more
+        self._give_up_why = ""             # why, as a push's output says it: "[killed by the runner: ...]"
         self._worker: threading.Thread | None = None
         self._finished = False
         self._final_rc: int | None = None
+        self._pushing_seq: int | None = None  # the anchor whose push runs now
+        self._end_killing = False          # the run's end killed the push under way (_give_up_why)
+        self._end_timeout: float | None = None   # finish()'s push_timeout, once it waits
+        self._end_deadline: float | None = None  # monotonic; None once it no longer waits
+        self._last_push: tuple[int, int | None, str | None] | None = None  # (seq, rc, how) last logged
+        self._final_push: tuple[int | None, str, str | None, tuple | None] | None = None  # rc, output, how, spent on
         self.push_timeout_s = float(push_timeout_s)
         # What the progress display reads (push_failures), under _push_cv.
         self._failures: list[PushFailure] = []  # every one: at most one push per anchor
@@ -269,7 +297,9 @@ class Anchorer:
 
         If the time runs out, the push under way is killed and logged with its
         return code; if that was an earlier anchor's push, the final anchor's
-        push is logged as not run (rc null) and -1 is returned. Idempotent."""
+        push is logged as not run (rc null) and -1 is returned. Idempotent.
+        Meanwhile ``end_wait`` says what it waits on; after, ``final_push_problem``
+        says what became of the final push, as its lines in anchor-pushes.jsonl do."""
         if self._finished:
             return self._final_rc
         self._stop.set()
@@ -284,12 +314,17 @@ class Anchorer:
         if self._command is None:
             return None
         with self._push_cv:
+            self._end_timeout = float(push_timeout)
+            self._end_deadline = time.monotonic() + push_timeout
             pushed = self._push_cv.wait_for(lambda: self._done_seq >= final or self._worker_gone(),
                                             timeout=push_timeout)
             self._closing = True
+            self._end_deadline = None
             if not pushed:
-                self._give_up = True
+                self._give_up, self._give_up_why = True, f"{end_time(push_timeout)} ran out"
             proc = self._proc
+            if not pushed and proc is not None:
+                self._end_killing = True
             self._push_cv.notify_all()
         if not pushed and proc is not None:
             children.kill_group(proc)
@@ -300,10 +335,60 @@ class Anchorer:
             self._final_rc = self._done_rc if ok else -1
         return self._final_rc
 
+    @property
+    def end_wait(self) -> EndWait | None:
+        """While ``finish`` waits for a push: which anchor's push runs (an
+        earlier one's, still under way, spends the same time), and at most how
+        long the wait lasts; else None. Thread-safe."""
+        with self._push_cv:
+            final, deadline = self._final_seq, self._end_deadline
+            if final is None or deadline is None or self._done_seq >= final:
+                return None
+            seq = self._pushing_seq if self._pushing_seq is not None else final
+            return EndWait(seq, final, max(0.0, deadline - time.monotonic()))
+
+    @property
+    def final_seq(self) -> int | None:
+        """The final anchor's seq once it is written (no anchor follows it)."""
+        return self._final_seq
+
+    @property
+    def final_push_problem(self) -> str:
+        """After ``finish``: why the witness does not hold the final anchor,
+        one line saying what the final anchor's push line records ("" when it
+        returned 0, or there is no command)."""
+        with self._push_cv:
+            final, pushed, timeout = self._final_seq, self._final_push, self._end_timeout
+        if self._command is None or final is None or not self._finished:
+            return ""
+        what = f"its push (anchor {final})"
+        if pushed is None:
+            why = f": the push worker failed ({self.failure!r})" if self.failure is not None else ""
+            return f"{what} was not logged{why}"
+        rc, output, how, spent = pushed
+        ended = end_time(timeout if timeout is not None else FINAL_PUSH_TIMEOUT_S)
+        if how == _NOT_RUN:
+            if spent is None:
+                return f"{what} was not run: {ended} ran out before it could start"
+            seq, spent_rc, spent_how = spent
+            killed = ", killed by the runner" if spent_how == _END else ""
+            return f"{what} was not run: {ended} was spent on anchor {seq}'s push{killed} (rc {spent_rc})"
+        if rc == 0:
+            return ""
+        if how == _END:
+            return f"{what} was killed by the runner (rc {rc}): {ended} ran out"
+        if how == children.OUTPUT:
+            return (f"{what} was killed by the runner (rc {rc}) for writing more than "
+                    f"{MAX_PUSH_OUTPUT_BYTES:,} bytes of output")
+        return f"{what} returned {rc}: {problem_line(output)}"
+
     def _abandon_pushes(self) -> None:
         with self._push_cv:
             self._closing = self._give_up = True
+            self._give_up_why = "the final anchor could not be written, and the run ended"
             proc = self._proc
+            if proc is not None:
+                self._end_killing = True
             self._push_cv.notify_all()
         if proc is not None:
             children.kill_group(proc)
@@ -337,9 +422,17 @@ class Anchorer:
                         return
                     seq, self._pending = self._pending, None
                     give_up = self._give_up
-                stopped = None
+                    spent = self._last_push
+                    self._pushing_seq = seq
+                stopped: str | None = None
                 if give_up:
-                    rc, output = None, "not run: finish()'s push_timeout was spent on an earlier push"
+                    rc, stopped = None, _NOT_RUN
+                    if self._end_timeout is None:  # _abandon_pushes: no wait, nothing spent
+                        output = f"not run: {self._give_up_why}"
+                    elif spent is not None:
+                        output = f"not run: {end_time(self._end_timeout)} was spent on anchor {spent[0]}'s push"
+                    else:
+                        output = f"not run: {end_time(self._end_timeout)} ran out before it could start"
                 else:
                     assert self._command is not None
                     # The final anchor's push is bounded by finish()'s push_timeout.
@@ -348,15 +441,20 @@ class Anchorer:
                                                          self._cwd, self._started, timeout)
                     with self._push_cv:
                         self._proc = None
-                        if self._give_up and rc != 0 and stopped is None:
-                            output = (output + "\n[killed by the runner after finish()'s push_timeout]"
-                                      )[-OUTPUT_TAIL_CHARS:]
+                        killed, self._end_killing = self._end_killing, False
+                    if killed and stopped is None and rc is not None and rc < 0:
+                        stopped = _END
+                        output = (output + f"\n[killed by the runner: {self._give_up_why}]")[-OUTPUT_TAIL_CHARS:]
                 with self._push_cv:
                     self._note_push(seq, rc, output, stopped)  # by the time its line is written
                 t = self._clock.now()
                 self._pushes.append({"event": "push", "t": t, "anchor_seq": seq, "rc": rc, "output": output})
                 with self._push_cv:
+                    if seq == self._final_seq:
+                        self._final_push = (rc, output, stopped, spent if stopped == _NOT_RUN else None)
+                    self._last_push = (seq, rc, stopped)
                     self._done_seq, self._done_rc = seq, rc
+                    self._pushing_seq = None
                     self._push_cv.notify_all()
         except BaseException as exc:  # noqa: BLE001 - kept for the Run; finish() stops waiting
             self.failure = self.failure or exc
@@ -370,6 +468,9 @@ class Anchorer:
         problem = problem_line(output)
         if stopped == children.TIMEOUT:
             problem = f"timed out after {self.push_timeout_s:g} s and killed; its output: {problem}"
+        elif stopped == _END:
+            said = output.rpartition("\n[killed by the runner: ")[0]  # the command's own, without our note
+            problem = f"killed: {self._give_up_why}; its output: {problem_line(said)}"
         elif stopped == children.OUTPUT:
             problem = (f"killed for writing more than {MAX_PUSH_OUTPUT_BYTES:,} bytes of output; "
                        f"its output: {problem}")
@@ -389,6 +490,8 @@ class Anchorer:
         with self._push_cv:
             self._proc = proc
             give_up = self._give_up
+            if give_up:
+                self._end_killing = True
         if give_up:
             # Race: finish() gave up between our taking the seq and the Popen;
             # it saw no process to kill, so we do it.

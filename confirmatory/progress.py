@@ -5,8 +5,10 @@ Two kinds of output, both on stderr (stdout stays clean):
 * **events**, printed once each as they happen, even with ``--quiet``: a model
   paused for an operator (with the command that resumes it), a model stopped,
   the ceiling crossed, the run stopping and what it still waits for, a signal
-  received while stopping, a witness push that failed. An unattended run's
-  log says what needs a person.
+  received while stopping, a witness push that failed or was not run, and,
+  once every lane has ended, the witness push the run's end waits for (and
+  for how long at most). An unattended run's log says what needs a person,
+  and that a run waiting at its end has not hung.
 * **the table**, one line per model (households decided and ended, each
   counted once its line is on disk; attempts started, reruns, spend against
   its cap, and its state: done, paused with the command that resumes it,
@@ -22,13 +24,14 @@ stale; it never slows a lane).
 
 from __future__ import annotations
 
+import math
 import shlex
 import sys
 import threading
 import time
 from typing import Any, TextIO
 
-from confirmatory.anchors import FINAL_PUSH_TIMEOUT_S
+from confirmatory import anchors
 from confirmatory.money import format_usd
 
 EVENT_POLL_S = 0.5  # how often events are looked for
@@ -125,7 +128,7 @@ class Progress:
                        f"run stopping ({run.stop_cause}{': ' + detail if detail else ''}): "
                        "calls in flight end within their timeout "
                        f"(at most {longest:g} s), then the final anchor is written and pushed "
-                       f"(at most {FINAL_PUSH_TIMEOUT_S:g} s)", out)
+                       f"(at most {anchors.FINAL_PUSH_TIMEOUT_S:g} s)", out)
         signals = run.signals_received
         if signals > self._signals_told:
             if signals > 1:  # the first one is the stop itself
@@ -135,11 +138,24 @@ class Progress:
         anchorer = getattr(run, "anchorer", None)
         failures = list(getattr(anchorer, "push_failures", ()) or ())
         for seq, rc, tail in failures[self._pushes_told:]:
+            # no anchor follows the final one: what fails from then on waits for push-anchor
+            ending = (run.stopped or getattr(run, "_finished", False)
+                      or getattr(anchorer, "final_seq", None) is not None)
             then = ("retry after the run: confirmatory push-anchor " + shlex.quote(str(run.run_dir))
-                    if run.stopped or getattr(run, "_finished", False) else "it is retried at the next anchor")
-            out.append(f"[{_hms(time.monotonic() - self._t0)}] witness push of anchor {seq} failed "
-                       f"(rc {rc}): {tail}; {then}")
+                    if ending else "it is retried at the next anchor")
+            what = (f"was {tail}" if rc is None and tail.startswith("not run") else f"failed (rc {rc}): {tail}")
+            out.append(f"[{_hms(time.monotonic() - self._t0)}] witness push of anchor {seq} {what}; {then}")
         self._pushes_told = len(failures)
+        wait = getattr(anchorer, "end_wait", None)
+        if wait is not None:
+            # The end's only other output is a table of models all done: say the run has not hung.
+            left = f"at most {math.ceil(wait.left_s)} s more"
+            if wait.anchor_seq == wait.final_seq:
+                text = f"waiting for the witness push of the final anchor {wait.final_seq} ({left})"
+            else:
+                text = (f"waiting for the witness push of anchor {wait.anchor_seq}, still under way ({left}; "
+                        f"the final anchor {wait.final_seq}'s push comes after it, in the same time)")
+            self._once(("end push", wait.anchor_seq), text, out)
         return out
 
     # -- the table -----------------------------------------------------------------

@@ -78,6 +78,9 @@ class RunResult:
     # everything acknowledged before is on disk; verify says what is missing.
     write_failures: tuple[str, ...] = ()
     final_anchor_written: bool = True
+    # Why the witness does not hold the final anchor, as anchor-pushes.jsonl
+    # records it (Anchorer.final_push_problem); "" when its push returned 0.
+    final_push_problem: str = ""
 
 
 class Run:
@@ -539,6 +542,8 @@ class Run:
 
     # -- the end -----------------------------------------------------------
     def _finish(self) -> RunResult:
+        from confirmatory import anchors
+
         assert self.files is not None
         if self.host is not None:
             self.host.stop()
@@ -564,15 +569,17 @@ class Run:
                                                  "spend_total_nusd": total})
         anchored = True
         try:
-            rc = self.anchorer.finish() if self.anchorer is not None else None
+            # Read when the run ends, not at import: a test lowers it.
+            rc = self.anchorer.finish(anchors.FINAL_PUSH_TIMEOUT_S) if self.anchorer is not None else None
         except (ChainError, OSError) as exc:  # the final anchor could not be written
             self.write_failures.append(f"the final anchor: {exc}")
             rc, anchored = None, False
         self._finished = True
         self.close()
         stuck = sum(1 for t, lane in self._lanes if lane.settled and t.is_alive())
+        problem = getattr(self.anchorer, "final_push_problem", "") if anchored else ""
         return RunResult(status, cause, total, self.run_dir, rc, stuck, detail, tuple(self.write_failures),
-                         final_anchor_written=anchored)
+                         final_anchor_written=anchored, final_push_problem=problem)
 
     def close(self) -> None:
         """Idempotent: join what is left, close pools and writers, then restore

@@ -454,8 +454,10 @@ def report(result: Any) -> int:
         _say("  the final anchor could not be written: the records are not anchored at their end "
              "(verify reports it)")
     elif unwitnessed:
-        _say(f"  the witness does not hold the final anchor yet (push rc {result.final_push_rc}); "
-              f"retry with: confirmatory push-anchor {shlex.quote(str(result.run_dir))}")
+        # what anchor-pushes.jsonl records: the final push's rc, or that it never ran and why
+        why = result.final_push_problem or f"push rc {result.final_push_rc}"
+        _say(f"  the witness does not hold the final anchor yet: {why}; "
+             f"retry with: confirmatory push-anchor {shlex.quote(str(result.run_dir))}")
     if result.write_failures:
         _say(f"  NOT EVERY LINE OF THE RUN'S END COULD BE WRITTEN ({len(result.write_failures)}): "
              f"{result.write_failures[0]}")

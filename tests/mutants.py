@@ -430,4 +430,17 @@ MUTANTS = (
     Mutant("let an anchor predate what it counts", "confirmatory/verify/logs.py",
            "and lt > at:\n", "and False:\n",
            "tests/test_verify_audit5.py::test_an_anchor_dated_before_lines_it_counts_fails_invariant_8"),
+    # the end of a run whose witness push hangs
+    Mutant("sum up a final push that never ran by its rc", "confirmatory/anchors.py",
+           "        if how == _NOT_RUN:", "        if False:",
+           "tests/test_anchors.py::test_the_end_summary_says_what_the_records_say_of_the_final_push[from the start]"),
+    Mutant("keep quiet while the run's end waits for a push", "confirmatory/progress.py",
+           '        wait = getattr(anchorer, "end_wait", None)', "        wait = None",
+           "tests/test_anchors.py::"
+           "test_the_end_says_which_witness_push_it_waits_for_and_for_how_long_at_most[from the start]"),
+    Mutant("name an internal timeout in the output of a push the run's end killed", "confirmatory/anchors.py",
+           'output = (output + f"\\n[killed by the runner: {self._give_up_why}]")',
+           'output = (output + "\\n[killed by the runner after finish()\'s push_timeout]")',
+           "tests/test_anchors.py::"
+           "test_the_records_of_a_push_the_runs_end_killed_or_never_ran_say_so_plainly_as_the_docs_do"),
 )

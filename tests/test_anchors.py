@@ -200,7 +200,8 @@ def test_finish_kills_a_push_that_outlives_push_timeout(tmp_path):
     assert time.monotonic() - started < 10
     assert rc is not None and rc < 0  # killed by a signal
     last = run.push_lines()[-1]
-    assert last["rc"] == rc and "pushing" in last["output"] and "push_timeout" in last["output"]
+    assert last["rc"] == rc and "pushing" in last["output"]
+    assert last["output"].endswith("[killed by the runner: the time for pushes at the end of the run (0.5 s) ran out]")
 
 
 def test_a_final_push_stuck_behind_an_earlier_one_is_logged_as_not_run(tmp_path):
@@ -214,7 +215,9 @@ def test_a_final_push_stuck_behind_an_earlier_one_is_logged_as_not_run(tmp_path)
     assert anchorer.finish(push_timeout=0.3) == -1
     first, final = run.push_lines()
     assert first["anchor_seq"] == 1 and first["rc"] < 0
-    assert final["anchor_seq"] == 2 and final["rc"] is None and final["output"].startswith("not run")
+    assert first["output"].endswith("[killed by the runner: the time for pushes at the end of the run (0.3 s) ran out]")
+    assert final["anchor_seq"] == 2 and final["rc"] is None
+    assert final["output"] == "not run: the time for pushes at the end of the run (0.3 s) was spent on anchor 1's push"
 
 
 def test_push_anchor_retries_the_final_push_after_the_run(tmp_path, capsys):
@@ -463,3 +466,106 @@ def test_push_anchor_stops_a_push_that_hangs_and_frees_the_runs_lock(tmp_path, m
     assert hung["by"] == "push-anchor" and hung["rc"] < 0
     assert "longer than its timeout of 0.5 s" in hung["output"]
     assert "longer than its timeout of 0.5 s" in capsys.readouterr().err
+
+
+
+# --- the end of a run whose witness push hangs ---------------------------------------------
+# A real run (run_command, as the CLI calls it, --quiet) pushing to a real bare
+# witness whose pre-receive hook sleeps 300 s once ./hang exists beside it
+# (a witness host that stopped answering mid-push). anchors.interval_s is an
+# hour: only the first and the final anchor are made. The time for pushes at
+# the end of the run is lowered from 120 s to END_S.
+
+HANG_HOOK = {"from the start": 'if [ -e "{flag}" ]; then sleep 300; fi\n',  # anchor 1's push hangs
+             "at the final push": 'if [ -e "{flag}" ]; then sleep 300; fi\ntouch "{flag}"\n'}  # the final's
+END_S = 3
+
+
+def run_with_a_hung_witness(tmp_path: Path, monkeypatch, capsys, hang: str) -> tuple[int, list[str], list[dict]]:
+    """(exit status, stderr lines, push lines of anchor-pushes.jsonl)."""
+    from confirmatory import anchors
+    from confirmatory.runmain import run_command
+    from confirmatory.testing.designs import write_design
+    from confirmatory.witness import init_local_witness
+
+    clone = init_local_witness(tmp_path / "w")
+    flag = tmp_path / "w" / "hang"
+    if hang == "from the start":
+        flag.touch()
+    hook = tmp_path / "w" / "witness.git" / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\n" + HANG_HOOK[hang].format(flag=flag))
+    hook.chmod(0o755)
+    monkeypatch.setattr(anchors, "FINAL_PUSH_TIMEOUT_S", END_S)
+    # lanes busy long enough for anchor 1's push to have started before the final anchor
+    hh = [{"id": f"hh-{i:03d}", "latency_s": 0.1} for i in range(3)]
+    design = write_design(tmp_path / "design", households=hh, models=1,
+                          engine_factory="confirmatory.testing.fakes:null_engine",
+                          anchors={"interval_s": 3600,
+                                   "command": ["{python}", "-m", "confirmatory.witness", "--clone", str(clone)]})
+    started = time.monotonic()
+    run_dir = tmp_path / "runs" / "h1"
+    code = run_command(design, run_dir, quiet=True)
+    assert time.monotonic() - started < 60  # not the 300 s the hook sleeps
+    pushes = [ln.obj for ln in iter_lines(run_dir / "anchor-pushes.jsonl") if ln.obj["event"] == "push"]
+    return code, capsys.readouterr().err.splitlines(), pushes
+
+
+KILLED_AT_THE_END = f"[killed by the runner: the time for pushes at the end of the run ({END_S} s) ran out]"
+NOT_RUN = f"not run: the time for pushes at the end of the run ({END_S} s) was spent on anchor 1's push"
+
+
+def test_the_records_of_a_push_the_runs_end_killed_or_never_ran_say_so_plainly_as_the_docs_do(
+        tmp_path, monkeypatch, capsys):
+    """The outputs read "[killed by the runner after finish()'s push_timeout]"
+    and "not run: finish()'s push_timeout was spent on an earlier push": an
+    internal name, no duration, no anchor, and not what docs/ANCHORS.md says."""
+    code, err, pushes = run_with_a_hung_witness(tmp_path, monkeypatch, capsys, "from the start")
+    assert code == 6, err
+    first, final = pushes
+    assert (first["anchor_seq"], final["anchor_seq"]) == (1, 2)
+    assert first["rc"] < 0 and first["output"].endswith("\n" + KILLED_AT_THE_END), first
+    assert final["rc"] is None and final["output"] == NOT_RUN, final
+    # docs/ANCHORS.md gives both texts word for word, at the default 120 s
+    docs = " ".join((Path(__file__).resolve().parent.parent / "docs" / "ANCHORS.md").read_text().split())
+    assert KILLED_AT_THE_END.replace(f"({END_S} s)", "(120 s)") in docs
+    assert NOT_RUN.replace(f"({END_S} s)", "(120 s)").replace("anchor 1's", "anchor M's") in docs
+
+
+@pytest.mark.parametrize("hang", list(HANG_HOOK))
+def test_the_end_summary_says_what_the_records_say_of_the_final_push(tmp_path, monkeypatch, capsys, hang):
+    """It said "the witness does not hold the final anchor yet (push rc -1)"
+    when the records hold no rc -1: anchor 1's push killed (rc -15) and the
+    final anchor's push not run (rc null)."""
+    code, err, pushes = run_with_a_hung_witness(tmp_path, monkeypatch, capsys, hang)
+    assert code == 6, err
+    retry = f"; retry with: confirmatory push-anchor {tmp_path / 'runs' / 'h1'}"
+    first, final = pushes
+    if hang == "from the start":
+        assert final["rc"] is None and first["rc"] < 0
+        said = (f"its push (anchor 2) was not run: the time for pushes at the end of the run ({END_S} s) "
+                f"was spent on anchor 1's push, killed by the runner (rc {first['rc']})")
+    else:
+        assert first["rc"] == 0 and final["rc"] < 0
+        said = (f"its push (anchor 2) was killed by the runner (rc {final['rc']}): "
+                f"the time for pushes at the end of the run ({END_S} s) ran out")
+    assert err[-1] == f"  the witness does not hold the final anchor yet: {said}{retry}", err
+
+
+@pytest.mark.parametrize("hang", list(HANG_HOOK))
+def test_the_end_says_which_witness_push_it_waits_for_and_for_how_long_at_most(tmp_path, monkeypatch, capsys, hang):
+    """Every lane done, the end waited up to 120 s on a hung push with no
+    word but the table of models all `done` (and nothing at all with
+    --quiet): a watcher could take the run for hung and kill it."""
+    import re
+
+    code, err, _ = run_with_a_hung_witness(tmp_path, monkeypatch, capsys, hang)
+    assert code == 6, err
+    waiting = [line for line in err if "waiting for the witness push" in line]
+    if hang == "from the start":
+        want = (r"\[\d+:\d\d:\d\d\] waiting for the witness push of anchor 1, still under way \(at most [1-3] s more; "
+                r"the final anchor 2's push comes after it, in the same time\)")
+    else:
+        want = r"\[\d+:\d\d:\d\d\] waiting for the witness push of the final anchor 2 \(at most [1-3] s more\)"
+    assert len(waiting) == 1 and re.fullmatch(want, waiting[0]), err
+    # said while it waits: before the push it waited for was killed
+    assert err.index(waiting[0]) < next(i for i, line in enumerate(err) if "failed (rc" in line), err
