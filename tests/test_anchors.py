@@ -481,8 +481,11 @@ HANG_HOOK = {"from the start": 'if [ -e "{flag}" ]; then sleep 300; fi\n',  # an
 END_S = 3
 
 
-def run_with_a_hung_witness(tmp_path: Path, monkeypatch, capsys, hang: str) -> tuple[int, list[str], list[dict]]:
-    """(exit status, stderr lines, push lines of anchor-pushes.jsonl)."""
+def run_with_a_hung_witness(tmp_path: Path, hang: str) -> tuple[int, list[str], list[dict], Path]:
+    """(exit status, stderr lines, push lines of anchor-pushes.jsonl, the run directory)."""
+    import contextlib
+    import io
+
     from confirmatory import anchors
     from confirmatory.runmain import run_command
     from confirmatory.testing.designs import write_design
@@ -495,7 +498,6 @@ def run_with_a_hung_witness(tmp_path: Path, monkeypatch, capsys, hang: str) -> t
     hook = tmp_path / "w" / "witness.git" / "hooks" / "pre-receive"
     hook.write_text("#!/bin/sh\n" + HANG_HOOK[hang].format(flag=flag))
     hook.chmod(0o755)
-    monkeypatch.setattr(anchors, "FINAL_PUSH_TIMEOUT_S", END_S)
     # lanes busy long enough for anchor 1's push to have started before the final anchor
     hh = [{"id": f"hh-{i:03d}", "latency_s": 0.1} for i in range(3)]
     design = write_design(tmp_path / "design", households=hh, models=1,
@@ -504,22 +506,39 @@ def run_with_a_hung_witness(tmp_path: Path, monkeypatch, capsys, hang: str) -> t
                                    "command": ["{python}", "-m", "confirmatory.witness", "--clone", str(clone)]})
     started = time.monotonic()
     run_dir = tmp_path / "runs" / "h1"
-    code = run_command(design, run_dir, quiet=True)
+    err = io.StringIO()
+    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stderr(err):
+        mp.setattr(anchors, "FINAL_PUSH_TIMEOUT_S", END_S)
+        code = run_command(design, run_dir, quiet=True)
     assert time.monotonic() - started < 60  # not the 300 s the hook sleeps
     pushes = [ln.obj for ln in iter_lines(run_dir / "anchor-pushes.jsonl") if ln.obj["event"] == "push"]
-    return code, capsys.readouterr().err.splitlines(), pushes
+    return code, err.getvalue().splitlines(), pushes, run_dir
+
+
+@pytest.fixture(scope="module")
+def hung_run(tmp_path_factory):
+    """One run per way of hanging, shared by the tests that read it (each run
+    waits out END_S): ``hung_run(hang)``."""
+    runs: dict[str, tuple[int, list[str], list[dict], Path]] = {}
+
+    def get(hang: str) -> tuple[int, list[str], list[dict], Path]:
+        if hang not in runs:
+            runs[hang] = run_with_a_hung_witness(tmp_path_factory.mktemp("hung"), hang)
+        code, err, pushes, run_dir = runs[hang]
+        return code, list(err), [dict(p) for p in pushes], run_dir
+
+    return get
 
 
 KILLED_AT_THE_END = f"[killed by the runner: the time for pushes at the end of the run ({END_S} s) ran out]"
 NOT_RUN = f"not run: the time for pushes at the end of the run ({END_S} s) was spent on anchor 1's push"
 
 
-def test_the_records_of_a_push_the_runs_end_killed_or_never_ran_say_so_plainly_as_the_docs_do(
-        tmp_path, monkeypatch, capsys):
+def test_the_records_of_a_push_the_runs_end_killed_or_never_ran_say_so_plainly_as_the_docs_do(hung_run):
     """The outputs read "[killed by the runner after finish()'s push_timeout]"
     and "not run: finish()'s push_timeout was spent on an earlier push": an
     internal name, no duration, no anchor, and not what docs/ANCHORS.md says."""
-    code, err, pushes = run_with_a_hung_witness(tmp_path, monkeypatch, capsys, "from the start")
+    code, err, pushes, _ = hung_run("from the start")
     assert code == 6, err
     first, final = pushes
     assert (first["anchor_seq"], final["anchor_seq"]) == (1, 2)
@@ -532,13 +551,13 @@ def test_the_records_of_a_push_the_runs_end_killed_or_never_ran_say_so_plainly_a
 
 
 @pytest.mark.parametrize("hang", list(HANG_HOOK))
-def test_the_end_summary_says_what_the_records_say_of_the_final_push(tmp_path, monkeypatch, capsys, hang):
+def test_the_end_summary_says_what_the_records_say_of_the_final_push(hung_run, hang):
     """It said "the witness does not hold the final anchor yet (push rc -1)"
     when the records hold no rc -1: anchor 1's push killed (rc -15) and the
     final anchor's push not run (rc null)."""
-    code, err, pushes = run_with_a_hung_witness(tmp_path, monkeypatch, capsys, hang)
+    code, err, pushes, run_dir = hung_run(hang)
     assert code == 6, err
-    retry = f"; retry with: confirmatory push-anchor {tmp_path / 'runs' / 'h1'}"
+    retry = f"; retry with: confirmatory push-anchor {run_dir}"
     first, final = pushes
     if hang == "from the start":
         assert final["rc"] is None and first["rc"] < 0
@@ -552,13 +571,13 @@ def test_the_end_summary_says_what_the_records_say_of_the_final_push(tmp_path, m
 
 
 @pytest.mark.parametrize("hang", list(HANG_HOOK))
-def test_the_end_says_which_witness_push_it_waits_for_and_for_how_long_at_most(tmp_path, monkeypatch, capsys, hang):
+def test_the_end_says_which_witness_push_it_waits_for_and_for_how_long_at_most(hung_run, hang):
     """Every lane done, the end waited up to 120 s on a hung push with no
     word but the table of models all `done` (and nothing at all with
     --quiet): a watcher could take the run for hung and kill it."""
     import re
 
-    code, err, _ = run_with_a_hung_witness(tmp_path, monkeypatch, capsys, hang)
+    code, err, _, _ = hung_run(hang)
     assert code == 6, err
     waiting = [line for line in err if "waiting for the witness push" in line]
     if hang == "from the start":
