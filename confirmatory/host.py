@@ -32,7 +32,7 @@ from confirmatory.hostsources import (  # noqa: F401 - re-exported: the sources'
     READ_ERRORS, CommandSource, EvidenceSource, FileSource, ReadFailed, SourceRead, command_timeout_s,
     sources_from_spec,
 )
-from confirmatory.hostsources import retry_pause_s as default_retry_pause_s
+from confirmatory.hostsources import retry_pause_s as default_retry_pause_s  # the parameter is named so
 
 PSI_MEMORY = "/proc/pressure/memory"
 WAIT_POLL_S = 0.05  # how often wait_complete looks at the caller's stop event

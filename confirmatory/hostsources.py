@@ -327,41 +327,34 @@ def retry_pause_s(sample_interval_s: float) -> float:
     return min(1.0, float(sample_interval_s) / 10)
 
 
-@dataclass(frozen=True, slots=True)
-class Probe:
-    problem: str | None = None  # every try failed: the run would stop at its first step
-    note: str | None = None  # readable, but worth a word (a file that does not exist yet)
-
-
-def probe_source(source: EvidenceSource, *, tries: int, pause_s: float, sleep: Any = None) -> Probe:
+def probe_source(source: EvidenceSource, *, tries: int, pause_s: float, sleep: Any = None) -> str | None:
     """Read ``source`` as the sampler will: its first read (the baseline)
     and the next, each failed read tried again up to ``tries`` times with
-    ``pause_s`` between, as ``HostMonitor`` does. A source whose every try
-    fails would end the run with ``runner-error`` at the sampler's first
-    step, after the first households were admitted and paid for; `check`
-    and `run` refuse it before. Nothing is kept: the run reads from its own
-    fresh sources."""
+    ``pause_s`` between, as ``HostMonitor`` does; the problem when every try
+    of a read failed, else None. Such a source would end the run with
+    ``runner-error`` at the sampler's first step, after the first households
+    were admitted and paid for; `check` and `run` refuse it before. Nothing
+    is kept: the run reads from its own fresh sources."""
     import time
 
     sleep = sleep or time.sleep
-    notes: list[str] = []
     try:
         for _ in range(2):
             error = None
             for k in range(max(1, tries)):
                 try:
-                    notes.extend(source.read_new().notes)
+                    source.read_new()
                     break
                 except READ_ERRORS as exc:
                     error = f"{type(exc).__name__}: {exc}"
                 if k + 1 < tries:
                     sleep(pause_s)
             else:
-                return Probe(problem=f"failed {max(1, tries)} reads: {error}")
+                return f"failed {max(1, tries)} reads: {error}"
             if isinstance(source, CommandSource):
                 break  # each read runs it again: one run shows it
     finally:
         close = getattr(source, "close", None)
         if close is not None:
             close()
-    return Probe(note=notes[0] if notes else None)
+    return None

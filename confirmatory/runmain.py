@@ -29,9 +29,11 @@ class EarlyInterrupt(BaseException):
 def _raise_early(signum: int, frame: Any) -> None:
     import signal
 
+    from confirmatory.run import INTERRUPT_SIGNALS
+
     # The first one counts: a second, while the command unwinds, changes nothing.
-    for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):
-        if s is not None and signal.getsignal(s) is _raise_early:
+    for s in INTERRUPT_SIGNALS:
+        if signal.getsignal(s) is _raise_early:
             signal.signal(s, signal.SIG_IGN)
     raise EarlyInterrupt(signum)
 
@@ -227,9 +229,9 @@ def evidence_problems(loaded: Any, notes: list[str] | None = None) -> list[str]:
     sources = sources_from_spec(host.evidence, command_timeout_s=command_timeout_s(host.sample_interval_s))
     for i, (spec, source) in enumerate(zip(host.evidence, sources)):
         what = f"path {source.path}" if spec.path is not None else f"command {list(spec.command)!r}"
-        probe = probe_source(source, tries=int(host.read_tries), pause_s=retry_pause_s(host.sample_interval_s))
-        if probe.problem is not None:
-            problems.append(f"host.evidence[{i}]: {spec.name!r} ({what}) cannot be read: {probe.problem}; "
+        problem = probe_source(source, tries=int(host.read_tries), pause_s=retry_pause_s(host.sample_interval_s))
+        if problem is not None:
+            problems.append(f"host.evidence[{i}]: {spec.name!r} ({what}) cannot be read: {problem}; "
                             "the run would stop with runner-error at its first host sample")
         elif notes is not None and spec.path is not None and not os.path.lexists(source.path):
             notes.append(f"host.evidence[{i}]: {spec.name!r}: {source.path} does not exist (yet); "
