@@ -51,10 +51,22 @@ def ignore_interrupts() -> None:
     signals are ignored from here to its end (SIG_IGN survives the
     interpreter's finalization, which resets Python-level handlers to the
     default; a signal then would end the process by it, not by the run's
-    exit status). SIGKILL still ends it."""
+    exit status). SIGKILL still ends it.
+
+    The signals are blocked in this thread while the handlers change: a
+    signal caught by the old handler but not yet handled when SIG_IGN is in
+    place makes CPython print "Signal N ignored due to race condition".
+    ``signal.signal`` handles what is pending before it changes a handler,
+    and a blocked signal stays in the kernel, where SIG_IGN discards it."""
     if threading.current_thread() is threading.main_thread():
-        for s in INTERRUPT_SIGNALS:
-            signal.signal(s, signal.SIG_IGN)
+        mask = getattr(signal, "pthread_sigmask", None)  # POSIX only
+        blocked = mask(signal.SIG_BLOCK, INTERRUPT_SIGNALS) if mask else None
+        try:
+            for s in INTERRUPT_SIGNALS:
+                signal.signal(s, signal.SIG_IGN)
+        finally:
+            if mask:
+                mask(signal.SIG_SETMASK, blocked)
 
 
 def _inherited_ignore(signum: int) -> bool:
@@ -331,7 +343,10 @@ class Run:
         # also while that thread holds the lock of the event it waits on
         # (Event.wait and clear are Python code): setting the event here
         # would wait for that lock for good. No lock may be taken here.
-        self._signal = signum
+        # The first signal is the one that stopped the run (its stop line
+        # names it); later ones are only counted.
+        if self._signal is None:
+            self._signal = signum
         self.signals_received += 1
 
     def wake(self) -> None:

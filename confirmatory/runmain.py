@@ -26,15 +26,20 @@ class EarlyInterrupt(BaseException):
         super().__init__(signum)
 
 
+_early_taken = False
+
+
 def _raise_early(signum: int, frame: Any) -> None:
-    import signal
-
-    from confirmatory.run import INTERRUPT_SIGNALS
-
-    # The first one counts: a second, while the command unwinds, changes nothing.
-    for s in INTERRUPT_SIGNALS:
-        if signal.getsignal(s) is _raise_early:
-            signal.signal(s, signal.SIG_IGN)
+    # The first one counts: later ones, while the command unwinds, change
+    # nothing. The handler stays in place and returns: setting SIG_IGN here
+    # would make CPython report every other signal already pending ("Signal
+    # 15 ignored due to race condition", a traceback on stderr), because
+    # all the signals pending at one check are handled in one pass, lowest
+    # number first, each by the handler in place when its turn comes.
+    global _early_taken
+    if _early_taken:
+        return
+    _early_taken = True
     raise EarlyInterrupt(signum)
 
 
@@ -42,13 +47,17 @@ def take_early_interrupts() -> None:
     """From the command's start to ``Run.start``: an interrupt signal raises
     ``EarlyInterrupt`` (SIGTERM and SIGHUP included, which would otherwise
     kill the process without a word). A SIGHUP the process was started
-    ignoring (``nohup``) stays ignored, so that ``Run.start`` sees it so."""
+    ignoring (``nohup``) stays ignored, so that ``Run.start`` sees it so.
+    Signals that arrive together (pending at one check) are taken lowest
+    number first: the process cannot tell which came first."""
     import signal
     import threading
 
     from confirmatory.run import INTERRUPT_SIGNALS, _inherited_ignore
 
+    global _early_taken
     if threading.current_thread() is threading.main_thread():
+        _early_taken = False
         for s in INTERRUPT_SIGNALS:
             if not _inherited_ignore(s):
                 signal.signal(s, _raise_early)

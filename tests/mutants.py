@@ -80,7 +80,7 @@ MUTANTS = (
            "        finally:\n            from confirmatory.run import ignore_interrupts\n\n            ignore_interrupts()\n",
            "        finally:\n            pass\n",
            "tests/test_run_process.py::"
-           "test_a_second_signal_while_the_stopped_runner_exits_changes_nothing"),
+           "test_signals_after_the_first_change_nothing_while_the_runner_stops_and_exits[one]"),
     Mutant("put the signal handlers back before the runner exits", "confirmatory/run.py",
            "        if self._restore_signals:\n",
            "        if True:\n",
@@ -443,4 +443,16 @@ MUTANTS = (
            'output = (output + "\\n[killed by the runner after finish()\'s push_timeout]")',
            "tests/test_anchors.py::"
            "test_the_records_of_a_push_the_runs_end_killed_or_never_ran_say_so_plainly_as_the_docs_do"),
+    # signals that arrive together, or many
+    Mutant("set the other signals to SIG_IGN inside the early handler", "confirmatory/runmain.py",
+           "    global _early_taken\n    if _early_taken:\n        return\n    _early_taken = True\n",
+           "    import signal\n\n    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):\n"
+           "        signal.signal(s, signal.SIG_IGN)\n",
+           "tests/test_run_process.py::"
+           "test_signals_that_arrive_together_before_the_run_starts_end_it_in_one_line[names0]"),
+    Mutant("name the latest signal in the stop line", "confirmatory/run.py",
+           "        if self._signal is None:\n            self._signal = signum\n",
+           "        self._signal = signum\n",
+           "tests/test_run_process.py::"
+           "test_signals_after_the_first_change_nothing_while_the_runner_stops_and_exits[together]"),
 )

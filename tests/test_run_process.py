@@ -48,6 +48,28 @@ def start_run(tmp_path: Path, *, prefix: tuple[str, ...] = (), households: int =
     raise AssertionError("the run recorded no attempts")
 
 
+INTERRUPTS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP"))
+# What CPython prints when a signal is handled while its Python handler is
+# SIG_IGN or SIG_DFL (set while the signal was pending), and what it prints
+# for an exception raised where nothing can catch it.
+RACE_NOISE = ("ignored due to race condition", "Exception ignored", "Traceback", "KeyboardInterrupt", "Aborted")
+
+
+def flood(proc: subprocess.Popen, deadline: float, interval_s: float = 0.002) -> int:
+    """Send SIGINT, SIGTERM and SIGHUP in turn every ``interval_s`` until the
+    process has exited (or the deadline): what a person leaning on Ctrl-C, or
+    a service manager and a closing terminal together, do. Returns how many."""
+    sent = 0
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            proc.send_signal(INTERRUPTS[sent % len(INTERRUPTS)])
+        except ProcessLookupError:
+            break
+        sent += 1
+        time.sleep(interval_s)
+    return sent
+
+
 @pytest.mark.slow
 def test_sigterm_from_outside_stops_every_lane_and_leaves_a_verifiable_run(tmp_path):
     proc, run_dir = start_run(tmp_path)
@@ -142,43 +164,49 @@ def test_the_runner_process_exits_even_when_a_lane_is_stuck_in_a_call_forever(tm
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("second", ["SIGINT", "SIGTERM", "SIGHUP"])
-def test_a_second_signal_while_the_stopped_runner_exits_changes_nothing(tmp_path, second):
-    """After the stop summary the process still has its end to go through
-    (its lock released, its threads joined, the interpreter torn down: a
-    second or more). The runner used to put back the previous handlers when
-    the run closed, before that end: a second signal then raised
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs /proc")
+@pytest.mark.parametrize("first", [("SIGTERM",), ("SIGTERM", "SIGHUP", "SIGINT")], ids=["one", "together"])
+def test_signals_after_the_first_change_nothing_while_the_runner_stops_and_exits(tmp_path, first):
+    """After the first signal the run stops, writes its close and final
+    anchor, prints its summary, and the process still has its end to go
+    through (its lock released, its threads joined, the interpreter torn
+    down: a second or more). The runner used to put back the previous
+    handlers when the run closed: a later signal then raised
     KeyboardInterrupt (a traceback, exit 130) or killed the process (rc 143,
-    129) instead of exit 4. Now the run's handlers stay, and the interrupt
-    signals are ignored once the command returns. The closing window is hit
-    by sending the second signal from the stop line on, every 50 ms until
-    the process has exited."""
+    129) instead of exit 4. A signal pending while the exit path sets SIG_IGN
+    would make CPython print "Signal 2 ignored due to race condition". And
+    the stop line named the last signal handled before the stop, not the
+    first. The first comes alone, or several together (sent while the
+    process is stopped by SIGSTOP, then continued: handled in one pass,
+    lowest number first, so the stop line must name SIGHUP). Then every
+    interrupt signal in turn, every 2 ms, until the process has exited."""
     import threading
 
     proc, run_dir = start_run(tmp_path)
     err_lines: list[str] = []
     reader = threading.Thread(target=lambda: err_lines.extend(proc.stderr), daemon=True)
     reader.start()
-    proc.send_signal(signal.SIGINT)
-    deadline = time.monotonic() + 30
-    while not any("stopped, cause interrupt" in line for line in list(err_lines)):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            break
-        time.sleep(0.005)
-    sent = 0
-    while proc.poll() is None and time.monotonic() < deadline:
-        try:
-            proc.send_signal(getattr(signal, second))
-        except ProcessLookupError:
-            break
-        sent += 1
-        time.sleep(0.05)
+    signums = [getattr(signal, name) for name in first]
+    if len(signums) > 1:
+        proc.send_signal(signal.SIGSTOP)
+    for signum in signums:
+        proc.send_signal(signum)
+    if len(signums) > 1:
+        proc.send_signal(signal.SIGCONT)
+    signum = min(signums)
+    for s in signums:
+        wait_delivered(proc.pid, s)
+    sent = flood(proc, time.monotonic() + 60)
     proc.wait(timeout=30)
     reader.join(timeout=10)
     err = "".join(err_lines)
-    assert sent, f"the process exited before a second signal could be sent: {err[-2000:]}"
+    assert sent > 10, f"the process exited before later signals could be sent: {err[-2000:]}"
     assert proc.returncode == 4, (proc.returncode, sent, err[-3000:])
-    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-3000:]
+    for noise in RACE_NOISE:
+        assert noise not in err, (noise, err[-3000:])
+    lines = [json.loads(line) for line in (run_dir / "run.jsonl").read_text().splitlines()]
+    stops = [line for line in lines if line.get("event") == "stop"]
+    assert [(stop["cause"], stop.get("detail")) for stop in stops] == [("interrupt", f"signal {int(signum)}")], stops
     report = verify_run(run_dir)
     assert report.ok, report.to_table()
 
@@ -210,15 +238,9 @@ def run(model, household, arm, pool, spend, clock):
 """
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM", "SIGHUP"])
-def test_a_signal_before_the_run_starts_ends_the_command_in_one_line_with_nothing_made(tmp_path, name):
-    """The design is checked and the run set up before the Run takes the
-    signals over: seconds (litellm's import, the harness's, the witness's
-    probe). A signal then gave click's "Aborted!" and exit 1 (SIGINT), or
-    killed the process without a word (SIGTERM rc -15, SIGHUP rc -1). Now it
-    is one line and 128 + the signal's number, and a second signal changes
-    nothing. Hit by a harness whose import marks a file and then sleeps."""
+def _start_importing(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
+    """A runner process held in its preflight: its harness's import marks a
+    file, then sleeps for a minute. Returns once the mark is there."""
     from runhelpers import minimal_design
 
     (tmp_path / "study").mkdir()
@@ -229,22 +251,80 @@ def test_a_signal_before_the_run_starts_ends_the_command_in_one_line_with_nothin
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env=os.environ | {"CONFIRMATORY_TEST_MARK": str(mark), "PYTHONPATH": str(tmp_path / "study")},
     )
+    deadline = time.monotonic() + 60
+    while not mark.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"the harness was never imported: {proc.communicate()}")
+        time.sleep(0.01)
+    return proc, run_dir
+
+
+def _early_line(name: str, run_dir: Path) -> str:
+    return f"interrupted before the run started ({name}): {run_dir} was not created and nothing was spent"
+
+
+def wait_delivered(pid: int, signum: int, timeout_s: float = 10.0) -> None:
+    """Until the kernel has delivered ``signum`` to the process (it is no
+    longer pending in /proc/PID/status), and 10 ms more for its handler."""
+    bit = 1 << (signum - 1)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        fields = dict(line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                      if ":\t" in line)
+        if not (int(fields["SigPnd"], 16) | int(fields["ShdPnd"], 16)) & bit:
+            break
+        time.sleep(0.001)
+    time.sleep(0.01)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs /proc")
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM", "SIGHUP"])
+def test_a_signal_before_the_run_starts_ends_the_command_in_one_line_with_nothing_made(tmp_path, name):
+    """The design is checked and the run set up before the Run takes the
+    signals over: seconds (litellm's import, the harness's, the witness's
+    probe). A signal then gave click's "Aborted!" and exit 1 (SIGINT), or
+    killed the process without a word (SIGTERM rc -15, SIGHUP rc -1). Now it
+    is one line and 128 + the signal's number, and the signals after it
+    change nothing: every interrupt signal in turn, every 2 ms, from its
+    delivery until the process has exited."""
+    proc, run_dir = _start_importing(tmp_path)
     try:
-        deadline = time.monotonic() + 60
-        while not mark.exists():
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "the harness was never imported"
-            time.sleep(0.01)
         signum = getattr(signal, name)
         proc.send_signal(signum)
-        time.sleep(0.05)
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)  # a second one changes nothing
+        wait_delivered(proc.pid, signum)
+        sent = flood(proc, time.monotonic() + 30)
         out, err = proc.communicate(timeout=30)
     finally:
         proc.kill()
-    assert proc.returncode == 128 + signum, (proc.returncode, err[-3000:])
-    assert err.strip().splitlines()[-1] == (
-        f"interrupted before the run started ({name}): {run_dir} was not created and nothing was spent"), err
-    assert "Traceback" not in err and "Aborted" not in err, err
+    assert proc.returncode == 128 + signum, (proc.returncode, sent, err[-3000:])
+    assert err.strip().splitlines() == [_early_line(name, run_dir)], err
+    for noise in RACE_NOISE:
+        assert noise not in err, (noise, err)
+    assert not run_dir.exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("names", [("SIGTERM", "SIGINT"), ("SIGTERM", "SIGHUP", "SIGINT")])
+def test_signals_that_arrive_together_before_the_run_starts_end_it_in_one_line(tmp_path, names):
+    """Signals pending at once are handled in one pass, lowest number first.
+    The early handler used to set SIG_IGN for the others as it handled the
+    first, and CPython then printed a traceback for each of them ("OSError:
+    Signal 15 ignored due to race condition"). They are made to arrive
+    together by sending them while the process is stopped (SIGSTOP), then
+    continuing it: the kernel delivers them all at once. The process cannot
+    tell which came first: the lowest-numbered is taken."""
+    proc, run_dir = _start_importing(tmp_path)
+    try:
+        proc.send_signal(signal.SIGSTOP)
+        for name in names:
+            proc.send_signal(getattr(signal, name))
+        proc.send_signal(signal.SIGCONT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    first = min(names, key=lambda n: getattr(signal, n))
+    assert proc.returncode == 128 + getattr(signal, first), (proc.returncode, err[-3000:])
+    assert err.strip().splitlines() == [_early_line(first, run_dir)], err
     assert not run_dir.exists()
