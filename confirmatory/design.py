@@ -263,9 +263,11 @@ class Rules(_Frozen):
     attempt_deadline_s: Num = Field(default=3600, gt=0, le=MAX_DURATION_S)
     inconclusive_household_limit: StrictInt = Field(default=5, ge=0)
     stop_follow_s: Num = Field(default=5, gt=0, le=MAX_DURATION_S)
+    # before pass p >= 1 a lane waits rerun_wait_s * 2**(p-1) (rules.rerun_wait_s)
+    rerun_wait_s: Num = Field(default=15, ge=0, le=MAX_DURATION_S)
     precedence: tuple[StrictStr, ...] = CLASSES
 
-    _fin = field_validator("attempt_deadline_s", "stop_follow_s")(_finite)
+    _fin = field_validator("attempt_deadline_s", "stop_follow_s", "rerun_wait_s")(_finite)
 
     @field_validator("precedence")
     @classmethod

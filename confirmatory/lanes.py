@@ -239,6 +239,13 @@ class Lane:
                 if arms and self._halted():
                     finished = False  # reruns were due, but the model or the run has stopped
                     break
+                # A rerun pass waits first (rules.rerun_wait_s), on the halt
+                # event: a stop, the run's stop or the ceiling ends the wait
+                # at once, and the household then ends cut short.
+                wait = rules.rerun_wait_s(self.rules.rerun_wait_s, pass_index + 1) if arms else 0.0
+                if wait > 0 and (self.m.halt.wait(wait) or self._halted()):
+                    finished = False
+                    break
                 for arm in arms:
                     reruns_used[arm] += 1
                 pass_index += 1

@@ -33,6 +33,7 @@ def run_fields(d: Any) -> dict[str, Any]:
             "attempt_deadline_s": d.rules.attempt_deadline_s,
             "inconclusive_household_limit": d.rules.inconclusive_household_limit,
             "stop_follow_s": d.rules.stop_follow_s,
+            "rerun_wait_s": d.rules.rerun_wait_s,
             "class_lists": rules.CLASS_LISTS,
             "host": {
                 "sample_interval_s": d.host.sample_interval_s,
@@ -45,7 +46,9 @@ def run_fields(d: Any) -> dict[str, Any]:
 
 
 # Fields the runner writes that RECORDS.md does not name: compared when present.
-RUN_OPTIONAL = frozenset({"study_id", "seed", "arms", "anchors"})
+# rules.rerun_wait_s: a run made before the rule existed has none (verify
+# then checks no wait, as that runner waited none).
+RUN_OPTIONAL = frozenset({"study_id", "seed", "arms", "anchors", "rules.rerun_wait_s"})
 
 
 def model_fields(d: Any, spec: Any) -> dict[str, Any]:

@@ -118,6 +118,7 @@ def render_plan(loaded: LoadedDesign) -> str:
     lines += [
         f"attempts in pass 0: {n_models} models x {n_households} households x {n_arms} arms = {per_pass}"
         f" (at most {most_attempts} with {d.rules.max_reruns_per_arm} rerun(s) per arm)",
+        rerun_waits(d.rules.rerun_wait_s, d.rules.max_reruns_per_arm),
         f"ceiling: overall cap {format_usd(usd_to_nusd(d.ceiling.overall_cap_usd))} + margin "
         f"{format_usd(usd_to_nusd(d.ceiling.margin_usd))} = {format_usd(ceiling)}"
         f" (spent before this stage: {format_usd(before)})",
@@ -138,3 +139,16 @@ def render_plan(loaded: LoadedDesign) -> str:
             lines.append(f"note: {m.name}'s call timeout {m.timeout_s:g} s is not below the attempt deadline"
                          f" {deadline:g} s; one slow call can reach the deadline, which stops the model")
     return "\n".join(lines) + "\n"
+
+
+def rerun_waits(base_s: float, max_reruns: int) -> str:
+    """The plan's line on the wait before each rerun pass (rules.rerun_wait_s)."""
+    from confirmatory.rules import rerun_wait_s
+
+    if max_reruns <= 0:
+        return "reruns: none (max_reruns_per_arm = 0)"
+    if base_s <= 0:
+        return "reruns: a rerun pass starts as soon as the pass before it is classified (rerun_wait_s = 0)"
+    waits = ", ".join(f"{rerun_wait_s(base_s, p):g} s before pass {p}" for p in range(1, max_reruns + 1))
+    return f"reruns: a lane waits {waits} (rerun_wait_s = {base_s:g}, doubled each pass)"
+

@@ -414,6 +414,18 @@ def next_pass_arms(arm_order: Sequence[str], actions: Mapping[str, Action], *,
     return arms
 
 
+def rerun_wait_s(rerun_wait_base_s: float, pass_index: int) -> float:
+    """How long a lane waits, from the end of pass ``pass_index - 1``'s
+    classification, before it starts pass ``pass_index`` (a rerun pass):
+    ``rerun_wait_s`` of the design, doubled for each later pass (15 s, 30 s,
+    ...). A provider that refused a call (a rate limit, an outage) is not
+    asked again at once: a rerun an instant later mostly fails alike and
+    spends the arm's reruns for nothing. Pass 0 waits for nothing."""
+    if pass_index <= 0 or rerun_wait_base_s <= 0:
+        return 0.0
+    return float(rerun_wait_base_s) * 2.0 ** (pass_index - 1)
+
+
 def inconclusive_trigger(households_by_signature: Mapping[str, set[str]], limit: int) -> str | None:
     """A signature that has ended attempts in more than ``limit`` households
     (the alphabetically first, if several), or None."""

@@ -455,4 +455,17 @@ MUTANTS = (
            "        self._signal = signum\n",
            "tests/test_run_process.py::"
            "test_signals_after_the_first_change_nothing_while_the_runner_stops_and_exits[together]"),
+    # the wait before a rerun pass
+    Mutant("rerun at once, without the design's wait", "confirmatory/lanes.py",
+           "if wait > 0 and (self.m.halt.wait(wait) or self._halted()):",
+           "if False:",
+           f"{RULES}::test_a_rerun_pass_waits_the_designs_rerun_wait_doubled_each_pass"),
+    Mutant("sleep through a stop before a rerun pass", "confirmatory/lanes.py",
+           "if wait > 0 and (self.m.halt.wait(wait) or self._halted()):",
+           "if wait > 0 and (time.sleep(wait) or self._halted()):",
+           f"{RULES}::test_a_stop_ends_a_lanes_wait_before_a_rerun_pass_at_once"),
+    Mutant("accept a rerun pass started before its wait", "confirmatory/verify/model.py",
+           "                if wait_base > 0:\n",
+           "                if False:\n",
+           "tests/test_verify_procedure.py::test_a_rerun_pass_started_before_the_designs_wait_fails_invariant_3"),
 )

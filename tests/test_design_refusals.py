@@ -289,6 +289,9 @@ CASES: dict[str, tuple[Callable[[Study], str | None], str]] = {
     "an attempt deadline of a year": (
         lambda s: s.edit("attempt_deadline_s = 60", "attempt_deadline_s = 31536000"),
         "rules.attempt_deadline_s: must be at most 2592000 s (30 days)"),
+    "a negative wait before a rerun pass": (
+        lambda s: s.edit("rerun_wait_s = 0.25", "rerun_wait_s = -1"),
+        "rules.rerun_wait_s: must be >= 0.0 (got -1)"),
     "a host sample interval in milliseconds by mistake past 30 days": (
         lambda s: s.edit("sample_interval_s = 1", "sample_interval_s = 3000000"),
         "host.sample_interval_s: must be at most 2592000 s (30 days)"),

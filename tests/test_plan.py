@@ -47,6 +47,7 @@ def test_a_good_design_prints_its_plan_and_exits_zero(tmp_path):
     assert "households: 6" in out
     assert "arms: 3: alone, calculator, calculator_explain" in out
     assert "attempts in pass 0: 3 models x 6 households x 3 arms = 54" in out
+    assert "reruns: a lane waits 0.25 s before pass 1, 0.5 s before pass 2 (rerun_wait_s = 0.25, doubled each pass)" in out
     assert "careful: openai/sim-careful via simulated provider; cap $0.500000, reserve $0.020000, lanes 2" in out
     assert "most it can spend under its cap: $0.500000" in out
     assert "ceiling: overall cap $3.000000 + margin $0.500000 = $3.500000" in out

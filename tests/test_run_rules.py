@@ -8,6 +8,7 @@ payload (confirmatory.testing.fakes).
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -44,6 +45,42 @@ def test_a_provider_failure_is_rerun_in_the_next_pass(tmp_path):
     second = record(run_dir, "m0", "hh-000", "calculator", 1)
     assert first["end"] <= second["start"]
     assert first["error"]["type"] == "litellm.exceptions.RateLimitError"
+
+
+def test_a_rerun_pass_waits_the_designs_rerun_wait_doubled_each_pass(tmp_path):
+    """A provider that refused a call is not asked again at once: pass p
+    starts rerun_wait_s * 2**(p-1) after pass p-1 ended (rules.rerun_wait_s)."""
+    hh = [{"id": "hh-000", "plan": {"calculator/0": "provider", "calculator/1": "provider"}}]
+    result, run_dir = execute(tmp_path, households=hh, models=1, rules={"rerun_wait_s": 0.4}, **FAST)
+    verified(run_dir)
+    ev = sorted(of(events(run_dir, "m0"), "attempt", household="hh-000"), key=lambda e: e["start"])
+    passes = {}
+    for e in ev:
+        passes.setdefault(e["pass"], []).append(e)
+    assert sorted(passes) == [0, 1, 2] and [e["arm"] for e in passes[2]] == ["calculator"]
+    for p, want in ((1, 0.4), (2, 0.8)):
+        gap = min(e["start"] for e in passes[p]) - max(e["end"] for e in passes[p - 1])
+        assert gap >= want, (p, gap)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["rules"]["rerun_wait_s"] == 0.4
+
+
+def test_a_stop_ends_a_lanes_wait_before_a_rerun_pass_at_once(tmp_path):
+    """A lane waiting 20 s before its rerun pass stops with its model:
+    the household ends cut short at the stop, no rerun starts."""
+    hh = [{"id": "hh-000", "plan": {"alone/0": "provider", "calculator/0": "provider"}},
+          {"id": "hh-001", "slow_s": 1.0, "plan": {"alone/0": ["slow", "harness"], "calculator/0": ["slow", "harness"]}}]
+    result, run_dir = execute(tmp_path, households=hh, models=1, rules={"rerun_wait_s": 20}, **FAST)
+    verified(run_dir)
+    ev = events(run_dir, "m0")
+    (stop,) = of(ev, "stop")
+    assert stop["cause"] == "harness"
+    assert not of(ev, "attempt", household="hh-000", **{"pass": 1})
+    (waited,) = of(ev, "household", household="hh-000")
+    assert waited["finished"] is False
+    last_end = max(a["end"] for a in of(ev, "attempt", household="hh-000"))
+    # it ended at the stop, not 20 s after its pass
+    assert waited["t"] - stop["t"] < 5 and waited["t"] - last_end < 10, (waited, stop)
 
 
 def test_an_arm_gets_at_most_two_reruns_and_the_last_attempt_stands(tmp_path):

@@ -12,6 +12,7 @@ abandoned attempt.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 
@@ -202,6 +203,44 @@ def test_a_decision_at_a_households_end_time_fails_invariant_4(fresh):
                                    "decision and a household's end are strictly ordered")]
     assert messages(report, 3) == [(f"lane 1 decided on {second['household']} at {first['t']}, before its previous "
                                    f"household {first['household']} ended ({first['t']!r})")]
+
+
+# -- invariant 3: a rerun pass waits the design's rerun_wait_s -----------------------------------
+
+WAIT_PLAN = Plan(households=16, anchor_every_s=120, cap_usd=0.3, rerun_wait_s=15.0)
+
+
+def set_rerun_wait(run, seconds):
+    """design.toml and the run manifest made to say another wait (the logs
+    are then re-chained from the new manifest and re-anchored by reseal)."""
+    design = (run / "design.toml").read_text()
+    assert "rerun_wait_s = 15.0" in design
+    (run / "design.toml").write_text(design.replace("rerun_wait_s = 15.0", f"rerun_wait_s = {seconds!r}"))
+    man = json.loads((run / "manifest.json").read_bytes())
+    man["rules"]["rerun_wait_s"] = seconds
+    man["design_sha256"] = hashlib.sha256((run / "design.toml").read_bytes()).hexdigest()
+    (run / "manifest.json").write_bytes(dumps(man))
+
+
+def test_rerun_passes_that_waited_the_designs_time_verify(fresh):
+    run = fresh(WAIT_PLAN)
+    ev = read(run / "models/alpha/run.jsonl")
+    assert any(o.get("event") == "attempt" and o["pass"] == 2 for o in ev)  # reruns to wait for
+    report = verify(run)
+    assert report.ok, report.to_table()
+
+
+def test_a_rerun_pass_started_before_the_designs_wait_fails_invariant_3(fresh):
+    """The lanes waited 15 s (30 s before a pass 2); the design, as
+    re-sealed here, says 40 s: every rerun pass started too soon."""
+    run = fresh(WAIT_PLAN)
+    set_rerun_wait(run, 40.0)
+    report = verify(run)
+    assert report.failed() == {3}, report.to_table()
+    found = messages(report, 3)
+    assert found and all(" s after the pass before it ended; the design waits " in m for m in found), found
+    assert any(m.startswith("pass 1 starts 15.") and m.endswith("the design waits 40 s before it (rerun_wait_s 40, "
+                                                                "doubled each pass)") for m in found), found
 
 
 # -- invariant 3: a household cut short by something -------------------------------------------

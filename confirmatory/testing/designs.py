@@ -89,7 +89,8 @@ def write_design(
             del spec["price_usd_per_mtok"]  # the simulator's own prices
         parts.append("[[models]]\n" + "".join(f"{k} = {_toml_value(v)}\n" for k, v in spec.items()
                                               if v is not None))
-    parts.append(_table("rules", {"attempt_deadline_s": 30, **(rules or {})}))
+    # no wait before a rerun pass (rules.rerun_wait_s): a test that wants one says so
+    parts.append(_table("rules", {"attempt_deadline_s": 30, "rerun_wait_s": 0, **(rules or {})}))
     parts.append(_table("host", {"sample_interval_s": 0.05, "max_gap_s": 1.0, "sampler_failure_s": 10,
                                  **(host or {})}))
     if anchors is None or "command" not in anchors:

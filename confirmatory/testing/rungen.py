@@ -57,6 +57,7 @@ class Plan:
     inconclusive: tuple[str, int] | None = None  # (model, first household): every later one too
     anchor_every_s: float = 1500.0
     sample_interval_s: float = 30.0
+    rerun_wait_s: float = 0.0  # the design's wait before a rerun pass, doubled each pass (rules.rerun_wait_s)
     durable: bool = False
 
 
@@ -121,6 +122,7 @@ max_reruns_per_arm = 2
 attempt_deadline_s = 3600
 inconclusive_household_limit = 5
 stop_follow_s = 5
+rerun_wait_s = {rerun_wait!r}
 
 [host]
 sample_interval_s = {interval!r}
@@ -151,7 +153,7 @@ class _Gen:
         root.mkdir(parents=True, exist_ok=False)
         pin = "0" * 64
         design = DESIGN_TOML.format(seed=p.seed, ceiling=p.ceiling_usd, pin=pin, interval=float(p.sample_interval_s),
-                                    anchor_s=float(p.anchor_every_s))
+                                    anchor_s=float(p.anchor_every_s), rerun_wait=float(p.rerun_wait_s))
         design += "".join(f'\n[[arms]]\nname = "{a}"\n' for a in p.arms)
         for m in p.models:
             design += (f'\n[[models]]\nname = "{m}"\nlitellm_model = "openai/{m}"\n'
@@ -285,6 +287,11 @@ class _Gen:
                 return self.end_household(m, lane, t, finished=False)
             if not cur.todo:
                 return self.end_household(m, lane, t, finished=True)
+            # the wait before a rerun pass, as a lane waits it (on the halt:
+            # a stop or the ceiling meanwhile ends the household at once)
+            cur.wait_until = t + rules.rerun_wait_s(self.rules.get("rerun_wait_s", 0.0), cur.passes)
+        if cur.wait_until is not None and t < cur.wait_until:
+            return cur.wait_until
         if m.pause_until is not None and m.pause_t <= t < m.pause_until + 0.5:
             return m.pause_until + 0.5
         return self.attempt(m, lane, cur, t)
@@ -495,6 +502,7 @@ class _House:
     reruns: dict = field(default_factory=dict)
     end_placeholder: list = field(default_factory=list)
     inflight: tuple | None = None
+    wait_until: float | None = None
 
     def __post_init__(self) -> None:
         self.todo = list(self.order)

@@ -27,6 +27,9 @@ class RulesView:
     max_gap_s: float
     pressure_threshold: float
     attempt_deadline_s: float = 3600.0
+    # the wait before a rerun pass (rules.rerun_wait_s); 0: a manifest
+    # without it, made before the rule existed, whose lanes waited none
+    rerun_wait_s: float = 0.0
     # the names of the design's [[host.evidence]] sources (None: design.toml unreadable)
     evidence_sources: frozenset | None = None
 
@@ -68,7 +71,9 @@ class RulesView:
                         rules.CLASS_LISTS),
                    float(rule(host, "max_gap_s", _is_positive, "a number > 0", 45)),
                    float(rule(host, "pressure_threshold", _is_percent, "a number from 0 to 100", 10.0)),
-                   attempt_deadline_s=float(rule(r, "attempt_deadline_s", _is_positive, "a number > 0", 3600)))
+                   attempt_deadline_s=float(rule(r, "attempt_deadline_s", _is_positive, "a number > 0", 3600)),
+                   rerun_wait_s=float(rule(r, "rerun_wait_s", _is_non_negative, "a number >= 0", 0.0)
+                                      if "rerun_wait_s" in r else 0.0))
 
 
 _MISSING = object()
@@ -84,6 +89,10 @@ def _is_count(v: Any) -> bool:
 
 def _is_positive(v: Any) -> bool:
     return _is_number(v) and v > 0
+
+
+def _is_non_negative(v: Any) -> bool:
+    return _is_number(v) and v >= 0
 
 
 def _is_percent(v: Any) -> bool:

@@ -64,6 +64,11 @@ _RECORD_FIELD_SET, _CALL_FIELD_SET = frozenset(RECORD_FIELDS), frozenset(CALL_FI
 # clock's, which NTP slews by at most 500 ppm (twice that allowed).
 DEADLINE_DRIFT = 0.001
 DECIDED_KEPT = 4096
+# What a rerun pass's wait may fall short of on the records' clock: the
+# lane waits on the monotonic clock (Event.wait), and the never-backwards
+# clock's times can lag it by the wall clock's backward steps (reported in
+# host.jsonl, added where they are) and NTP's slew (DEADLINE_DRIFT).
+RERUN_WAIT_SLACK_S = 0.01
 _SKIP = (b'"event":"attempt"', b'"event":"household"')
 _ATTEMPT_FIELD_SET = frozenset(ATTEMPT_FIELDS)
 # The fields a record shares with its attempt line, fetched from each at once.
@@ -512,17 +517,20 @@ class ModelCheck:
         prev_end = self.lane_end[lane]
         checked = f.checked
         used_before = []
+        wait_base = self.ctx.rules.rerun_wait_s
         for aseq, a in attempts:
             start, arm = a["start"], a["arm"]
             checked[3] += 3
             if not start >= prev_end:
                 f.fail(3, log, aseq, f"attempt starts at {a['start']} before the lane's previous one ended ({prev_end})")
-            end = a["end"]
-            if end > prev_end:  # noqa: PLR1730 - max(prev_end, end) without the call, on the hot path
-                prev_end = end
             if not expected and not stop_seen:
                 expected = rules.next_pass_arms(order, actions, reruns_used=reruns, max_reruns=max_reruns)
                 actions, pass_index = {}, pass_index + 1
+                if wait_base > 0:
+                    self.rerun_waited(aseq, start, prev_end, pass_index, wait_base)
+            end = a["end"]
+            if end > prev_end:  # noqa: PLR1730 - max(prev_end, end) without the call, on the hot path
+                prev_end = end
             if not (expected and arm == expected[0] and a["pass"] == pass_index):
                 f.fail(3, log, aseq, f"attempt {a['arm']}/{a['pass']} out of order (expected "
                        + (f"{expected[0]}/{pass_index})" if expected else "none)"))
@@ -552,6 +560,20 @@ class ModelCheck:
         else:
             self.cut_short(seq, hl, h, stop_seen)
         return used_before
+
+    def rerun_waited(self, seq: int, start: float, before_end: float, pass_index: int, wait_base: float) -> None:
+        """Invariant 3: a rerun pass starts no sooner than the design's wait
+        (``rules.rerun_wait_s``) after the pass before it ended: the lane
+        waits that long once it has classified that pass."""
+        need = rules.rerun_wait_s(wait_base, pass_index)
+        self.f.checked[3] += 1
+        gap = start - before_end
+        if gap >= need:
+            return
+        short = RERUN_WAIT_SLACK_S + DEADLINE_DRIFT * need + self.back_through(start)
+        if not gap >= need - short:
+            self.f.fail(3, self.log, seq, f"pass {pass_index} starts {gap:.3f} s after the pass before it ended; "
+                        f"the design waits {need:g} s before it (rerun_wait_s {wait_base:g}, doubled each pass)")
 
     def cut_short(self, seq: int, hl: dict, h: str, stop_seen: bool) -> None:
         """Invariant 3: a household ends unfinished only when something cut it
