@@ -71,6 +71,31 @@ def qualified_name(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
+def retry_after_s(exc: BaseException) -> float | None:
+    """The wait a provider asked for with its refusal, in seconds: its
+    ``retry-after-ms`` header (OpenAI, Azure) or ``retry-after`` given in
+    seconds (a date there is not read), from the response headers litellm
+    keeps on its exception (``litellm_response_headers``, else the httpx
+    ``response``), on ``exc`` or its cause. None when there is none."""
+    for err in (exc, exc.__cause__):
+        if err is None:
+            continue
+        for source in (getattr(err, "litellm_response_headers", None), getattr(getattr(err, "response", None),
+                                                                             "headers", None)):
+            get = getattr(source, "get", None)
+            if get is None:
+                continue
+            for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+                try:
+                    raw = get(name)
+                    value = float(str(raw).strip()) * scale if raw is not None else None
+                except (TypeError, ValueError):  # a date, or garbage
+                    value = None
+                if value is not None and value == value and 0 <= value < float("inf"):
+                    return value
+    return None
+
+
 def describe_exception(
     exc: BaseException, *, escalated_after_truncation: bool = False
 ) -> dict[str, Any]:
@@ -96,7 +121,7 @@ def describe_exception(
     message = redact(str(exc))
     if len(message) > 2000:
         message = message[:2000] + "…"
-    return {
+    out = {
         "type": qualified_name(type(exc)),
         "mro": [qualified_name(c) for c in type(exc).__mro__],
         "message": message,
@@ -104,3 +129,10 @@ def describe_exception(
         "cause": causes,
         "escalated_after_truncation": bool(escalated_after_truncation),
     }
+    try:
+        asked = retry_after_s(exc)
+    except Exception:  # noqa: BLE001 - headers of an unforeseen kind: none asked
+        asked = None
+    if asked is not None:
+        out["retry_after_s"] = asked  # read by the lane's wait before a rerun (rules.rerun_wait_s)
+    return out

@@ -242,7 +242,8 @@ class Lane:
                 # A rerun pass waits first (rules.rerun_wait_s), on the halt
                 # event: a stop, the run's stop or the ceiling ends the wait
                 # at once, and the household then ends cut short.
-                wait = rules.rerun_wait_s(self.rules.rerun_wait_s, pass_index + 1) if arms else 0.0
+                wait = rules.rerun_wait_s(self.rules.rerun_wait_s, pass_index + 1,
+                                          retry_after_s=_asked_wait(ended, arms)) if arms else 0.0
                 if wait > 0 and (self.m.halt.wait(wait) or self._halted()):
                     finished = False
                     break
@@ -538,3 +539,16 @@ class Lane:
             self.run.trigger(self.m, "inconclusive", a.household, a.arm, a.pass_index, detail=detail)
         else:
             self._consequence(a, d.cls)
+
+
+def _asked_wait(ended: list[Attempt], arms: list[str]) -> float:
+    """The longest wait a provider asked for (Retry-After) in the records of
+    the pass's attempts whose arms run again: the error's ``retry_after_s``."""
+    asked = 0.0
+    for a in ended:
+        err = a.record.get("error") if a.arm in arms and isinstance(a.record, dict) else None
+        value = err.get("retry_after_s") if isinstance(err, dict) else None
+        if type(value) in (int, float) and value > asked:
+            asked = float(value)
+    return asked
+

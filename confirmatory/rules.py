@@ -414,16 +414,26 @@ def next_pass_arms(arm_order: Sequence[str], actions: Mapping[str, Action], *,
     return arms
 
 
-def rerun_wait_s(rerun_wait_base_s: float, pass_index: int) -> float:
+# The longest a provider's Retry-After lengthens a lane's wait before a
+# rerun pass: a day's quota asks for hours (and is an operator failure).
+RETRY_AFTER_CAP_S = 600.0
+
+
+def rerun_wait_s(rerun_wait_base_s: float, pass_index: int, retry_after_s: float = 0.0) -> float:
     """How long a lane waits, from the end of pass ``pass_index - 1``'s
     classification, before it starts pass ``pass_index`` (a rerun pass):
     ``rerun_wait_s`` of the design, doubled for each later pass (15 s, 30 s,
-    ...). A provider that refused a call (a rate limit, an outage) is not
-    asked again at once: a rerun an instant later mostly fails alike and
-    spends the arm's reruns for nothing. Pass 0 waits for nothing."""
-    if pass_index <= 0 or rerun_wait_base_s <= 0:
+    ...), or longer when a provider asked for longer (``retry_after_s``,
+    the most any attempt to rerun was asked for, at most
+    ``RETRY_AFTER_CAP_S``). A provider that refused a call (a rate limit,
+    an outage) is not asked again at once: a rerun an instant later mostly
+    fails alike and spends the arm's reruns for nothing. Pass 0 waits for
+    nothing. The design's part is a lower bound verify checks; a longer
+    wait breaks no rule."""
+    if pass_index <= 0:
         return 0.0
-    return float(rerun_wait_base_s) * 2.0 ** (pass_index - 1)
+    wait = float(rerun_wait_base_s) * 2.0 ** (pass_index - 1) if rerun_wait_base_s > 0 else 0.0
+    return max(wait, min(float(retry_after_s), RETRY_AFTER_CAP_S)) if retry_after_s > 0 else wait
 
 
 def inconclusive_trigger(households_by_signature: Mapping[str, set[str]], limit: int) -> str | None:

@@ -134,6 +134,33 @@ def test_a_rate_limit_on_the_responses_api_is_still_a_rate_limit_error(careful):
         call_responses(careful, "rate_limit")
 
 
+@pytest.mark.parametrize("call", [call_chat, call_responses], ids=["chat", "responses"])
+def test_the_wait_a_rate_limit_asks_for_is_kept_in_its_error(careful, call):
+    """The simulator's 429 says Retry-After: 1; the record's error keeps it
+    (retry_after_s), and the lane's wait before the rerun pass reads it."""
+    with pytest.raises(litellm_error("RateLimitError")) as info:
+        call(careful, "rate_limit")
+    assert describe_exception(info.value)["retry_after_s"] == 1.0
+
+
+@pytest.mark.parametrize(("headers", "kept"), [
+    ({"Retry-After": "7"}, 7.0),
+    ({"retry-after-ms": "1500", "Retry-After": "2"}, 1.5),  # the finer one first
+    ({"Retry-After": "Fri, 04 Dec 2026 08:00:00 GMT"}, None),  # a date: not read
+    ({}, None),
+], ids=["seconds", "milliseconds", "a date", "none"])
+def test_a_retry_after_header_is_read_in_seconds_or_milliseconds_and_a_date_is_not(headers, kept):
+    server = _OneReply({"error": {"message": "slow down", "type": "rate_limit"}}, status=429, headers=headers)
+    try:
+        spec = model_spec(name="gateway", litellm_model="openai/any", api_base=server.url)
+        llm.prepare([spec], SIM_PRICES)
+        with pytest.raises(litellm_error("RateLimitError")) as info:
+            call_chat(spec, "any")
+    finally:
+        server.close()
+    assert describe_exception(info.value).get("retry_after_s") == kept
+
+
 def test_a_rate_limit_carries_a_retry_after_header(sim):
     body = json.dumps({"model": "sim-careful", "messages": [{"role": "user", "content": USER}]}).encode()
     request = urllib.request.Request(f"{sim.url}/chat/completions", data=body, headers={
@@ -296,7 +323,7 @@ class _OneReply:
     the simulator does not send (``output`` null; an incomplete reply with no
     output), for the two readings ``llm.responses`` gives them."""
 
-    def __init__(self, body: dict) -> None:
+    def __init__(self, body: dict, status: int = 200, headers: dict | None = None) -> None:
         import threading
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -313,7 +340,9 @@ class _OneReply:
             def do_POST(self):
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 keys.append(str(self.headers.get("Authorization")))
-                self.send_response(200)
+                self.send_response(status)
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()

@@ -7,6 +7,7 @@ provider on 127.0.0.1, and is checked by the verifier.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -78,6 +79,25 @@ def test_the_reference_study_completes_verifies_and_shows_reruns_and_keeps(tmp_p
     assert model_keeps, "a truncation that survived escalation or a bad answer is kept as a model failure"
     # Every pass-1 attempt reruns a pass-0 provider failure.
     assert all(a["pass"] > 0 for a in attempts if a["reruns_used"] > 0)
+    # The simulator's 429 asks for a second (Retry-After: 1): the record keeps
+    # it, and the rerun pass waited that long, not the design's 0.25 s.
+    for m in ("careful", "sloppy", "truncates"):
+        mine = of(events(run_dir, m), "attempt")
+        for a in mine:
+            err = json.loads((run_dir / "models" / m / a["record"]).read_text())["error"] or {}
+            if err.get("type") != "litellm.exceptions.RateLimitError":
+                continue
+            assert err["retry_after_s"] == 1.0, err
+            household = [b for b in mine if b["household"] == a["household"]]
+            ended = max(b["end"] for b in household if b["pass"] == a["pass"])
+            rerun = min(b["start"] for b in household if b["pass"] == a["pass"] + 1)
+            assert rerun - ended >= 1.0, (a, rerun - ended)
+            break
+        else:
+            continue
+        break
+    else:
+        raise AssertionError("the fault plan's 429 was not met")
 
     # The costs add up: the run's spend is the provider's own usage times the registered prices.
     expected = 0
