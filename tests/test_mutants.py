@@ -25,7 +25,7 @@ def _copy_project(dest: Path) -> Path:
     return dest
 
 
-FAST_START = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest")
+FAST_START = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:xdist")
 
 
 def _run_mutant(project: Path, mutant) -> subprocess.CompletedProcess:
@@ -78,6 +78,8 @@ def test_every_mutant_still_matches_the_code():
         assert text.count(m.old) == 1, f"mutant {m.name!r}: its text occurs {text.count(m.old)} times in {m.path}"
 
 
+# The fixture runs every selected mutant at once: under xdist the whole
+# file must go to one worker (--dist loadfile), or another would run them again.
 @pytest.mark.slow
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[m.name for m in MUTANTS])
 def test_the_named_test_catches_the_planted_fault(mutant_outcomes, mutant):
