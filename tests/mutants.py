@@ -455,4 +455,14 @@ MUTANTS = (
            "        self._signal = signum\n",
            "tests/test_run_process.py::"
            "test_signals_after_the_first_change_nothing_while_the_runner_stops_and_exits[together]"),
+    # the run's lock asked about by a reader
+    Mutant("open the run's lock file for writing to ask whether it is held", "confirmatory/runlock.py",
+           "fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK",
+           "fd = os.open(path, os.O_RDWR | os.O_NONBLOCK",
+           "tests/test_ops_commands.py::"
+           "test_verify_of_a_finished_run_the_reviewer_may_not_write_to_is_not_called_still_running"),
+    Mutant("make the run's lock file to ask whether it is held", "confirmatory/runlock.py",
+           "    except FileNotFoundError:\n        return False  # nobody can hold a lock whose file was never made\n",
+           "    except FileNotFoundError:\n        return _held_by_filelock(path)\n",
+           "tests/test_runlock.py::test_nobody_holds_the_lock_of_a_run_nobody_runs_and_asking_leaves_no_file"),
 )

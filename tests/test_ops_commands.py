@@ -4,6 +4,8 @@ second process holding the run's lock, real git remotes and (once) a real runner
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 import time
@@ -306,6 +308,44 @@ def test_verify_of_a_run_whose_runner_holds_its_lock_is_provisional_and_fails(fi
     assert out.count(notice) == 2 and "this report is provisional" in out
     assert out.splitlines()[0].startswith("***") and out.rstrip().splitlines()[-1].startswith("***")
     assert "ALL INVARIANTS HOLD" in out  # the report itself is kept
+
+
+def as_a_user_who_may_not_write(argv: list[str]) -> list[str]:
+    """``argv`` run without the right to write to files it does not own: as
+    root (whom chmod does not stop) in a new user namespace, where root's
+    files are another user's; skipped where there is none."""
+    if os.geteuid() != 0:
+        return argv
+    probe = subprocess.run(["unshare", "-U", "true"], capture_output=True) if shutil.which("unshare") else None
+    if probe is None or probe.returncode != 0:
+        pytest.skip("running as root, and no user namespace to drop the right to write")
+    return ["unshare", "-U", *argv]
+
+
+def test_verify_of_a_finished_run_the_reviewer_may_not_write_to_is_not_called_still_running(finished_run,
+                                                                                            tmp_path):
+    # A runs folder received as it was (the lock file the run left beside it
+    # included) that the reviewer may not write to: another user's folder, a
+    # read-only copy (chmod -R a-w) or mount. verify asked whether a runner held
+    # the lock by taking it, could not open the file for writing, and printed
+    # THE RUN IS STILL RUNNING around the report of a finished run: exit 1.
+    folder = tmp_path / "received"
+    shutil.copytree(finished_run, folder / "run")
+    (folder / ".run.lock").touch()
+    modes = {p: p.stat().st_mode for p in [folder, *folder.rglob("*")]}
+    for path, mode in modes.items():
+        path.chmod(mode & ~0o222)
+    try:
+        done = subprocess.run(as_a_user_who_may_not_write([PY, str(ROOT / "scripts" / "confirmatory_run.py"),
+                                                            "verify", str(folder / "run")]),
+                              capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    finally:
+        for path, mode in modes.items():
+            path.chmod(mode)
+    assert "STILL RUNNING" not in done.stdout + done.stderr
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "ALL INVARIANTS HOLD" in done.stdout
+    assert sorted(p.name for p in folder.iterdir()) == [".run.lock", "run"]
 
 
 def test_verify_json_of_a_running_run_says_provisional(finished_run, capsys):
