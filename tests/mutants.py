@@ -465,4 +465,13 @@ MUTANTS = (
            "    except FileNotFoundError:\n        return False  # nobody can hold a lock whose file was never made\n",
            "    except FileNotFoundError:\n        return _held_by_filelock(path)\n",
            "tests/test_runlock.py::test_nobody_holds_the_lock_of_a_run_nobody_runs_and_asking_leaves_no_file"),
+    # config.json: whose checkout
+    Mutant("record the commit of a repository that does not track the runner", "confirmatory/config.py",
+           'if head is None or git("ls-files", "--error-unmatch", "--", source_file) is None:',
+           "if head is None:",
+           "tests/test_config.py::test_the_runner_and_the_harness_carry_the_commit_of_the_checkout_that_tracks_them"),
+    Mutant("leave the harness's checkout out of config.json", "confirmatory/config.py",
+           "        out[\"git_commit\"], out[\"git_dirty\"] = git_state(source_path.parent, source_path.name)\n",
+           "        pass\n",
+           "tests/test_config.py::test_the_runner_and_the_harness_carry_the_commit_of_the_checkout_that_tracks_them"),
 )
