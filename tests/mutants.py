@@ -474,4 +474,11 @@ MUTANTS = (
            "        out[\"git_commit\"], out[\"git_dirty\"] = git_state(source_path.parent, source_path.name)\n",
            "        pass\n",
            "tests/test_config.py::test_the_runner_and_the_harness_carry_the_commit_of_the_checkout_that_tracks_them"),
+    # the witness check on a shallow clone
+    Mutant("check only the versions a shallow witness clone holds", "confirmatory/witness.py",
+           'unshallow = ["--unshallow"] if shallow() else []', "unshallow = []",
+           "tests/test_witness.py::test_a_shallow_clone_of_the_witness_is_checked_over_the_whole_history"),
+    Mutant("say nothing of a shallow witness clone that could not fetch its history", "confirmatory/witness.py",
+           "    if shallow():\n        problems.append(", "    if False:\n        problems.append(",
+           "tests/test_witness.py::test_a_shallow_clone_of_the_witness_is_checked_over_the_whole_history"),
 )
