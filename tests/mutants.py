@@ -485,4 +485,8 @@ MUTANTS = (
     Mutant("keep quiet in check about a key this environment lacks", "confirmatory/runmain.py",
            "        elif missing and notes is not None:\n", "        elif False:\n",
            "tests/test_reference_study.py::test_check_says_which_keys_this_environment_lacks_though_it_passes"),
+    # verify --json's documented shape
+    Mutant("add a key its page does not document to verify --json", "confirmatory/verify/report.py",
+           '"run_dir": self.run_dir, "ok": self.ok,', '"run_dir": self.run_dir, "format": 1, "ok": self.ok,',
+           "tests/test_ops_commands.py::test_verify_json_has_exactly_the_keys_its_page_documents"),
 )

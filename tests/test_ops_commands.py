@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -355,6 +356,46 @@ def test_verify_json_of_a_running_run_says_provisional(finished_run, capsys):
     report = json.loads(out)
     assert report["provisional"] is True and report["ok"] is True
     assert "THE RUN IS STILL RUNNING" in err
+
+
+def documented_json_keys() -> dict[str, set[str]]:
+    """The keys docs/VERIFY.md's `--json` section names: the top level's, and
+    those listed in each row's value (an object's or a list item's)."""
+    text = (ROOT / "docs" / "VERIFY.md").read_text()
+    section = text.split("## `--json`", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        if line.startswith("| `"):
+            key, value = line[2:].split(" | ", 1)
+            rows[key.strip("`")] = named(value)
+    rows["violation"] = named(section.split("A violation is an object:", 1)[1])
+    return rows
+
+
+def named(text: str) -> set[str]:
+    """The `key`s a sentence names, leaving out what its parentheses say of them."""
+    return set(re.findall(r"`([a-z_]+)`", re.sub(r"\([^)]*\)", "", text)))
+
+
+def test_verify_json_has_exactly_the_keys_its_page_documents(finished_run, capsys):
+    # The --json shape was documented for four of its keys; ok, run_dir,
+    # unanchored_tail, each invariant's fields and a violation's were not.
+    docs = documented_json_keys()
+    with held_by_another_process(runlock.lock_path(finished_run)):
+        verify_command(finished_run, as_json=True)
+    live = json.loads(capsys.readouterr().out)
+    assert set(live) == {k for k in docs if k != "violation"}
+    assert set(live["witness"]) == docs["witness"] and set(live["households"]) == docs["households"]
+    assert all(set(inv) == docs["invariants"] for inv in live["invariants"])
+    assert [inv["invariant"] for inv in live["invariants"]] == list(range(1, 12))
+    damaged = finished_run.parent / "damaged"
+    shutil.copytree(finished_run, damaged)
+    (damaged / "manifest.json").write_bytes(b"{}")
+    verify_command(damaged, as_json=True)
+    report = json.loads(capsys.readouterr().out)
+    assert "provisional" not in report
+    violations = report["start_here"] + [v for inv in report["invariants"] for v in inv["first"]]
+    assert violations and all(set(v) == docs["violation"] for v in violations)
 
 
 def test_verify_of_a_directory_that_is_not_a_run_says_so_in_one_line(tmp_path, capsys):
