@@ -114,6 +114,27 @@ def load_registry(path: Path) -> dict[str, dict[str, Any]]:
     return {k: v for k, v in data.items() if isinstance(v, dict)}
 
 
+def registry_problem(path: Path) -> str | None:
+    """Why ``load_registry`` would refuse ``path`` (one line, naming it), or None.
+
+    Asked by check, run's preflight and probe-seed before anything starts or
+    is paid for: a registry the run cannot read must not end the run's start
+    in a traceback, nor a probe's two paid requests in one."""
+    import json
+
+    try:
+        load_registry(path)
+    except json.JSONDecodeError as exc:
+        return f"{path}: not valid JSON ({exc})"
+    except UnicodeDecodeError:
+        return f"{path}: not UTF-8 text"
+    except ValueError as exc:
+        return str(exc)
+    except OSError as exc:
+        return f"{path}: cannot be read: {exc.strerror or exc}"
+    return None
+
+
 def identity(entry: dict[str, Any] | None) -> dict[str, Any]:
     """The registry's identity of a model, what it leaves null, and whether that suffices."""
     if entry is None:

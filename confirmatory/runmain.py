@@ -91,6 +91,16 @@ def registry_path(design_path: Path) -> Path:
 
 
 
+def registry_problems(design_path: Path) -> list[str]:
+    """The model registry the run would read (``registry_path``), if it cannot be read as one."""
+    from confirmatory.config import registry_problem
+
+    problem = registry_problem(registry_path(Path(design_path)))
+    return [] if problem is None else [
+        f"model registry: {problem} (config.json records each model's identity from it; fix it, or move it "
+        "away to record none)"]
+
+
 def model_problems(loaded: Any, *, keys: bool, notes: list[str] | None = None) -> list[str]:
     """What stops the design's real models from being called and counted:
     a model string litellm cannot route, one it cannot price, and (with
@@ -262,6 +272,7 @@ def preflight(design: Path, run_dir: Path, *, workers: int | None) -> Any:
     except DesignError as exc:
         raise Refused([f"{design}: {p}" for p in exc.problems] + problems) from None
     problems.extend(entry_problems(loaded))
+    problems.extend(registry_problems(design))
     problems.extend(model_problems(loaded, keys=True))
     problems.extend(evidence_problems(loaded))
     problems.extend(witness_problems(loaded, run_dir))

@@ -489,4 +489,12 @@ MUTANTS = (
     Mutant("add a key its page does not document to verify --json", "confirmatory/verify/report.py",
            '"run_dir": self.run_dir, "ok": self.ok,', '"run_dir": self.run_dir, "format": 1, "ok": self.ok,',
            "tests/test_ops_commands.py::test_verify_json_has_exactly_the_keys_its_page_documents"),
+    # the model registry read before anything starts
+    Mutant("let run start with a model registry it cannot read", "confirmatory/runmain.py",
+           "    problems.extend(registry_problems(design))\n", "",
+           "tests/test_config.py::test_a_model_registry_the_run_cannot_read_is_refused_by_check_and_run_naming_it"),
+    Mutant("send the seed probe before reading its registry", "confirmatory/probe.py",
+           "        if problem is not None:\n            print(f\"probe-seed: the registry",
+           "        if False:\n            print(f\"probe-seed: the registry",
+           "tests/test_probe.py::test_a_registry_the_outcome_cannot_be_written_into_is_refused_before_any_request"),
 )

@@ -150,6 +150,29 @@ def test_the_runner_and_the_harness_carry_the_commit_of_the_checkout_that_tracks
     assert (harness["git_commit"], harness["git_dirty"]) == (None, None)
 
 
+@pytest.mark.parametrize("text, problem", [
+    ('{"models": {}}', "format must be 'confirmatory-models/1' (got None)"),
+    ("{broken", "not valid JSON (Expecting property name enclosed in double quotes"),
+    ("[1, 2]", "not a JSON object"),
+])
+def test_a_model_registry_the_run_cannot_read_is_refused_by_check_and_run_naming_it(tmp_path, capsys, text,
+                                                                                      problem):
+    # models.json beside the design, kept by hand, broken: check passed it
+    # (exit 0) and run ended in build_config's traceback (exit 1).
+    from confirmatory.plan import check_command
+    from confirmatory.runmain import Refused, preflight
+
+    design = design_copy(tmp_path)
+    (tmp_path / "models.json").write_text(text)
+    line = f"model registry: {tmp_path / 'models.json'}: {problem}"
+    assert check_command(design) == 3
+    assert line in capsys.readouterr().err
+    with pytest.raises(Refused) as refused:
+        preflight(design, tmp_path / "run", workers=None)
+    assert any(p.startswith(line) for p in refused.value.problems), refused.value.problems
+    assert not (tmp_path / "run").exists()
+
+
 def test_an_undeclaring_harness_is_named_as_not_pinned_down(tmp_path):
     cfg = build_config(load_design(design_copy(tmp_path)), argv=[], registry_path=tmp_path / "none.json")
     assert cfg["harness"]["declared"] is False
