@@ -450,8 +450,18 @@ def check_witness(clone: Path, run_dir: Path, run_id: str | None = None) -> list
     # A shallow clone (git clone --depth) holds only the newest versions: the
     # earlier ones, each of which must be a prefix of the run's, are fetched.
     unshallow = ["--unshallow"] if shallow() else []
-    fetch = _git(clone, "fetch", "--quiet", *unshallow, "origin", f"+refs/heads/{branch}:{tracking}",
-                 check=False)
+
+    def remote_tip() -> str | None:
+        # What origin's branch is now, asked without writing to the clone.
+        proc = _git(clone, "ls-remote", "origin", f"refs/heads/{branch}", check=False)
+        words = proc.stdout.split() if proc.returncode == 0 else []
+        return words[0] if words else None
+
+    # A clone already at origin's tip needs no fetch, and so no write: a
+    # reviewer's clone on a read-only copy or mount is checked as it is.
+    current = before is not None and not unshallow and remote_tip() == before
+    fetch = subprocess.CompletedProcess([], 0) if current else _git(
+        clone, "fetch", "--quiet", *unshallow, "origin", f"+refs/heads/{branch}:{tracking}", check=False)
     if fetch.returncode != 0:
         problems.append(f"could not fetch the witness ({problem_line(fetch.stderr)}); "
                         "checked the last fetched state")

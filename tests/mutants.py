@@ -497,4 +497,8 @@ MUTANTS = (
            "        if problem is not None:\n            print(f\"probe-seed: the registry",
            "        if False:\n            print(f\"probe-seed: the registry",
            "tests/test_probe.py::test_a_registry_the_outcome_cannot_be_written_into_is_refused_before_any_request"),
+    Mutant("fetch into a witness clone already at origin's tip", "confirmatory/witness.py",
+           "current = before is not None and not unshallow and remote_tip() == before",
+           "current = False",
+           "tests/test_witness.py::test_a_witness_clone_already_at_origins_tip_is_checked_without_writing_to_it"),
 )

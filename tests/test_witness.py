@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from confirmatory.witness import WitnessError, check_witness, preflight_problems, problem_line, publish
+from test_ops_commands import as_a_user_who_may_not_write
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "confirmatory_anchor.py"
 ENV = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
@@ -324,6 +325,37 @@ def test_a_shallow_clone_of_the_witness_is_checked_over_the_whole_history(tmp_pa
     assert problems[0].startswith("could not fetch the witness")
     assert problems[1] == ("the witness clone is shallow (cloned with --depth) and its whole history could not "
                            "be fetched: the versions of anchors/run.jsonl before its shallow history were not checked")
+
+
+def test_a_witness_clone_already_at_origins_tip_is_checked_without_writing_to_it(tmp_path, witness):
+    # A reviewer's clone on a read-only copy or mount: the check fetched into
+    # it whatever its state, git could not write .git/FETCH_HEAD, and
+    # invariant 8 failed ("could not fetch the witness") though the clone
+    # held origin's tip. A clone at the tip is now checked as it is.
+    remote, work = witness
+    run_dir = tmp_path / "run"
+    publish(work, write_anchors(run_dir, 2))
+    reviewer = clone(remote, tmp_path / "reviewer")
+    assert check_witness(reviewer, run_dir) == []
+    assert not (reviewer / ".git" / "FETCH_HEAD").exists()  # nothing written
+    modes = {p: p.stat().st_mode for p in [reviewer, *reviewer.rglob("*")]}
+    for path, mode in modes.items():
+        path.chmod(mode & ~0o222)
+    probe = ("import json, sys; from pathlib import Path; from confirmatory.witness import check_witness; "
+             "print(json.dumps(check_witness(Path(sys.argv[1]), Path(sys.argv[2]))))")
+    try:
+        done = subprocess.run(as_a_user_who_may_not_write([sys.executable, "-c", probe, str(reviewer), str(run_dir)]),
+                              capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                              env={**ENV, "PYTHONPATH": str(SCRIPT.parent.parent)})
+    finally:
+        for path, mode in modes.items():
+            path.chmod(mode)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == []
+    # Behind origin: fetched, as before.
+    publish(work, write_anchors(run_dir, 3))
+    assert check_witness(reviewer, run_dir) == []
+    assert (reviewer / ".git" / "FETCH_HEAD").exists()
 
 
 def test_check_witness_names_a_missing_clone(tmp_path):
