@@ -501,4 +501,8 @@ MUTANTS = (
            "current = before is not None and not unshallow and remote_tip() == before",
            "current = False",
            "tests/test_witness.py::test_a_witness_clone_already_at_origins_tip_is_checked_without_writing_to_it"),
+    # verify's outcome line and a model with no observation
+    Mutant("keep NO OBSERVATION out of verify's outcome line", "confirmatory/verify/__init__.py",
+           "        if st.results and not st.observed:\n", "        if False:\n",
+           "tests/test_run_process.py::test_the_end_summary_says_when_a_model_has_no_observation_at_all"),
 )
