@@ -44,7 +44,7 @@ def held(run_dir: Path | str) -> bool:
     path = lock_path(run_dir)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return False  # nobody can hold a lock whose file was never made
     except OSError:
         # Cannot even read it (another user's file of mode 0600): we cannot

@@ -462,8 +462,8 @@ MUTANTS = (
            "tests/test_ops_commands.py::"
            "test_verify_of_a_finished_run_the_reviewer_may_not_write_to_is_not_called_still_running"),
     Mutant("make the run's lock file to ask whether it is held", "confirmatory/runlock.py",
-           "    except FileNotFoundError:\n        return False  # nobody can hold a lock whose file was never made\n",
-           "    except FileNotFoundError:\n        return _held_by_filelock(path)\n",
+           "    except (FileNotFoundError, NotADirectoryError):\n        return False  # nobody can hold a lock whose file was never made\n",
+           "    except (FileNotFoundError, NotADirectoryError):\n        return _held_by_filelock(path)\n",
            "tests/test_runlock.py::test_nobody_holds_the_lock_of_a_run_nobody_runs_and_asking_leaves_no_file"),
     # config.json: whose checkout
     Mutant("record the commit of a repository that does not track the runner", "confirmatory/config.py",

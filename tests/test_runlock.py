@@ -73,3 +73,5 @@ def test_a_lock_held_by_another_process_is_held_and_free_again_once_it_lets_go(t
 def test_a_run_directory_whose_parent_does_not_exist_is_held_by_nobody(tmp_path):
     assert runlock.held(tmp_path / "no" / "such" / "run") is False
     assert not (tmp_path / "no").exists()
+    (tmp_path / "a-file").write_text("")
+    assert runlock.held(tmp_path / "a-file" / "run") is False  # its "parent" is a file
