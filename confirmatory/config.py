@@ -114,6 +114,27 @@ def load_registry(path: Path) -> dict[str, dict[str, Any]]:
     return {k: v for k, v in data.items() if isinstance(v, dict)}
 
 
+def registry_problem(path: Path) -> str | None:
+    """Why ``load_registry`` would refuse ``path`` (one line, naming it), or None.
+
+    Asked by check, run's preflight and probe-seed before anything starts or
+    is paid for: a registry the run cannot read must not end the run's start
+    in a traceback, nor a probe's two paid requests in one."""
+    import json
+
+    try:
+        load_registry(path)
+    except json.JSONDecodeError as exc:
+        return f"{path}: not valid JSON ({exc})"
+    except UnicodeDecodeError:
+        return f"{path}: not UTF-8 text"
+    except ValueError as exc:
+        return str(exc)
+    except OSError as exc:
+        return f"{path}: cannot be read: {exc.strerror or exc}"
+    return None
+
+
 def identity(entry: dict[str, Any] | None) -> dict[str, Any]:
     """The registry's identity of a model, what it leaves null, and whether that suffices."""
     if entry is None:
@@ -129,7 +150,7 @@ def runner_identity(argv: list[str]) -> dict[str, Any]:
             packages[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
             packages[name] = None
-    commit, dirty = git_state(Path(confirmatory.__file__).resolve().parent)
+    commit, dirty = git_state(Path(confirmatory.__file__).resolve().parent, "__init__.py")
     return {
         "name": "confirmatory",
         "version": confirmatory.__version__,
@@ -143,8 +164,13 @@ def runner_identity(argv: list[str]) -> dict[str, Any]:
     }
 
 
-def git_state(source_dir: Path) -> tuple[str | None, bool | None]:
-    """(commit, dirty) of the checkout the code runs from; (None, None) outside one."""
+def git_state(source_dir: Path, source_file: str) -> tuple[str | None, bool | None]:
+    """(commit, dirty) of the checkout the code runs from; (None, None) outside one.
+
+    Also (None, None) when the checkout around ``source_dir`` does not track
+    ``source_file`` (a name in it): code installed into a virtualenv inside
+    another project's repository (the study's own, its .venv ignored) is not
+    that repository's commit, and must not be recorded as it."""
     def git(*args: str) -> str | None:
         try:
             done = subprocess.run(["git", *args], cwd=source_dir, capture_output=True, text=True, timeout=20)
@@ -153,7 +179,7 @@ def git_state(source_dir: Path) -> tuple[str | None, bool | None]:
         return done.stdout if done.returncode == 0 else None
 
     head = git("rev-parse", "HEAD")
-    if head is None:
+    if head is None or git("ls-files", "--error-unmatch", "--", source_file) is None:
         return None, None
     # --no-optional-locks: a status must not rewrite the index of a tree others use.
     status = git("--no-optional-locks", "status", "--porcelain")
@@ -294,7 +320,8 @@ def _harness(loaded: LoadedDesign, not_pinned: list[str]) -> dict[str, Any]:
     from confirmatory.chain import dumps
 
     spec = loaded.design.harness
-    out: dict[str, Any] = {"entry": spec.entry, "pins": dict(loaded.pins), "declared": False}
+    out: dict[str, Any] = {"entry": spec.entry, "pins": dict(loaded.pins), "declared": False,
+                           "git_commit": None, "git_dirty": None}
     try:
         module = entry_module(spec.entry, loaded.base_dir)
         described = harness_described(module)
@@ -302,6 +329,11 @@ def _harness(loaded: LoadedDesign, not_pinned: list[str]) -> dict[str, Any]:
         not_pinned.append(f"The harness module could not be imported to read its declarations: "
                           f"{type(exc).__name__}: {exc}.")
         return out
+    source = getattr(module, "__file__", None)
+    if source:
+        # The checkout the harness runs from (the study's repository), as the runner's own.
+        source_path = Path(source).resolve()
+        out["git_commit"], out["git_dirty"] = git_state(source_path.parent, source_path.name)
     if not isinstance(described, dict) or describe_problems(described):
         not_pinned.append("The harness does not declare its prompts, documents and tool schemas (no DESCRIBE,"
                           " or one `run` would refuse); they are fixed only through the pinned file hashes.")

@@ -42,12 +42,14 @@ def check_command(design_path: Path | str, workers: int | None = None, *, run_di
         entry_problems,
         evidence_problems,
         model_problems,
+        registry_problems,
         run_dir_problems,
         witness_problems,
     )
 
     notes: list[str] = []
-    problems = entry_problems(loaded) + model_problems(loaded, keys=False) + evidence_problems(loaded, notes)
+    problems = (entry_problems(loaded) + registry_problems(Path(design_path))
+                + model_problems(loaded, keys=False, notes=notes) + evidence_problems(loaded, notes))
     if run_dir is not None:
         problems += run_dir_problems(Path(run_dir)) + witness_problems(loaded, Path(run_dir))
     if problems:

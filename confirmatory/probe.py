@@ -131,6 +131,13 @@ def probe_seed_command(model: str, api_base: str | None = None, registry: Path =
         if missing:
             print(f"probe-seed: {model} needs {', '.join(missing)} in the environment", file=sys.stderr)
             return 3
+        # Before the two paid requests: a registry the outcome cannot be written into.
+        from confirmatory.config import registry_problem  # noqa: PLC0415
+
+        problem = registry_problem(Path(registry))
+        if problem is not None:
+            print(f"probe-seed: the registry {problem}; nothing was sent", file=sys.stderr)
+            return 3
         try:
             result = probe(model, api_base)
         except Exception as exc:  # a provider failure is reported, not recorded as a verdict

@@ -12,6 +12,8 @@ may be in it.
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
 from pathlib import Path
 
@@ -30,14 +32,41 @@ def lock_path(run_dir: Path | str) -> Path:
 def held(run_dir: Path | str) -> bool:
     """Whether another process (or another lock object in this one) holds the run's lock.
 
-    Tries to take it with a zero timeout; if that works, lets it go at once.
-    The lock file stays (a lock file is never removed: a process that opened
-    the old file and one that created a new one would both hold "the lock").
-    While we hold it for that instant a runner could not take it, but a
-    runner never starts into an existing run directory anyway."""
+    Reads, never writes: it opens an existing lock file read-only and asks
+    for a shared ``flock`` without waiting (filelock's lock is an exclusive
+    ``flock`` on that file, so a runner's lock refuses it), lets it go at
+    once, and makes no file. So a reviewer can ask of a run they may not
+    write to (another user's runs folder, a read-only copy or mount), and
+    asking leaves nothing beside the run. A lock file that does not exist is
+    held by nobody: a runner makes it before it makes the run directory.
+    Where the file system has no ``flock``, filelock's own probe decides (it
+    may make the file)."""
     path = lock_path(run_dir)
-    if not path.parent.is_dir():
-        return False  # nobody can hold a lock in a directory that does not exist
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except (FileNotFoundError, NotADirectoryError):
+        return False  # nobody can hold a lock whose file was never made
+    except OSError:
+        # Cannot even read it (another user's file of mode 0600): we cannot
+        # clear it, so it counts as held.
+        return True
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        except OSError as exc:
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                return True
+            return _held_by_filelock(path)  # no flock here (ENOLCK, EOPNOTSUPP): filelock's fallback
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
+def _held_by_filelock(path: Path) -> bool:
+    """filelock's own answer: take the lock with a zero timeout and let it go at once."""
     existed = os.path.lexists(path)
     lock = FileLock(str(path))
     try:
@@ -45,9 +74,6 @@ def held(run_dir: Path | str) -> bool:
     except Timeout:
         return True
     except OSError:
-        # Cannot even open or create it (a read-only copy of the runs folder):
-        # a lock file that does not exist is held by nobody; one we cannot
-        # open we cannot clear, so it counts as held.
         return existed
     lock.release()
     return False

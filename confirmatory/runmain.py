@@ -91,11 +91,22 @@ def registry_path(design_path: Path) -> Path:
 
 
 
-def model_problems(loaded: Any, *, keys: bool) -> list[str]:
+def registry_problems(design_path: Path) -> list[str]:
+    """The model registry the run would read (``registry_path``), if it cannot be read as one."""
+    from confirmatory.config import registry_problem
+
+    problem = registry_problem(registry_path(Path(design_path)))
+    return [] if problem is None else [
+        f"model registry: {problem} (config.json records each model's identity from it; fix it, or move it "
+        "away to record none)"]
+
+
+def model_problems(loaded: Any, *, keys: bool, notes: list[str] | None = None) -> list[str]:
     """What stops the design's real models from being called and counted:
     a model string litellm cannot route, one it cannot price, and (with
     ``keys``) a key missing from the environment. `run` refuses on any of
-    them; `check` reports the first two (the keys may be set elsewhere)."""
+    them; `check` reports the first two (the keys may be set elsewhere) and,
+    in ``notes``, the keys this environment lacks."""
     real = [(i, m) for i, m in enumerate(loaded.design.models) if m.api_base != "simulator"]
     if not real:
         return []
@@ -111,12 +122,15 @@ def model_problems(loaded: Any, *, keys: bool) -> list[str]:
         if route:
             problems.append(f"{key}: {route}")
             continue
-        missing = llm.missing_keys(m.litellm_model, m.api_base) if keys else []
-        if missing:
+        missing = llm.missing_keys(m.litellm_model, m.api_base) if keys or notes is not None else []
+        if missing and keys:
             problems.append(
                 f"{key}: {m.litellm_model} needs {', '.join(missing)} in the environment, "
                 "and it is not set"
             )
+        elif missing and notes is not None:
+            notes.append(f"{key}: {m.litellm_model} needs {', '.join(missing)} in the environment, and it is "
+                         "not set here: run refuses to start without it")
         # Every dollar must be counted: a model litellm cannot price would
         # be counted as $0 a call, past its cap and the ceiling. A price the
         # design gives is registered and must come back from litellm's
@@ -258,6 +272,7 @@ def preflight(design: Path, run_dir: Path, *, workers: int | None) -> Any:
     except DesignError as exc:
         raise Refused([f"{design}: {p}" for p in exc.problems] + problems) from None
     problems.extend(entry_problems(loaded))
+    problems.extend(registry_problems(design))
     problems.extend(model_problems(loaded, keys=True))
     problems.extend(evidence_problems(loaded))
     problems.extend(witness_problems(loaded, run_dir))

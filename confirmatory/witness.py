@@ -443,11 +443,31 @@ def check_witness(clone: Path, run_dir: Path, run_id: str | None = None) -> list
         proc = _git(clone, "rev-parse", "--quiet", "--verify", f"{tracking}^{{commit}}", check=False)
         return proc.stdout.strip() or None
 
+    def shallow() -> bool:
+        return _git(clone, "rev-parse", "--is-shallow-repository", check=False).stdout.strip() == "true"
+
     before = tip()
-    fetch = _git(clone, "fetch", "--quiet", "origin", f"+refs/heads/{branch}:{tracking}", check=False)
+    # A shallow clone (git clone --depth) holds only the newest versions: the
+    # earlier ones, each of which must be a prefix of the run's, are fetched.
+    unshallow = ["--unshallow"] if shallow() else []
+
+    def remote_tip() -> str | None:
+        # What origin's branch is now, asked without writing to the clone.
+        proc = _git(clone, "ls-remote", "origin", f"refs/heads/{branch}", check=False)
+        words = proc.stdout.split() if proc.returncode == 0 else []
+        return words[0] if words else None
+
+    # A clone already at origin's tip needs no fetch, and so no write: a
+    # reviewer's clone on a read-only copy or mount is checked as it is.
+    current = before is not None and not unshallow and remote_tip() == before
+    fetch = subprocess.CompletedProcess([], 0) if current else _git(
+        clone, "fetch", "--quiet", *unshallow, "origin", f"+refs/heads/{branch}:{tracking}", check=False)
     if fetch.returncode != 0:
         problems.append(f"could not fetch the witness ({problem_line(fetch.stderr)}); "
                         "checked the last fetched state")
+    if shallow():
+        problems.append(f"the witness clone is shallow (cloned with --depth) and its whole history could not "
+                        f"be fetched: the versions of {rel} before its shallow history were not checked")
     after = tip()
     if after is None:
         return problems + [f"the witness has no branch {branch}"]

@@ -5,10 +5,16 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
+import shutil
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
 import pytest
+
+import confirmatory
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -103,6 +109,68 @@ def test_the_config_records_the_runner_the_design_the_harness_and_each_arm(tmp_p
     present = registry(tmp_path, {})
     assert build_config(loaded, argv=[], registry_path=present)["model_registry"] == {
         "path": str(present), "sha256": hashlib.sha256(present.read_bytes()).hexdigest()}
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.org", *args], cwd=repo,
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+
+def test_the_runner_and_the_harness_carry_the_commit_of_the_checkout_that_tracks_them(tmp_path):
+    # The study's own repository holds the design and its harness, and a
+    # virtualenv it ignores. The runner installed there (not an editable
+    # checkout) was recorded with the study's commit and dirty flag as its
+    # own; the harness's checkout was not recorded at all.
+    study = tmp_path / "study"
+    study.mkdir()
+    git(study, "init", "-q")
+    loaded = load_design(design_copy(study))
+    (study / ".gitignore").write_text(".venv/\n")
+    site = study / ".venv" / "lib" / "site-packages"
+    shutil.copytree(Path(confirmatory.__file__).parent, site / "confirmatory",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    git(study, "add", "-A")
+    git(study, "commit", "-q", "-m", "design")
+    head = git(study, "rev-parse", "HEAD")
+    probe = ("import json, confirmatory.config as c; assert c.__file__.startswith(%r), c.__file__; "
+             "r = c.runner_identity([]); print(json.dumps([r['git_commit'], r['git_dirty']]))" % str(site))
+    done = subprocess.run([sys.executable, "-c", probe], env={**os.environ, "PYTHONPATH": str(site)},
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [None, None]
+    harness = build_config(loaded, argv=[], registry_path=tmp_path / "none.json")["harness"]
+    assert (harness["git_commit"], harness["git_dirty"]) == (head, False)
+    (study / "notes.txt").write_text("not committed\n")
+    harness = build_config(loaded, argv=[], registry_path=tmp_path / "none.json")["harness"]
+    assert (harness["git_commit"], harness["git_dirty"]) == (head, True)
+    # A harness outside any checkout: none.
+    (tmp_path / "loose").mkdir()
+    loose = load_design(design_copy(tmp_path / "loose"))
+    harness = build_config(loose, argv=[], registry_path=tmp_path / "none.json")["harness"]
+    assert (harness["git_commit"], harness["git_dirty"]) == (None, None)
+
+
+@pytest.mark.parametrize("text, problem", [
+    ('{"models": {}}', "format must be 'confirmatory-models/1' (got None)"),
+    ("{broken", "not valid JSON (Expecting property name enclosed in double quotes"),
+    ("[1, 2]", "not a JSON object"),
+])
+def test_a_model_registry_the_run_cannot_read_is_refused_by_check_and_run_naming_it(tmp_path, capsys, text,
+                                                                                      problem):
+    # models.json beside the design, kept by hand, broken: check passed it
+    # (exit 0) and run ended in build_config's traceback (exit 1).
+    from confirmatory.plan import check_command
+    from confirmatory.runmain import Refused, preflight
+
+    design = design_copy(tmp_path)
+    (tmp_path / "models.json").write_text(text)
+    line = f"model registry: {tmp_path / 'models.json'}: {problem}"
+    assert check_command(design) == 3
+    assert line in capsys.readouterr().err
+    with pytest.raises(Refused) as refused:
+        preflight(design, tmp_path / "run", workers=None)
+    assert any(p.startswith(line) for p in refused.value.problems), refused.value.problems
+    assert not (tmp_path / "run").exists()
 
 
 def test_an_undeclaring_harness_is_named_as_not_pinned_down(tmp_path):

@@ -4,6 +4,9 @@ second process holding the run's lock, real git remotes and (once) a real runner
 from __future__ import annotations
 
 import json
+import os
+import re
+import shutil
 import subprocess
 import sys
 import time
@@ -308,6 +311,44 @@ def test_verify_of_a_run_whose_runner_holds_its_lock_is_provisional_and_fails(fi
     assert "ALL INVARIANTS HOLD" in out  # the report itself is kept
 
 
+def as_a_user_who_may_not_write(argv: list[str]) -> list[str]:
+    """``argv`` run without the right to write to files it does not own: as
+    root (whom chmod does not stop) in a new user namespace, where root's
+    files are another user's; skipped where there is none."""
+    if os.geteuid() != 0:
+        return argv
+    probe = subprocess.run(["unshare", "-U", "true"], capture_output=True) if shutil.which("unshare") else None
+    if probe is None or probe.returncode != 0:
+        pytest.skip("running as root, and no user namespace to drop the right to write")
+    return ["unshare", "-U", *argv]
+
+
+def test_verify_of_a_finished_run_the_reviewer_may_not_write_to_is_not_called_still_running(finished_run,
+                                                                                            tmp_path):
+    # A runs folder received as it was (the lock file the run left beside it
+    # included) that the reviewer may not write to: another user's folder, a
+    # read-only copy (chmod -R a-w) or mount. verify asked whether a runner held
+    # the lock by taking it, could not open the file for writing, and printed
+    # THE RUN IS STILL RUNNING around the report of a finished run: exit 1.
+    folder = tmp_path / "received"
+    shutil.copytree(finished_run, folder / "run")
+    (folder / ".run.lock").touch()
+    modes = {p: p.stat().st_mode for p in [folder, *folder.rglob("*")]}
+    for path, mode in modes.items():
+        path.chmod(mode & ~0o222)
+    try:
+        done = subprocess.run(as_a_user_who_may_not_write([PY, str(ROOT / "scripts" / "confirmatory_run.py"),
+                                                            "verify", str(folder / "run")]),
+                              capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    finally:
+        for path, mode in modes.items():
+            path.chmod(mode)
+    assert "STILL RUNNING" not in done.stdout + done.stderr
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "ALL INVARIANTS HOLD" in done.stdout
+    assert sorted(p.name for p in folder.iterdir()) == [".run.lock", "run"]
+
+
 def test_verify_json_of_a_running_run_says_provisional(finished_run, capsys):
     with held_by_another_process(runlock.lock_path(finished_run)):
         assert verify_command(finished_run, as_json=True) == 1
@@ -315,6 +356,46 @@ def test_verify_json_of_a_running_run_says_provisional(finished_run, capsys):
     report = json.loads(out)
     assert report["provisional"] is True and report["ok"] is True
     assert "THE RUN IS STILL RUNNING" in err
+
+
+def documented_json_keys() -> dict[str, set[str]]:
+    """The keys docs/VERIFY.md's `--json` section names: the top level's, and
+    those listed in each row's value (an object's or a list item's)."""
+    text = (ROOT / "docs" / "VERIFY.md").read_text()
+    section = text.split("## `--json`", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        if line.startswith("| `"):
+            key, value = line[2:].split(" | ", 1)
+            rows[key.strip("`")] = named(value)
+    rows["violation"] = named(section.split("A violation is an object:", 1)[1])
+    return rows
+
+
+def named(text: str) -> set[str]:
+    """The `key`s a sentence names, leaving out what its parentheses say of them."""
+    return set(re.findall(r"`([a-z_]+)`", re.sub(r"\([^)]*\)", "", text)))
+
+
+def test_verify_json_has_exactly_the_keys_its_page_documents(finished_run, capsys):
+    # The --json shape was documented for four of its keys; ok, run_dir,
+    # unanchored_tail, each invariant's fields and a violation's were not.
+    docs = documented_json_keys()
+    with held_by_another_process(runlock.lock_path(finished_run)):
+        verify_command(finished_run, as_json=True)
+    live = json.loads(capsys.readouterr().out)
+    assert set(live) == {k for k in docs if k != "violation"}
+    assert set(live["witness"]) == docs["witness"] and set(live["households"]) == docs["households"]
+    assert all(set(inv) == docs["invariants"] for inv in live["invariants"])
+    assert [inv["invariant"] for inv in live["invariants"]] == list(range(1, 12))
+    damaged = finished_run.parent / "damaged"
+    shutil.copytree(finished_run, damaged)
+    (damaged / "manifest.json").write_bytes(b"{}")
+    verify_command(damaged, as_json=True)
+    report = json.loads(capsys.readouterr().out)
+    assert "provisional" not in report
+    violations = report["start_here"] + [v for inv in report["invariants"] for v in inv["first"]]
+    assert violations and all(set(v) == docs["violation"] for v in violations)
 
 
 def test_verify_of_a_directory_that_is_not_a_run_says_so_in_one_line(tmp_path, capsys):

@@ -55,3 +55,18 @@ def test_a_failed_probe_call_records_nothing_and_exits_1(registry):
     with SimProvider(plan) as sim:
         assert probe_seed_command("openai/sim-careful", api_base=sim.url, registry=registry) == 1
     assert json.loads(registry.read_text()) == REGISTRY
+
+
+@pytest.mark.parametrize("text", ["[1, 2]", "{broken", '{"models": {}}'])
+def test_a_registry_the_outcome_cannot_be_written_into_is_refused_before_any_request(tmp_path, capsys, text):
+    # The probe sent its two paid requests, then record() raised: a
+    # traceback, and nothing recorded.
+    path = tmp_path / "models.json"
+    path.write_text(text)
+    with SimProvider(None, seed=2) as sim:
+        assert probe_seed_command("openai/sim-careful", api_base=sim.url, registry=path) == 3
+        assert sim.usage().get("sim-careful", {}).get("calls", 0) == 0
+    err = capsys.readouterr().err
+    assert err.startswith(f"probe-seed: the registry {path}: ") and err.endswith("; nothing was sent\n")
+    assert err.count("\n") == 1
+    assert path.read_text() == text

@@ -226,7 +226,12 @@ def test_the_end_summary_says_when_a_model_has_no_observation_at_all(tmp_path, c
     assert "  m0: 8 arm results: ok 8" in err, err
     assert ("  m1: NO OBSERVATION: none of its 8 arm results is ok or the model's own (provider 8); "
             "see models/m1/run.jsonl") in err, err
-    assert verify_run(tmp_path / "run").ok
+    # verify's "the records say" line said only "completed; ...; m1: 4 of 4
+    # households ended": a reviewer saw nothing of it. It says it now, too.
+    report = verify_run(tmp_path / "run")
+    assert report.ok
+    assert report.outcome == ("completed; m0: 4 of 4 households ended; m1: 4 of 4 households ended, "
+                              "NO OBSERVATION: none of its 8 arm results is ok or the model's own"), report.outcome
 
 
 SLOW_IMPORT_HARNESS = """import os, time

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from confirmatory.witness import WitnessError, check_witness, preflight_problems, problem_line, publish
+from test_ops_commands import as_a_user_who_may_not_write
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "confirmatory_anchor.py"
 ENV = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
@@ -287,6 +288,74 @@ def test_check_witness_notices_a_rewrite_since_its_last_fetch(tmp_path):
     problems = check_witness(reviewer, run_dir)
     assert any("was rewritten" in p for p in problems), problems
     assert any("line 1 differs" in p for p in problems), problems
+
+
+def edit_then_restore(remote: Path, work_dir: Path) -> str:
+    """Two fast-forward commits (a protected witness takes them): one that
+    changes the run's first anchor line, one that puts it back. Returns the first."""
+    editor = clone(remote, work_dir)
+    path = editor / "anchors" / "run.jsonl"
+    honest = path.read_bytes()
+    path.write_bytes(honest.replace(b"1800000000.0", b"1799999999.0"))
+    git(editor, "commit", "--quiet", "-am", "edited")
+    edited = git(editor, "rev-parse", "HEAD").stdout.strip()
+    path.write_bytes(honest)
+    git(editor, "commit", "--quiet", "-am", "restored")
+    git(editor, "push", "--quiet", "origin", "main")
+    return edited
+
+
+def test_a_shallow_clone_of_the_witness_is_checked_over_the_whole_history(tmp_path, witness):
+    # A reviewer's clone made with --depth 1 held only the newest version of
+    # the run's anchors file: an edited version in between went unseen, and
+    # verify said the witness held every anchor unchanged.
+    remote, work = witness
+    run_dir = tmp_path / "run"
+    publish(work, write_anchors(run_dir, 2))
+    edited = edit_then_restore(remote, tmp_path / "editor")
+    url = remote.resolve().as_uri()
+    full = check_witness(clone(remote, tmp_path / "full"), run_dir)
+    assert any(p.startswith(f"witness commit {edited[:12]} ") and "line 1 differs" in p for p in full), full
+    git(tmp_path, "clone", "--quiet", "--depth", "1", url, str(tmp_path / "shallow"))
+    assert check_witness(tmp_path / "shallow", run_dir) == full
+    # A shallow clone that cannot fetch the rest says what it could not check.
+    git(tmp_path, "clone", "--quiet", "--depth", "1", url, str(tmp_path / "cut-off"))
+    git(tmp_path / "cut-off", "remote", "set-url", "origin", str(tmp_path / "gone.git"))
+    problems = check_witness(tmp_path / "cut-off", run_dir)
+    assert problems[0].startswith("could not fetch the witness")
+    assert problems[1] == ("the witness clone is shallow (cloned with --depth) and its whole history could not "
+                           "be fetched: the versions of anchors/run.jsonl before its shallow history were not checked")
+
+
+def test_a_witness_clone_already_at_origins_tip_is_checked_without_writing_to_it(tmp_path, witness):
+    # A reviewer's clone on a read-only copy or mount: the check fetched into
+    # it whatever its state, git could not write .git/FETCH_HEAD, and
+    # invariant 8 failed ("could not fetch the witness") though the clone
+    # held origin's tip. A clone at the tip is now checked as it is.
+    remote, work = witness
+    run_dir = tmp_path / "run"
+    publish(work, write_anchors(run_dir, 2))
+    reviewer = clone(remote, tmp_path / "reviewer")
+    assert check_witness(reviewer, run_dir) == []
+    assert not (reviewer / ".git" / "FETCH_HEAD").exists()  # nothing written
+    modes = {p: p.stat().st_mode for p in [reviewer, *reviewer.rglob("*")]}
+    for path, mode in modes.items():
+        path.chmod(mode & ~0o222)
+    probe = ("import json, sys; from pathlib import Path; from confirmatory.witness import check_witness; "
+             "print(json.dumps(check_witness(Path(sys.argv[1]), Path(sys.argv[2]))))")
+    try:
+        done = subprocess.run(as_a_user_who_may_not_write([sys.executable, "-c", probe, str(reviewer), str(run_dir)]),
+                              capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                              env={**ENV, "PYTHONPATH": str(SCRIPT.parent.parent)})
+    finally:
+        for path, mode in modes.items():
+            path.chmod(mode)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == []
+    # Behind origin: fetched, as before.
+    publish(work, write_anchors(run_dir, 3))
+    assert check_witness(reviewer, run_dir) == []
+    assert (reviewer / ".git" / "FETCH_HEAD").exists()
 
 
 def test_check_witness_names_a_missing_clone(tmp_path):

@@ -207,7 +207,9 @@ def outcome(run_events: list[tuple[int, dict]], states: list[ModelState], run_lo
 
 def model_outcome(st: ModelState) -> str:
     """One model's part of ``outcome``: households ended of its draw, how many
-    unfinished, its own stop."""
+    unfinished, its own stop, and NO OBSERVATION when none of its ended
+    households' arm results (the class of each arm's last attempt) is ok or
+    the model's own, as the runner's end summary says it."""
     try:
         draw = st.manifest.get("draw") if isinstance(st.manifest.get("draw"), list) else []
         unfinished = sum(1 for e in st.ends.values() if not e.finished)
@@ -217,6 +219,8 @@ def model_outcome(st: ModelState) -> str:
         own = [str(o.get("cause")) for _, o in st.events("stop") if o.get("scope") == "model"]
         if own:
             text += f", stopped ({own[0]})"
+        if st.results and not st.observed:
+            text += f", NO OBSERVATION: none of its {st.results} arm results is ok or the model's own"
         return text
     except Exception:  # noqa: BLE001 - a description only
         return ""

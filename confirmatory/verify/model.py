@@ -71,6 +71,9 @@ DECIDED_KEPT = 4096
 RERUN_WAIT_SLACK_S = 0.01
 _SKIP = (b'"event":"attempt"', b'"event":"household"')
 _ATTEMPT_FIELD_SET = frozenset(ATTEMPT_FIELDS)
+# The classes whose result is an observation: the model's own answer, or its own failure
+# (the runner's end summary, runmain.result_lines, counts the same).
+OBSERVED = ("ok", "model")
 # The fields a record shares with its attempt line, fetched from each at once.
 _AS_LINE = ("household", "arm", "pass", "lane", "start", "end", "cost_nusd")
 _SHARED_FIELDS = operator.itemgetter(*_AS_LINE)
@@ -243,6 +246,10 @@ class ModelState:
     # what can have been counted by the crossing (check_totals)
     ceiling_upper_nusd: int = 0
     outcome: str = ""  # how its households ended, for the report (verify.model_outcome)
+    # arm results (each ended household's arms, by the class of each arm's
+    # last attempt) and how many of them are an observation (ok or model)
+    results: int = 0
+    observed: int = 0
 
     def events(self, name: str) -> list[tuple[int, dict]]:
         return [(s, o) for s, o in self.control if o.get("event") == name]
@@ -492,6 +499,9 @@ class ModelCheck:
         if attempts:
             last = attempts[-1][1]
             self.lane_last[lane] = (h, last["pass"])
+            standing = {str(a["arm"]): a["class"] for _, a in attempts}  # in start order: the last stands
+            st.results += len(standing)
+            st.observed += sum(1 for cls in standing.values() if cls in OBSERVED)
         checked[7] += 1
         if type(hl.get("spend_nusd")) is not int or hl.get("spend_nusd") != spend:
             f.fail(7, log, seq, f"household spend {hl.get('spend_nusd')} is not its attempts' {spend}")
