@@ -132,9 +132,14 @@ def test_an_operator_failure_pauses_until_a_fresh_resume_and_a_stale_one_is_reje
 
 
 def test_a_harness_failure_stops_its_model_within_five_seconds(tmp_path):
-    # Calls take 30 ms, so the other lane is mid-household when the trigger comes.
-    hh = [{"id": f"hh-{i:03d}", "latency_s": 0.03, "plan": {"m0:alone/0": "harness"} if i == 0 else {}}
-          for i in range(6)]
+    # m0's other households take 0.5 s an attempt, so its other lane is in
+    # the middle of an attempt (with more to run) when the trigger comes a
+    # few tens of ms in: an attempt started after it is then the lane's
+    # doing, not the timing's (with 30 ms attempts a loaded machine let a
+    # lane that ignored the stop pass, once in several runs).
+    slow = {f"m0:{arm}/0": "slow" for arm in ("alone", "calculator", "explain")}
+    hh = [{"id": f"hh-{i:03d}", "latency_s": 0.01, "slow_s": 0.5,
+           "plan": {"m0:alone/0": "harness"} if i == 0 else slow} for i in range(6)]
     result, run_dir = execute(tmp_path, households=hh, models=2, arms=("alone", "calculator", "explain"),
                               **FAST)
     verified(run_dir)
