@@ -455,20 +455,25 @@ def result_lines(run_dir: Path) -> list[str]:
 def report(result: Any) -> int:
     from confirmatory.money import format_usd
 
-    _say(f"run {result.status}: {result.run_dir}")
+    # Whatever the ending, the reviewer needs the witness to hold the final anchor.
+    unwitnessed = result.final_push_rc not in (None, 0)
+    retry = f"confirmatory push-anchor {shlex.quote(str(result.run_dir))}"
+    if result.status == "completed" and unwitnessed and not result.write_failures:
+        # exit status 6: the headline says so, not a bare "completed"
+        _say(f"run completed, but the witness does not hold the final anchor yet: {result.run_dir}; "
+             f"retry with: {retry}")
+    else:
+        _say(f"run {result.status}: {result.run_dir}")
     _say(f"  spend {format_usd(result.spend_total_nusd)}")
     for line in result_lines(Path(result.run_dir)):
         _say(line)
-    # Whatever the ending, the reviewer needs the witness to hold the final anchor.
-    unwitnessed = result.final_push_rc not in (None, 0)
     if not result.final_anchor_written:
         _say("  the final anchor could not be written: the records are not anchored at their end "
              "(verify reports it)")
     elif unwitnessed:
         # what anchor-pushes.jsonl records: the final push's rc, or that it never ran and why
         why = result.final_push_problem or f"push rc {result.final_push_rc}"
-        _say(f"  the witness does not hold the final anchor yet: {why}; "
-             f"retry with: confirmatory push-anchor {shlex.quote(str(result.run_dir))}")
+        _say(f"  the witness does not hold the final anchor yet: {why}; retry with: {retry}")
     if result.write_failures:
         _say(f"  NOT EVERY LINE OF THE RUN'S END COULD BE WRITTEN ({len(result.write_failures)}): "
              f"{result.write_failures[0]}")

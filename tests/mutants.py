@@ -443,6 +443,12 @@ MUTANTS = (
            'output = (output + "\\n[killed by the runner after finish()\'s push_timeout]")',
            "tests/test_anchors.py::"
            "test_the_records_of_a_push_the_runs_end_killed_or_never_ran_say_so_plainly_as_the_docs_do"),
+    # leftovers: what the end of a run and its pushes say
+    Mutant("call a run completed whose witness lacks the final anchor", "confirmatory/runmain.py",
+           '    if result.status == "completed" and unwitnessed and not result.write_failures:',
+           "    if False:",
+           "tests/test_anchors.py::test_the_headline_of_a_run_whose_witness_lacks_the_final_anchor_says_so_and_how_to_retry"
+           "[from the start]"),
     # signals that arrive together, or many
     Mutant("set the other signals to SIG_IGN inside the early handler", "confirmatory/runmain.py",
            "    global _early_taken\n    if _early_taken:\n        return\n    _early_taken = True\n",

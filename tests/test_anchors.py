@@ -588,3 +588,15 @@ def test_the_end_says_which_witness_push_it_waits_for_and_for_how_long_at_most(h
     assert len(waiting) == 1 and re.fullmatch(want, waiting[0]), err
     # said while it waits: before the push it waited for was killed
     assert err.index(waiting[0]) < next(i for i, line in enumerate(err) if "failed (rc" in line), err
+
+
+@pytest.mark.parametrize("hang", list(HANG_HOOK))
+def test_the_headline_of_a_run_whose_witness_lacks_the_final_anchor_says_so_and_how_to_retry(hung_run, hang):
+    """Exit status 6 (README: completed, but the witness does not hold the
+    final anchor yet), and the headline said "run completed: RUN_DIR", as a
+    run whose witness holds everything does."""
+    code, err, _, run_dir = hung_run(hang)
+    assert code == 6, err
+    headlines = [line for line in err if line.startswith("run ") and not line.startswith("run started")]
+    assert headlines == [f"run completed, but the witness does not hold the final anchor yet: {run_dir}; "
+                         f"retry with: confirmatory push-anchor {run_dir}"], err
