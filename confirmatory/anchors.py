@@ -466,11 +466,15 @@ class Anchorer:
         if rc == 0:
             return
         problem = problem_line(output)
+        if stopped in (children.TIMEOUT, children.OUTPUT, _END):
+            # What the command itself said, without the note saying why the
+            # runner killed it (the line below says that once).
+            said, note, _ = output.rpartition("\n[killed by the runner: ")
+            problem = problem_line(said if note else output)
         if stopped == children.TIMEOUT:
             problem = f"timed out after {self.push_timeout_s:g} s and killed; its output: {problem}"
         elif stopped == _END:
-            said = output.rpartition("\n[killed by the runner: ")[0]  # the command's own, without our note
-            problem = f"killed: {self._give_up_why}; its output: {problem_line(said)}"
+            problem = f"killed: {self._give_up_why}; its output: {problem}"
         elif stopped == children.OUTPUT:
             problem = (f"killed for writing more than {MAX_PUSH_OUTPUT_BYTES:,} bytes of output; "
                        f"its output: {problem}")

@@ -449,6 +449,11 @@ MUTANTS = (
            "    if False:",
            "tests/test_anchors.py::test_the_headline_of_a_run_whose_witness_lacks_the_final_anchor_says_so_and_how_to_retry"
            "[from the start]"),
+    Mutant("say a push killed at its timeout was killed twice", "confirmatory/anchors.py",
+           "        if stopped in (children.TIMEOUT, children.OUTPUT, _END):",
+           "        if stopped == _END:",
+           "tests/test_anchors.py::"
+           "test_a_push_that_hangs_during_the_run_is_killed_at_its_timeout_and_retried_at_the_next_anchor"),
     # signals that arrive together, or many
     Mutant("set the other signals to SIG_IGN inside the early handler", "confirmatory/runmain.py",
            "    global _early_taken\n    if _early_taken:\n        return\n    _early_taken = True\n",

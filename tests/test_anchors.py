@@ -335,7 +335,9 @@ def test_a_push_that_hangs_during_the_run_is_killed_at_its_timeout_and_retried_a
     assert "pushing" in hung["output"] and "longer than its timeout of 0.5 s" in hung["output"]
     # The whole session went, not just the command: a git under it would hold no lock.
     assert process_gone(int((tmp_path / "grandchild").read_text()))
-    assert failure.tail.startswith("timed out after 0.5 s and killed")
+    # what the progress line says after "failed (rc N): ": "killed" once (it said
+    # "... and killed; its output: [killed by the runner: the push ran longer ...]")
+    assert failure.tail == "timed out after 0.5 s and killed; its output: pushing", failure.tail
 
 
 # The first push writes 20 MB of output and then hangs; every later push succeeds at once.
@@ -353,7 +355,7 @@ def test_a_push_that_floods_its_output_is_stopped_at_8_mib_and_retried_at_the_ne
     assert len(flooded["output"]) == 2000
     assert flooded["output"].endswith("y\ny\n\n[killed by the runner: the push wrote more than its bound "
                                       "of 8,388,608 bytes of output]")
-    assert failure.tail.startswith("killed for writing more than 8,388,608 bytes of output")
+    assert failure.tail == "killed for writing more than 8,388,608 bytes of output; its output: y", failure.tail
 
 
 def test_the_final_push_is_bounded_by_finish_not_by_the_timeout_of_pushes_during_the_run(tmp_path):
