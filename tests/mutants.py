@@ -454,6 +454,16 @@ MUTANTS = (
            "        if stopped == _END:",
            "tests/test_anchors.py::"
            "test_a_push_that_hangs_during_the_run_is_killed_at_its_timeout_and_retried_at_the_next_anchor"),
+    Mutant("leave the design file out of the simulator's one line", "confirmatory/sim/server.py",
+           '        print(f"sim-provider: {design}: {what}{why}", file=sys.stderr)',
+           '        print(f"sim-provider: {what}{why}", file=sys.stderr)',
+           "tests/test_sim_provider.py::"
+           "test_the_sim_provider_command_names_the_design_file_and_its_problem_in_one_line[a TOML syntax error]"),
+    Mutant("let a simulator number of the wrong kind raise a TypeError", "confirmatory/sim/faults.py",
+           "    except (TypeError, ValueError, OverflowError):\n        raise ValueError(f\"{key}:",
+           "    except (ValueError, OverflowError):\n        raise ValueError(f\"{key}:",
+           "tests/test_sim_provider.py::"
+           "test_the_sim_provider_command_names_the_design_file_and_its_problem_in_one_line[a seed that is a list]"),
     # signals that arrive together, or many
     Mutant("set the other signals to SIG_IGN inside the early handler", "confirmatory/runmain.py",
            "    global _early_taken\n    if _early_taken:\n        return\n    _early_taken = True\n",
