@@ -64,6 +64,9 @@ MIN_PUSH_TIMEOUT_S = 60.0
 MAX_PUSH_OUTPUT_BYTES = 8 << 20
 # How long the final anchor's push may take (finish()'s default).
 FINAL_PUSH_TIMEOUT_S = 120.0
+# How long a Run whose main loop never ran (its set-up failed after the
+# anchorer started) waits for pushes as it closes (Run.close); read then.
+CLOSE_PUSH_TIMEOUT_S = 30.0
 # How long `push-anchor`'s push may take. It holds the run's lock meanwhile:
 # a push that hung for good would have every later push-anchor refused as if
 # the run were still running. As long as a run's push at the default interval.

@@ -623,8 +623,10 @@ class Run:
             # Set-up failed after the anchorer started (or wait() never ran):
             # its threads are not daemons, so end them, with a final anchor
             # of what exists.
+            from confirmatory import anchors
+
             try:
-                self.anchorer.finish(push_timeout=30)
+                self.anchorer.finish(push_timeout=anchors.CLOSE_PUSH_TIMEOUT_S)
             except Exception:  # noqa: BLE001 - the writers may already be failed
                 pass
         for m in self.models.values():

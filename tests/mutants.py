@@ -464,6 +464,14 @@ MUTANTS = (
            "    except (ValueError, OverflowError):\n        raise ValueError(f\"{key}:",
            "tests/test_sim_provider.py::"
            "test_the_sim_provider_command_names_the_design_file_and_its_problem_in_one_line[a seed that is a list]"),
+    Mutant("give the pushes a failed final anchor cut short an internal name", "confirmatory/anchors.py",
+           '"the final anchor could not be written, and the run ended"', '"_abandon_pushes"',
+           "tests/test_anchors.py::test_the_pushes_of_a_run_whose_final_anchor_could_not_be_written_say_so"),
+    Mutant("say a push the run's close never ran was spent on an earlier push", "confirmatory/anchors.py",
+           'output = f"not run: {end_time(self._end_timeout)} was spent on anchor {spent[0]}\'s push"',
+           'output = "not run: finish()\'s push_timeout was spent on an earlier push"',
+           "tests/test_anchors.py::"
+           "test_a_run_closed_without_its_main_loop_waits_for_its_pushes_for_the_close_time_and_says_so"),
     # signals that arrive together, or many
     Mutant("set the other signals to SIG_IGN inside the early handler", "confirmatory/runmain.py",
            "    global _early_taken\n    if _early_taken:\n        return\n    _early_taken = True\n",
