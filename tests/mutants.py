@@ -472,6 +472,14 @@ MUTANTS = (
            'output = "not run: finish()\'s push_timeout was spent on an earlier push"',
            "tests/test_anchors.py::"
            "test_a_run_closed_without_its_main_loop_waits_for_its_pushes_for_the_close_time_and_says_so"),
+    # the demo and early signals
+    Mutant("leave the demo's run without the early handler", "confirmatory/demo/main.py",
+           "    handlers = take_early_interrupts()\n", "    handlers = {}\n",
+           "tests/test_run_process.py::test_a_signal_before_the_demos_run_starts_ends_the_demo_as_it_ends_run[SIGTERM]"),
+    Mutant("let the demo's run put the early handler back as it closes", "confirmatory/runmain.py",
+           "restore_signals=not exiting,\n              restore_to=restore_to)",
+           "restore_signals=not exiting,\n              restore_to=None)",
+           "tests/test_run_process.py::test_a_signal_as_the_demos_run_closes_is_not_called_one_before_the_run"),
     # signals that arrive together, or many
     Mutant("set the other signals to SIG_IGN inside the early handler", "confirmatory/runmain.py",
            "    global _early_taken\n    if _early_taken:\n        return\n    _early_taken = True\n",
