@@ -480,6 +480,10 @@ MUTANTS = (
            "restore_signals=not exiting,\n              restore_to=restore_to)",
            "restore_signals=not exiting,\n              restore_to=None)",
            "tests/test_run_process.py::test_a_signal_as_the_demos_run_closes_is_not_called_one_before_the_run"),
+    Mutant("refuse the demo's existing run directory without the design's problems", "confirmatory/demo/main.py",
+           "            problems = _design_problems(design) + problems\n", "",
+           "tests/test_reference_study.py::"
+           "test_the_demo_refusing_an_existing_run_directory_also_lists_the_designs_problems"),
     # signals that arrive together, or many
     Mutant("set the other signals to SIG_IGN inside the early handler", "confirmatory/runmain.py",
            "    global _early_taken\n    if _early_taken:\n        return\n    _early_taken = True\n",

@@ -73,6 +73,9 @@ def demo_command(run_dir: Path | None = None, design: Path | None = None, *, exi
         # leave nothing behind.
         problems = run_dir_problems(run_dir)
         if problems:
+            # ... with the design's own problems, as `run` lists them (the
+            # file read and checked; nothing imported, probed or made)
+            problems = _design_problems(design) + problems
             print("refused to start:", file=sys.stderr)
             for p in problems:
                 print(f"  {p}", file=sys.stderr)
@@ -107,6 +110,17 @@ def demo_command(run_dir: Path | None = None, design: Path | None = None, *, exi
     if run_rc != 0:
         return run_rc
     return verify_rc
+
+
+def _design_problems(design: Path) -> list[str]:
+    """What ``run``'s preflight says of the design file itself, one line each."""
+    from confirmatory.design import DesignError, load_design  # noqa: PLC0415
+
+    try:
+        load_design(design)
+    except DesignError as exc:
+        return [f"{design}: {p}" for p in exc.problems]
+    return []
 
 
 def _not_started(run_rc: int) -> int:
