@@ -64,6 +64,9 @@ MIN_PUSH_TIMEOUT_S = 60.0
 MAX_PUSH_OUTPUT_BYTES = 8 << 20
 # How long the final anchor's push may take (finish()'s default).
 FINAL_PUSH_TIMEOUT_S = 120.0
+# How long a Run whose main loop never ran (its set-up failed after the
+# anchorer started) waits for pushes as it closes (Run.close); read then.
+CLOSE_PUSH_TIMEOUT_S = 30.0
 # How long `push-anchor`'s push may take. It holds the run's lock meanwhile:
 # a push that hung for good would have every later push-anchor refused as if
 # the run were still running. As long as a run's push at the default interval.
@@ -466,11 +469,15 @@ class Anchorer:
         if rc == 0:
             return
         problem = problem_line(output)
+        if stopped in (children.TIMEOUT, children.OUTPUT, _END):
+            # What the command itself said, without the note saying why the
+            # runner killed it (the line below says that once).
+            said, note, _ = output.rpartition("\n[killed by the runner: ")
+            problem = problem_line(said if note else output)
         if stopped == children.TIMEOUT:
             problem = f"timed out after {self.push_timeout_s:g} s and killed; its output: {problem}"
         elif stopped == _END:
-            said = output.rpartition("\n[killed by the runner: ")[0]  # the command's own, without our note
-            problem = f"killed: {self._give_up_why}; its output: {problem_line(said)}"
+            problem = f"killed: {self._give_up_why}; its output: {problem}"
         elif stopped == children.OUTPUT:
             problem = (f"killed for writing more than {MAX_PUSH_OUTPUT_BYTES:,} bytes of output; "
                        f"its output: {problem}")

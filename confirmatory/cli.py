@@ -125,7 +125,7 @@ def demo(run_dir: Path | None, design: Path | None) -> None:
     """Run the bundled reference study on the simulated provider, then verify it."""
     from confirmatory.demo.main import demo_command
 
-    sys.exit(demo_command(run_dir=run_dir, design=design))
+    sys.exit(demo_command(run_dir=run_dir, design=design, exiting=True))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -108,6 +108,7 @@ class Run:
         config: dict[str, Any] | None = None,
         install_signals: bool = True,
         restore_signals: bool = True,
+        restore_to: dict[int, Any] | None = None,
         api_bases: dict[str, str] | None = None,
         disk_floor_bytes: int | None = None,
     ) -> None:
@@ -125,6 +126,10 @@ class Run:
         # caller restores them itself (restore_signal_handlers) if it goes on.
         self._restore_signals = restore_signals
         self._old_handlers: dict[int, Any] = {}
+        # The handlers to put back instead of those start() replaced: a
+        # caller that took the signals over for its own set-up (runmain's
+        # early handler, for the demo) and goes on after the run.
+        self._restore_to = restore_to
         self._host_readers = host_readers
         self._config = config
         self._api_bases = api_bases or {}
@@ -623,8 +628,10 @@ class Run:
             # Set-up failed after the anchorer started (or wait() never ran):
             # its threads are not daemons, so end them, with a final anchor
             # of what exists.
+            from confirmatory import anchors
+
             try:
-                self.anchorer.finish(push_timeout=30)
+                self.anchorer.finish(push_timeout=anchors.CLOSE_PUSH_TIMEOUT_S)
             except Exception:  # noqa: BLE001 - the writers may already be failed
                 pass
         for m in self.models.values():
@@ -640,8 +647,11 @@ class Run:
             self.restore_signal_handlers()
 
     def restore_signal_handlers(self) -> None:
-        """Put back the handlers start() replaced (idempotent)."""
+        """Put back the handlers start() replaced, or the ``restore_to`` the
+        Run was given (idempotent)."""
         old, self._old_handlers = self._old_handlers, {}
+        if self._restore_to is not None:
+            old, self._restore_to = dict(self._restore_to), {}
         for s, h in old.items():
             signal.signal(s, h)
 

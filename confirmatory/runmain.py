@@ -43,24 +43,37 @@ def _raise_early(signum: int, frame: Any) -> None:
     raise EarlyInterrupt(signum)
 
 
-def take_early_interrupts() -> None:
+def take_early_interrupts() -> dict[int, Any]:
     """From the command's start to ``Run.start``: an interrupt signal raises
     ``EarlyInterrupt`` (SIGTERM and SIGHUP included, which would otherwise
     kill the process without a word). A SIGHUP the process was started
     ignoring (``nohup``) stays ignored, so that ``Run.start`` sees it so.
     Signals that arrive together (pending at one check) are taken lowest
-    number first: the process cannot tell which came first."""
+    number first: the process cannot tell which came first. Returns the
+    handlers it replaced (none off the main thread), for a caller that goes
+    on after the run (the demo): ``run_command(restore_to=...)``, then
+    ``restore_handlers``."""
     import signal
     import threading
 
     from confirmatory.run import INTERRUPT_SIGNALS, _inherited_ignore
 
     global _early_taken
+    replaced: dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():
         _early_taken = False
         for s in INTERRUPT_SIGNALS:
             if not _inherited_ignore(s):
-                signal.signal(s, _raise_early)
+                replaced[s] = signal.signal(s, _raise_early)
+    return replaced
+
+
+def restore_handlers(handlers: dict[int, Any]) -> None:
+    """Put back the handlers ``take_early_interrupts`` replaced."""
+    import signal
+
+    for s, handler in handlers.items():
+        signal.signal(s, handler)
 
 
 def early_interrupt_status(exc: EarlyInterrupt, run_dir: Path) -> int:
@@ -282,7 +295,7 @@ def preflight(design: Path, run_dir: Path, *, workers: int | None) -> Any:
 
 
 def run_command(design: Path, run_dir: Path, *, workers: int | None = None, quiet: bool = False,
-                exiting: bool = False) -> int:
+                exiting: bool = False, restore_to: dict[int, Any] | None = None) -> int:
     """``exiting``: the caller ends the process with the status returned (the
     CLI). The run's signal handlers then stay in place after it closes (a
     signal while the lock is released is noted like any after the first),
@@ -297,7 +310,13 @@ def run_command(design: Path, run_dir: Path, *, workers: int | None = None, quie
     the design is checked, the witness probed, the run set up: seconds) ends
     the command at once with 128 + its number and one line saying that no
     run directory was made; before, SIGINT gave click's "Aborted!" and exit
-    1, and SIGTERM or SIGHUP killed the process without a word."""
+    1, and SIGTERM or SIGHUP killed the process without a word.
+
+    ``restore_to``: an in-process caller that took the early interrupts
+    itself (``take_early_interrupts``, the demo) gives the handlers that
+    replaced; the Run puts those back as it closes, not the early handler
+    it found (a signal after the run must not be named one before it), and
+    an ``EarlyInterrupt`` reaches that caller."""
     design, run_dir = Path(design), Path(run_dir)
     if exiting:
         take_early_interrupts()
@@ -309,10 +328,12 @@ def run_command(design: Path, run_dir: Path, *, workers: int | None = None, quie
             from confirmatory.run import ignore_interrupts
 
             ignore_interrupts()
-    return _preflight_and_execute(design, run_dir, workers=workers, quiet=quiet, exiting=exiting)
+    return _preflight_and_execute(design, run_dir, workers=workers, quiet=quiet, exiting=exiting,
+                                  restore_to=restore_to)
 
 
-def _preflight_and_execute(design: Path, run_dir: Path, *, workers: int | None, quiet: bool, exiting: bool) -> int:
+def _preflight_and_execute(design: Path, run_dir: Path, *, workers: int | None, quiet: bool, exiting: bool,
+                           restore_to: dict[int, Any] | None = None) -> int:
     from filelock import FileLock, Timeout
 
     from confirmatory import runlock
@@ -339,12 +360,13 @@ def _preflight_and_execute(design: Path, run_dir: Path, *, workers: int | None, 
         if run_dir.exists():
             print(f"refused to start: {run_dir} appeared meanwhile", file=sys.stderr)
             return EXIT_REFUSED
-        return _execute(loaded, design, run_dir, quiet=quiet, exiting=exiting)
+        return _execute(loaded, design, run_dir, quiet=quiet, exiting=exiting, restore_to=restore_to)
     finally:
         lock.release()  # the file stays: removing a lock file breaks the lock (runlock.held)
 
 
-def _execute(loaded: Any, design: Path, run_dir: Path, *, quiet: bool, exiting: bool = False) -> int:
+def _execute(loaded: Any, design: Path, run_dir: Path, *, quiet: bool, exiting: bool = False,
+             restore_to: dict[int, Any] | None = None) -> int:
     from confirmatory import llm
     from confirmatory.config import build_config
     from confirmatory.progress import Progress
@@ -363,7 +385,8 @@ def _execute(loaded: Any, design: Path, run_dir: Path, *, quiet: bool, exiting: 
 
         sim = SimProvider(FaultPlan.from_table(loaded.design.simulator)).start()
         api_bases = {m.name: sim.url for m in simulated}
-    run = Run(loaded, run_dir, config=config, api_bases=api_bases, restore_signals=not exiting)
+    run = Run(loaded, run_dir, config=config, api_bases=api_bases, restore_signals=not exiting,
+              restore_to=restore_to)
     # Events (a pause, a stop, a failed push) are shown even with --quiet:
     # an unattended run's log must say what needs a person.
     progress = Progress(run, table=not quiet)
@@ -470,20 +493,25 @@ def result_lines(run_dir: Path) -> list[str]:
 def report(result: Any) -> int:
     from confirmatory.money import format_usd
 
-    _say(f"run {result.status}: {result.run_dir}")
+    # Whatever the ending, the reviewer needs the witness to hold the final anchor.
+    unwitnessed = result.final_push_rc not in (None, 0)
+    retry = f"confirmatory push-anchor {shlex.quote(str(result.run_dir))}"
+    if result.status == "completed" and unwitnessed and not result.write_failures:
+        # exit status 6: the headline says so, not a bare "completed"
+        _say(f"run completed, but the witness does not hold the final anchor yet: {result.run_dir}; "
+             f"retry with: {retry}")
+    else:
+        _say(f"run {result.status}: {result.run_dir}")
     _say(f"  spend {format_usd(result.spend_total_nusd)}")
     for line in result_lines(Path(result.run_dir)):
         _say(line)
-    # Whatever the ending, the reviewer needs the witness to hold the final anchor.
-    unwitnessed = result.final_push_rc not in (None, 0)
     if not result.final_anchor_written:
         _say("  the final anchor could not be written: the records are not anchored at their end "
              "(verify reports it)")
     elif unwitnessed:
         # what anchor-pushes.jsonl records: the final push's rc, or that it never ran and why
         why = result.final_push_problem or f"push rc {result.final_push_rc}"
-        _say(f"  the witness does not hold the final anchor yet: {why}; "
-             f"retry with: confirmatory push-anchor {shlex.quote(str(result.run_dir))}")
+        _say(f"  the witness does not hold the final anchor yet: {why}; retry with: {retry}")
     if result.write_failures:
         _say(f"  NOT EVERY LINE OF THE RUN'S END COULD BE WRITTEN ({len(result.write_failures)}): "
              f"{result.write_failures[0]}")

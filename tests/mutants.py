@@ -443,6 +443,47 @@ MUTANTS = (
            'output = (output + "\\n[killed by the runner after finish()\'s push_timeout]")',
            "tests/test_anchors.py::"
            "test_the_records_of_a_push_the_runs_end_killed_or_never_ran_say_so_plainly_as_the_docs_do"),
+    # leftovers: what the end of a run and its pushes say
+    Mutant("call a run completed whose witness lacks the final anchor", "confirmatory/runmain.py",
+           '    if result.status == "completed" and unwitnessed and not result.write_failures:',
+           "    if False:",
+           "tests/test_anchors.py::test_the_headline_of_a_run_whose_witness_lacks_the_final_anchor_says_so_and_how_to_retry"
+           "[from the start]"),
+    Mutant("say a push killed at its timeout was killed twice", "confirmatory/anchors.py",
+           "        if stopped in (children.TIMEOUT, children.OUTPUT, _END):",
+           "        if stopped == _END:",
+           "tests/test_anchors.py::"
+           "test_a_push_that_hangs_during_the_run_is_killed_at_its_timeout_and_retried_at_the_next_anchor"),
+    Mutant("leave the design file out of the simulator's one line", "confirmatory/sim/server.py",
+           '        print(f"sim-provider: {design}: {what}{why}", file=sys.stderr)',
+           '        print(f"sim-provider: {what}{why}", file=sys.stderr)',
+           "tests/test_sim_provider.py::"
+           "test_the_sim_provider_command_names_the_design_file_and_its_problem_in_one_line[a TOML syntax error]"),
+    Mutant("let a simulator number of the wrong kind raise a TypeError", "confirmatory/sim/faults.py",
+           "    except (TypeError, ValueError, OverflowError):\n        raise ValueError(f\"{key}:",
+           "    except (ValueError, OverflowError):\n        raise ValueError(f\"{key}:",
+           "tests/test_sim_provider.py::"
+           "test_the_sim_provider_command_names_the_design_file_and_its_problem_in_one_line[a seed that is a list]"),
+    Mutant("give the pushes a failed final anchor cut short an internal name", "confirmatory/anchors.py",
+           '"the final anchor could not be written, and the run ended"', '"_abandon_pushes"',
+           "tests/test_anchors.py::test_the_pushes_of_a_run_whose_final_anchor_could_not_be_written_say_so"),
+    Mutant("say a push the run's close never ran was spent on an earlier push", "confirmatory/anchors.py",
+           'output = f"not run: {end_time(self._end_timeout)} was spent on anchor {spent[0]}\'s push"',
+           'output = "not run: finish()\'s push_timeout was spent on an earlier push"',
+           "tests/test_anchors.py::"
+           "test_a_run_closed_without_its_main_loop_waits_for_its_pushes_for_the_close_time_and_says_so"),
+    # the demo and early signals
+    Mutant("leave the demo's run without the early handler", "confirmatory/demo/main.py",
+           "    handlers = take_early_interrupts()\n", "    handlers = {}\n",
+           "tests/test_run_process.py::test_a_signal_before_the_demos_run_starts_ends_the_demo_as_it_ends_run[SIGTERM]"),
+    Mutant("let the demo's run put the early handler back as it closes", "confirmatory/runmain.py",
+           "restore_signals=not exiting,\n              restore_to=restore_to)",
+           "restore_signals=not exiting,\n              restore_to=None)",
+           "tests/test_run_process.py::test_a_signal_as_the_demos_run_closes_is_not_called_one_before_the_run"),
+    Mutant("refuse the demo's existing run directory without the design's problems", "confirmatory/demo/main.py",
+           "            problems = _design_problems(design) + problems\n", "",
+           "tests/test_reference_study.py::"
+           "test_the_demo_refusing_an_existing_run_directory_also_lists_the_designs_problems"),
     # signals that arrive together, or many
     Mutant("set the other signals to SIG_IGN inside the early handler", "confirmatory/runmain.py",
            "    global _early_taken\n    if _early_taken:\n        return\n    _early_taken = True\n",

@@ -335,7 +335,9 @@ def test_a_push_that_hangs_during_the_run_is_killed_at_its_timeout_and_retried_a
     assert "pushing" in hung["output"] and "longer than its timeout of 0.5 s" in hung["output"]
     # The whole session went, not just the command: a git under it would hold no lock.
     assert process_gone(int((tmp_path / "grandchild").read_text()))
-    assert failure.tail.startswith("timed out after 0.5 s and killed")
+    # what the progress line says after "failed (rc N): ": "killed" once (it said
+    # "... and killed; its output: [killed by the runner: the push ran longer ...]")
+    assert failure.tail == "timed out after 0.5 s and killed; its output: pushing", failure.tail
 
 
 # The first push writes 20 MB of output and then hangs; every later push succeeds at once.
@@ -353,7 +355,7 @@ def test_a_push_that_floods_its_output_is_stopped_at_8_mib_and_retried_at_the_ne
     assert len(flooded["output"]) == 2000
     assert flooded["output"].endswith("y\ny\n\n[killed by the runner: the push wrote more than its bound "
                                       "of 8,388,608 bytes of output]")
-    assert failure.tail.startswith("killed for writing more than 8,388,608 bytes of output")
+    assert failure.tail == "killed for writing more than 8,388,608 bytes of output; its output: y", failure.tail
 
 
 def test_the_final_push_is_bounded_by_finish_not_by_the_timeout_of_pushes_during_the_run(tmp_path):
@@ -588,3 +590,78 @@ def test_the_end_says_which_witness_push_it_waits_for_and_for_how_long_at_most(h
     assert len(waiting) == 1 and re.fullmatch(want, waiting[0]), err
     # said while it waits: before the push it waited for was killed
     assert err.index(waiting[0]) < next(i for i, line in enumerate(err) if "failed (rc" in line), err
+
+
+@pytest.mark.parametrize("hang", list(HANG_HOOK))
+def test_the_headline_of_a_run_whose_witness_lacks_the_final_anchor_says_so_and_how_to_retry(hung_run, hang):
+    """Exit status 6 (README: completed, but the witness does not hold the
+    final anchor yet), and the headline said "run completed: RUN_DIR", as a
+    run whose witness holds everything does."""
+    code, err, _, run_dir = hung_run(hang)
+    assert code == 6, err
+    headlines = [line for line in err if line.startswith("run ") and not line.startswith("run started")]
+    assert headlines == [f"run completed, but the witness does not hold the final anchor yet: {run_dir}; "
+                         f"retry with: confirmatory push-anchor {run_dir}"], err
+
+
+# --- the texts of pushes a run's end cut short in other ways ------------------------------
+
+ABANDONED = "the final anchor could not be written, and the run ended"
+
+
+def test_the_pushes_of_a_run_whose_final_anchor_could_not_be_written_say_so(tmp_path):
+    """The final anchor cannot be written (here: a manifest it hashes is
+    gone): the push under way is killed and the one waiting is not run, and
+    their records and progress lines say why, as a person reads them."""
+    run = RunDir(tmp_path)
+    anchorer = run.anchorer(command=SLEEPER)
+    anchorer.anchor()
+    deadline = time.monotonic() + 20
+    while not (tmp_path / "started").exists():  # anchor 1's push hangs
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    anchorer.anchor()  # anchor 2's push waits for the one push slot
+    (run.path / "models/m/manifest.json").unlink()
+    started = time.monotonic()
+    with pytest.raises(FileNotFoundError):
+        anchorer.finish(push_timeout=60)
+    assert time.monotonic() - started < 10  # killed at once, not after the 60 s
+    first, second = run.push_lines()
+    assert (first["anchor_seq"], second["anchor_seq"]) == (1, 2)
+    assert first["rc"] < 0 and first["output"] == f"pushing\n\n[killed by the runner: {ABANDONED}]", first
+    assert second["rc"] is None and second["output"] == f"not run: {ABANDONED}", second
+    assert anchorer.push_failures == ((1, first["rc"], f"killed: {ABANDONED}; its output: pushing"),
+                                      (2, None, f"not run: {ABANDONED}"))
+    docs = " ".join((Path(__file__).resolve().parent.parent / "docs" / "ANCHORS.md").read_text().split())
+    assert f"[killed by the runner: {ABANDONED}]" in docs and f"not run: {ABANDONED}" in docs
+
+
+def test_a_run_closed_without_its_main_loop_waits_for_its_pushes_for_the_close_time_and_says_so(
+        tmp_path, monkeypatch):
+    """Set-up failed after the anchorer started (or wait() never ran):
+    close() writes a final anchor and waits for the pushes at most
+    anchors.CLOSE_PUSH_TIMEOUT_S (30 s, lowered here); the records name
+    that time as the time for pushes at the end of the run."""
+    from confirmatory import anchors
+    from runhelpers import make_run
+
+    monkeypatch.setattr(anchors, "CLOSE_PUSH_TIMEOUT_S", 1.5)
+    run = make_run(tmp_path, households=2, models=1, engine_factory="confirmatory.testing.fakes:null_engine",
+                   anchors={"interval_s": 3600, "command": SLEEPER})
+    run.start()  # its first anchor's push hangs
+    deadline = time.monotonic() + 20
+    while not (tmp_path / "design" / "started").exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    started = time.monotonic()
+    run.close()
+    assert time.monotonic() - started < 15  # not the 30 s the push would hang
+    pushes = [ln.obj for ln in iter_lines(run.run_dir / "anchor-pushes.jsonl") if ln.obj["event"] == "push"]
+    first, final = pushes
+    assert first["rc"] < 0 and first["output"] == (
+        "pushing\n\n[killed by the runner: the time for pushes at the end of the run (1.5 s) ran out]"), first
+    assert final["rc"] is None and final["output"] == (
+        f"not run: the time for pushes at the end of the run (1.5 s) was spent on anchor {first['anchor_seq']}'s push")
+    assert run.anchorer.final_push_problem == (
+        f"its push (anchor {final['anchor_seq']}) was not run: the time for pushes at the end of the run (1.5 s) "
+        f"was spent on anchor {first['anchor_seq']}'s push, killed by the runner (rc {first['rc']})")

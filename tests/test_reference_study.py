@@ -260,3 +260,26 @@ def test_the_demo_guide_offers_the_pause_demo_only_to_a_run_that_did_not_pause(t
     log.write_text(log.read_text() + '{"arm":"alone","event":"pause","household":"h","pass":0,"prev":"y","seq":1,"t":2.0}\n')
     text = guide(tmp_path / "run", run_rc=0, verify_rc=0)
     assert "See a pause" not in text and "its pause and resume lines are in models/careful/run.jsonl" in text
+
+
+def test_the_demo_refusing_an_existing_run_directory_also_lists_the_designs_problems(tmp_path):
+    # It said only that the directory exists; a second try, into a new one,
+    # then found the design bad. `run` lists both at once.
+    out = tmp_path / "runs" / "old"
+    out.mkdir(parents=True)
+    design = tmp_path / "bad.toml"
+    design.write_text('[study]\nid = 3\n')
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "confirmatory_run.py"), "demo", "--design", str(design),
+         "--out", str(out)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 3, proc.stderr[-3000:]
+    lines = proc.stderr.splitlines()
+    refused = lines.index("refused to start:")
+    assert lines[refused + 1] == f"  {design}: study.id: must be a string (got 3)", proc.stderr
+    assert f"  {out}: the run directory already exists; a run never writes into an old one" in lines, proc.stderr
+    assert lines[-1] == "confirmatory demo: the run did not start (exit status 3)", proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before  # no witness made

@@ -243,16 +243,18 @@ def run(model, household, arm, pool, spend, clock):
 """
 
 
-def _start_importing(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
-    """A runner process held in its preflight: its harness's import marks a
-    file, then sleeps for a minute. Returns once the mark is there."""
+def _start_importing(tmp_path: Path, *, demo: bool = False) -> tuple[subprocess.Popen, Path]:
+    """A runner process (``demo``: a demo's) held in its preflight: its
+    harness's import marks a file, then sleeps for a minute. Returns once
+    the mark is there."""
     from runhelpers import minimal_design
 
     (tmp_path / "study").mkdir()
     design = minimal_design(tmp_path / "study", "slow_import_harness", SLOW_IMPORT_HARNESS)
     mark, run_dir = tmp_path / "importing", tmp_path / "runs" / "r1"
+    command = ["demo", "--design", str(design)] if demo else ["run", str(design)]
     proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "scripts" / "confirmatory_run.py"), "run", str(design), "--out", str(run_dir)],
+        [sys.executable, str(ROOT / "scripts" / "confirmatory_run.py"), *command, "--out", str(run_dir)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env=os.environ | {"CONFIRMATORY_TEST_MARK": str(mark), "PYTHONPATH": str(tmp_path / "study")},
     )
@@ -333,3 +335,118 @@ def test_signals_that_arrive_together_before_the_run_starts_end_it_in_one_line(t
     assert proc.returncode == 128 + getattr(signal, first), (proc.returncode, err[-3000:])
     assert err.strip().splitlines() == [_early_line(first, run_dir)], err
     assert not run_dir.exists()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs /proc")
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM"])
+def test_a_signal_before_the_demos_run_starts_ends_the_demo_as_it_ends_run(tmp_path, name):
+    """The demo runs `run` in-process, without its early handler: a Ctrl-C
+    during the run's preflight gave click's "Aborted!" and exit 1 (SIGTERM:
+    killed without a word, rc -15). Now the run's one line, the demo's own,
+    and 128 + the signal's number; the signals after it change nothing."""
+    proc, run_dir = _start_importing(tmp_path, demo=True)
+    try:
+        signum = getattr(signal, name)
+        proc.send_signal(signum)
+        wait_delivered(proc.pid, signum)
+        sent = flood(proc, time.monotonic() + 30)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signum, (proc.returncode, sent, err[-3000:])
+    assert err.strip().splitlines()[-2:] == [_early_line(name, run_dir),
+                                             f"confirmatory demo: the run did not start (exit status {128 + signum})"], err
+    for noise in RACE_NOISE:
+        assert noise not in err, (noise, err)
+    assert not run_dir.exists() and out == ""
+
+
+GIT_FETCH_MARKS = """#!/bin/sh
+# git, except that a fetch first marks a file and waits: the demo's verify step held
+case " $* " in
+  *" fetch "*) touch "$CONFIRMATORY_TEST_FETCH_MARK"; sleep 5 ;;
+esac
+exec {git} "$@"
+"""
+
+
+@pytest.mark.slow
+def test_a_signal_while_the_demo_verifies_is_not_called_one_before_the_run(tmp_path):
+    """The run puts back, as it closes, the handlers it found; for the demo
+    those were the early handler's, and a Ctrl-C while the demo verifies
+    would then be said to have come before the run started, its run
+    directory "not created". The demo's witness check (its git fetch) is
+    held here by a git that waits first."""
+    import shutil
+
+    real_git = shutil.which("git")
+    assert real_git
+    bin_dir, mark = tmp_path / "bin", tmp_path / "fetching"
+    bin_dir.mkdir()
+    (bin_dir / "git").write_text(GIT_FETCH_MARKS.format(git=real_git))
+    (bin_dir / "git").chmod(0o755)
+    run_dir = tmp_path / "runs" / "r1"
+    design = ROOT / "confirmatory" / "demo" / "minimal.toml"
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "scripts" / "confirmatory_run.py"), "demo", "--design", str(design),
+         "--out", str(run_dir)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+        env=os.environ | {"PATH": f"{bin_dir}:{os.environ['PATH']}", "CONFIRMATORY_TEST_FETCH_MARK": str(mark)},
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not mark.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert "confirmatory demo: verifying the run records and the witness" in err, err[-3000:]
+    assert "before the run started" not in err and "was not created" not in err, err[-3000:]
+    # as a Ctrl-C in the demo's verify step always ended it (click's word)
+    assert proc.returncode == 1 and err.splitlines()[-1] == "Aborted!", (proc.returncode, err[-3000:])
+    assert "Traceback" not in err, err[-3000:]
+    assert (run_dir / "manifest.json").is_file()
+
+
+@pytest.mark.slow
+def test_a_signal_as_the_demos_run_closes_is_not_called_one_before_the_run(tmp_path):
+    """The Run puts back, as the last step of its close, the handlers it
+    found, and in the demo those are the early handler's: from then until
+    the demo puts back its own (the simulator stopping, the end summary:
+    tens of ms) a Ctrl-C would be said to have come before the run started,
+    its run directory "not created". SIGINT every 2 ms, from the progress
+    table the run prints as it ends (just before its close) until the demo
+    has said something of it."""
+    import re
+    import threading
+
+    run_dir = tmp_path / "runs" / "r1"
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "scripts" / "confirmatory_run.py"), "demo",
+         "--design", str(ROOT / "confirmatory" / "demo" / "minimal.toml"), "--out", str(run_dir)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+    )
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True)
+    reader.start()
+    said = ("Aborted!", "before the run started", "confirmatory demo: verifying")
+    try:
+        deadline = time.monotonic() + 120
+        while not any(re.match(r"\[\d+:\d\d:\d\d\] run spend ", line) for line in list(lines)):
+            assert proc.poll() is None and time.monotonic() < deadline, "".join(lines)[-3000:]
+            time.sleep(0.001)
+        sent = 0
+        while proc.poll() is None and not any(s in line for line in list(lines) for s in said):
+            proc.send_signal(signal.SIGINT)
+            sent += 1
+            time.sleep(0.002)
+        proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    reader.join(10)
+    err = "".join(lines)
+    assert sent and (run_dir / "manifest.json").is_file(), err[-3000:]
+    assert "before the run started" not in err and "was not created" not in err, err[-3000:]

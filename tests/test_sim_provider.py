@@ -327,3 +327,23 @@ def test_the_responses_api_refuses_a_seed_and_llm_never_sends_one(sim):
     assert json.loads(reply.content) == {"net_income": 0.75 * 32000}
     chat = llm.chat(seeded, [{"role": "user", "content": USER}], response_format={"type": "json_object"})
     assert json.loads(chat.content) == {"net_income": 0.75 * 32000}
+
+
+@pytest.mark.parametrize("text, said", [
+    ("[simulator\nseed = 7\n",
+     "not valid TOML: Expected ']' at the end of a table declaration (at line 1, column 11)"),
+    ("[simulator]\nseed = [1]\n", "simulator.seed: [1] is not a number"),
+    ("[simulator]\nfaults = 5\n", "simulator.faults: 5 is not a list of tables ([[simulator.faults]])"),
+    ('[[simulator.faults]]\nkind = "hang"\npass = "a"\n', "simulator.faults[0].pass: 'a' is not a number"),
+], ids=["a TOML syntax error", "a seed that is a list", "faults that are a number", "a pass that is a word"])
+def test_the_sim_provider_command_names_the_design_file_and_its_problem_in_one_line(tmp_path, text, said):
+    # A syntax error said "sim-provider: Expected ']' ... (at line 1, column 11)": no file; a seed
+    # given as a list, or faults as a number, ended in a TypeError traceback (exit 1); a pass given
+    # as a word said "invalid literal for int() with base 10: 'a'": neither file nor key.
+    design = tmp_path / "bad.toml"
+    design.write_text(text)
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "confirmatory_run.py"), "sim-provider",
+                           "--design", str(design)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 3, proc.stderr  # as for the port it cannot listen on
+    assert proc.stdout == ""
+    assert proc.stderr == f"sim-provider: {design}: {said}\n"

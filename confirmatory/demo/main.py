@@ -30,16 +30,32 @@ def default_run_dir(design: Path, now: _dt.datetime | None = None, base: Path | 
     return (base or Path.cwd()) / "runs" / f"{safe}-{stamp}"
 
 
-def demo_command(run_dir: Path | None = None, design: Path | None = None) -> int:
+def demo_command(run_dir: Path | None = None, design: Path | None = None, *, exiting: bool = False) -> int:
     """Run ``design`` into ``run_dir``, verify it, print a guide; the exit status.
 
     Non-zero when the run did not complete cleanly (the runner's status) or
     when verification failed (the verifier's status). A run refused before
     it started (exit status 3: a bad design, an existing run directory) is
     said so and nothing is verified: the directory is not this demo's.
+
+    A signal before the run takes the signals over (the witness made, the
+    design checked, litellm imported) ends the demo as it ends ``run``: one
+    line, exit status 128 + its number. The run then puts back the handlers
+    the demo found, so a signal after it (while the demo verifies) is not
+    named one before the run. ``exiting``: the caller ends the process next
+    (the CLI); the interrupt signals are then ignored after an early one,
+    as ``run`` does, so that a second one changes nothing.
     """
     from confirmatory.cli import EXIT_REFUSED  # noqa: PLC0415
-    from confirmatory.runmain import run_command, run_dir_problems  # noqa: PLC0415 - keeps `demo --help` light
+    from confirmatory.run import ignore_interrupts  # noqa: PLC0415
+    from confirmatory.runmain import (  # noqa: PLC0415 - keeps `demo --help` light
+        EarlyInterrupt,
+        early_interrupt_status,
+        restore_handlers,
+        run_command,
+        run_dir_problems,
+        take_early_interrupts,
+    )
     from confirmatory.verify import verify_command  # noqa: PLC0415
 
     design = Path(design) if design is not None else REFERENCE_DESIGN
@@ -47,22 +63,37 @@ def demo_command(run_dir: Path | None = None, design: Path | None = None) -> int
     print(f"confirmatory demo: design {design}", file=sys.stderr)
     print(f"confirmatory demo: run directory {run_dir}", file=sys.stderr)
 
-    # A run directory the run would refuse (one that exists: an earlier run,
-    # perhaps of another design) is refused here, before the witness is made
-    # beside it: the witness must exist before the run (its preflight checks
-    # the clone), and a demo that makes nothing must leave nothing behind.
-    problems = run_dir_problems(run_dir)
-    if problems:
-        print("refused to start:", file=sys.stderr)
-        for p in problems:
-            print(f"  {p}", file=sys.stderr)
-        return _not_started(EXIT_REFUSED)
+    handlers = take_early_interrupts()
+    early = False
+    try:
+        # A run directory the run would refuse (one that exists: an earlier
+        # run, perhaps of another design) is refused here, before the witness
+        # is made beside it: the witness must exist before the run (its
+        # preflight checks the clone), and a demo that makes nothing must
+        # leave nothing behind.
+        problems = run_dir_problems(run_dir)
+        if problems:
+            # ... with the design's own problems, as `run` lists them (the
+            # file read and checked; nothing imported, probed or made)
+            problems = _design_problems(design) + problems
+            print("refused to start:", file=sys.stderr)
+            for p in problems:
+                print(f"  {p}", file=sys.stderr)
+            return _not_started(EXIT_REFUSED)
 
-    from confirmatory.witness import init_local_witness  # noqa: PLC0415
+        from confirmatory.witness import init_local_witness  # noqa: PLC0415
 
-    # The bundled designs push their anchors to {run_dir}/../.witness/clone.
-    witness = init_local_witness(run_dir.parent / ".witness")
-    run_rc = run_command(design, run_dir, workers=None, quiet=False)
+        # The bundled designs push their anchors to {run_dir}/../.witness/clone.
+        witness = init_local_witness(run_dir.parent / ".witness")
+        run_rc = run_command(design, run_dir, workers=None, quiet=False, restore_to=handlers)
+    except EarlyInterrupt as exc:
+        early = True
+        return _not_started(early_interrupt_status(exc, run_dir))
+    finally:
+        if early and exiting:
+            ignore_interrupts()  # the process ends now: a second signal changes nothing
+        else:
+            restore_handlers(handlers)
     if run_rc == EXIT_REFUSED or not (run_dir / "manifest.json").is_file():
         # Refused before starting (by the status, not by what the directory
         # holds: one that appeared meanwhile is some other run's): nothing of
@@ -79,6 +110,17 @@ def demo_command(run_dir: Path | None = None, design: Path | None = None) -> int
     if run_rc != 0:
         return run_rc
     return verify_rc
+
+
+def _design_problems(design: Path) -> list[str]:
+    """What ``run``'s preflight says of the design file itself, one line each."""
+    from confirmatory.design import DesignError, load_design  # noqa: PLC0415
+
+    try:
+        load_design(design)
+    except DesignError as exc:
+        return [f"{design}: {p}" for p in exc.problems]
+    return []
 
 
 def _not_started(run_rc: int) -> int:

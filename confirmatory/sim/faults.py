@@ -109,6 +109,15 @@ class Fault:
         )
 
 
+def _number(value: Any, convert: Any, key: str) -> Any:
+    """``convert(value)``, or a ValueError naming the key (not int()'s bare
+    "invalid literal", nor a TypeError for a list or a table)."""
+    try:
+        return convert(value)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{key}: {value!r} is not a number") from None
+
+
 def _get(entry: Any, key: str) -> Any:
     if isinstance(entry, Mapping):
         return entry.get(key)
@@ -136,6 +145,8 @@ class FaultPlan:
         seed = _get(table, "seed")
         hang_s = _get(table, "hang_s")
         entries: Iterable[Any] = _get(table, "faults") or ()
+        if isinstance(entries, (str, bytes, Mapping)) or not isinstance(entries, Iterable):
+            raise ValueError(f"simulator.faults: {entries!r} is not a list of tables ([[simulator.faults]])")
         faults = []
         for i, entry in enumerate(entries):
             kind_text = _get(entry, "kind")
@@ -145,7 +156,7 @@ class FaultPlan:
                 known = ", ".join(k.value for k in FaultKind)
                 raise ValueError(f"simulator.faults[{i}].kind: {kind_text!r} is not one of {known}") from None
             rate = _get(entry, "rate")
-            rate = 1.0 if rate is None else float(rate)
+            rate = 1.0 if rate is None else _number(rate, float, f"simulator.faults[{i}].rate")
             if not 0.0 <= rate <= 1.0:
                 raise ValueError(f"simulator.faults[{i}].rate: {rate} is outside [0, 1]")
             fields = {name: _get(entry, name) for name in _SELECTORS}
@@ -156,16 +167,16 @@ class FaultPlan:
                     model=fields["model"],
                     household=fields["household"],
                     arm=fields["arm"],
-                    pass_=None if fields["pass"] is None else int(fields["pass"]),
-                    call=None if fields["call"] is None else int(fields["call"]),
+                    pass_=None if fields["pass"] is None else _number(fields["pass"], int, f"simulator.faults[{i}].pass"),
+                    call=None if fields["call"] is None else _number(fields["call"], int, f"simulator.faults[{i}].call"),
                     rate=rate,
-                    hang_s=None if entry_hang is None else float(entry_hang),
+                    hang_s=None if entry_hang is None else _number(entry_hang, float, f"simulator.faults[{i}].hang_s"),
                 )
             )
         return cls(
-            seed=int(seed or 0),
+            seed=_number(seed or 0, int, "simulator.seed"),
             faults=tuple(faults),
-            hang_s=DEFAULT_HANG_S if hang_s is None else float(hang_s),
+            hang_s=DEFAULT_HANG_S if hang_s is None else _number(hang_s, float, "simulator.hang_s"),
         )
 
     def fault_for(self, model: str, attempt: str, call: int, *, seed: int | None = None) -> Fault | None:

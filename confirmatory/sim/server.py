@@ -408,15 +408,22 @@ def plan_from_design(design: Path) -> FaultPlan:
     """The fault plan of a design file's ``[simulator]`` table (empty when absent)."""
     with design.open("rb") as fh:
         table = tomllib.load(fh).get("simulator")
+    if table is not None and not isinstance(table, dict):
+        raise ValueError(f"simulator: {table!r} is not a table ([simulator])")
     return FaultPlan.from_table(table)
 
 
 def serve_command(port: int = 0, design: Path | None = None) -> int:
-    """``confirmatory sim-provider``: serve until Ctrl-C; print the API base first."""
+    """``confirmatory sim-provider``: serve until Ctrl-C; print the API base first.
+
+    A design it cannot use (unreadable, not TOML, a wrong ``[simulator]``
+    table) is one line naming the file and what is wrong, exit status 3."""
     try:
         plan = plan_from_design(design) if design is not None else FaultPlan()
-    except (OSError, tomllib.TOMLDecodeError, ValueError) as exc:
-        print(f"sim-provider: {exc}", file=sys.stderr)
+    except (OSError, ValueError) as exc:  # tomllib.TOMLDecodeError is a ValueError
+        why = f"cannot be read: {exc.strerror or exc}" if isinstance(exc, OSError) else str(exc)
+        what = "not valid TOML: " if isinstance(exc, tomllib.TOMLDecodeError) else ""
+        print(f"sim-provider: {design}: {what}{why}", file=sys.stderr)
         return 3
     # Ctrl-C and SIGTERM stop it, also when it was started with SIGINT
     # ignored (a shell's background job): Python then keeps SIG_IGN and no
