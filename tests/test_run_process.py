@@ -297,19 +297,27 @@ def test_a_signal_before_the_run_starts_ends_the_command_in_one_line_with_nothin
     change nothing: every interrupt signal in turn, every 2 ms, from its
     delivery until the process has exited."""
     proc, run_dir = _start_importing(tmp_path)
+    signum = getattr(signal, name)
+    sent, out, err = _signal_then_flood(proc, signum)
+    assert proc.returncode == 128 + signum, (proc.returncode, sent, err[-3000:])
+    assert err.strip().splitlines() == [_early_line(name, run_dir)], err
+    for noise in RACE_NOISE:
+        assert noise not in err, (noise, err)
+    assert not run_dir.exists()
+
+
+def _signal_then_flood(proc: subprocess.Popen, signum: int) -> tuple[int, str, str]:
+    """Send ``signum``; from its delivery on, every interrupt signal in turn
+    every 2 ms until the process exits. The signals flooded, its stdout and
+    its stderr."""
     try:
-        signum = getattr(signal, name)
         proc.send_signal(signum)
         wait_delivered(proc.pid, signum)
         sent = flood(proc, time.monotonic() + 30)
         out, err = proc.communicate(timeout=30)
     finally:
         proc.kill()
-    assert proc.returncode == 128 + signum, (proc.returncode, sent, err[-3000:])
-    assert err.strip().splitlines() == [_early_line(name, run_dir)], err
-    for noise in RACE_NOISE:
-        assert noise not in err, (noise, err)
-    assert not run_dir.exists()
+    return sent, out, err
 
 
 @pytest.mark.slow
@@ -346,14 +354,8 @@ def test_a_signal_before_the_demos_run_starts_ends_the_demo_as_it_ends_run(tmp_p
     killed without a word, rc -15). Now the run's one line, the demo's own,
     and 128 + the signal's number; the signals after it change nothing."""
     proc, run_dir = _start_importing(tmp_path, demo=True)
-    try:
-        signum = getattr(signal, name)
-        proc.send_signal(signum)
-        wait_delivered(proc.pid, signum)
-        sent = flood(proc, time.monotonic() + 30)
-        out, err = proc.communicate(timeout=30)
-    finally:
-        proc.kill()
+    signum = getattr(signal, name)
+    sent, out, err = _signal_then_flood(proc, signum)
     assert proc.returncode == 128 + signum, (proc.returncode, sent, err[-3000:])
     assert err.strip().splitlines()[-2:] == [_early_line(name, run_dir),
                                              f"confirmatory demo: the run did not start (exit status {128 + signum})"], err
@@ -363,9 +365,11 @@ def test_a_signal_before_the_demos_run_starts_ends_the_demo_as_it_ends_run(tmp_p
 
 
 GIT_FETCH_MARKS = """#!/bin/sh
-# git, except that a fetch first marks a file and waits: the demo's verify step held
+# git, except that asking origin's tip (ls-remote: verify --witness asks it
+# first, and fetches only a clone behind it) or a fetch first marks a file
+# and waits: the demo's verify step held
 case " $* " in
-  *" fetch "*) touch "$CONFIRMATORY_TEST_FETCH_MARK"; sleep 5 ;;
+  *" ls-remote "*|*" fetch "*) touch "$CONFIRMATORY_TEST_FETCH_MARK"; sleep 5 ;;
 esac
 exec {git} "$@"
 """
