@@ -91,7 +91,7 @@ def retry_after_s(exc: BaseException) -> float | None:
                     value = float(str(raw).strip()) * scale if raw is not None else None
                 except (TypeError, ValueError):  # a date, or garbage
                     value = None
-                if value is not None and value == value and 0 <= value < float("inf"):
+                if value is not None and 0 <= value < float("inf"):  # (a NaN is neither)
                     return value
     return None
 

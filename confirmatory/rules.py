@@ -414,6 +414,13 @@ def next_pass_arms(arm_order: Sequence[str], actions: Mapping[str, Action], *,
     return arms
 
 
+# The classes whose arm result is an observation: the model's own answer, or
+# its own failure. A model with none (every result a provider, operator,
+# host, inconclusive or stopped one) is said so by the runner's end summary
+# (runmain.result_lines) and by verify's outcome line (verify.model_outcome).
+OBSERVED_CLASSES = (Cls.OK.value, Cls.MODEL.value)
+
+
 # The longest a provider's Retry-After lengthens a lane's wait before a
 # rerun pass: a day's quota asks for hours (and is an operator failure).
 RETRY_AFTER_CAP_S = 600.0

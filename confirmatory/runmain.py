@@ -423,11 +423,6 @@ def _say(text: str) -> None:
         pass
 
 
-# The classes whose arm result is an observation (DESIGN.md: ok, and the
-# model's own doing); every other class that stands is a failure.
-_OBSERVED = ("ok", "model")
-
-
 def result_lines(run_dir: Path) -> list[str]:
     """A line per model: its arm results by the class that stands (the last
     attempt of each household and arm), read back from its run.jsonl; a
@@ -445,6 +440,7 @@ def result_lines(run_dir: Path) -> list[str]:
     from collections import Counter
 
     from confirmatory.chain import iter_lines
+    from confirmatory.rules import OBSERVED_CLASSES
 
     try:
         models = json.loads((run_dir / "manifest.json").read_text()).get("models") or []
@@ -482,7 +478,7 @@ def result_lines(run_dir: Path) -> list[str]:
             continue
         counts = Counter(str(cls) for cls in last.values())
         tally = ", ".join(f"{c} {n}" for c, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
-        if not any(counts.get(c) for c in _OBSERVED):
+        if not any(counts.get(c) for c in OBSERVED_CLASSES):
             lines.append(f"  {model}: NO OBSERVATION: none of its {len(last)} arm results is ok or the model's "
                          f"own ({tally}); see models/{model}/run.jsonl{note}")
         else:

@@ -216,7 +216,7 @@ MUTANTS = (
            "tests/test_llm_faults.py::"
            "test_a_loopback_gateway_gets_the_environments_key_and_the_simulator_never_does[sk-local-gateway-key-0123456789]"),
     Mutant("keep quiet about a model without an observation", "confirmatory/runmain.py",
-           "        if not any(counts.get(c) for c in _OBSERVED):", "        if False:",
+           "        if not any(counts.get(c) for c in OBSERVED_CLASSES):", "        if False:",
            "tests/test_run_process.py::test_the_end_summary_says_when_a_model_has_no_observation_at_all"),
     Mutant("let a torn resume.jsonl raise", "confirmatory/resume.py",
            "    except (TornTail, ChainBroken) as exc:", "    except (ChainBroken,) as exc:",

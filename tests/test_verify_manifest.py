@@ -64,6 +64,7 @@ WRONG_RULES = [
     (("max_reruns_per_arm",), None), (("max_reruns_per_arm",), "two"), (("max_reruns_per_arm",), "2"),
     (("max_reruns_per_arm",), 2.9), (("max_reruns_per_arm",), True), (("max_reruns_per_arm",), float("inf")),
     (("inconclusive_household_limit",), []), (("stop_follow_s",), {}), (("stop_follow_s",), "5"),
+    (("rerun_wait_s",), -1), (("rerun_wait_s",), "15"), (("rerun_wait_s",), float("nan")),
     (("precedence",), []), (("precedence",), ["ok"] * 8), (("class_lists",), {}),
     (("host", "max_gap_s"), "45s"), (("host", "pressure_threshold"), 101), (("host",), {}), ((), "rules"),
 ]

@@ -71,9 +71,6 @@ DECIDED_KEPT = 4096
 RERUN_WAIT_SLACK_S = 0.01
 _SKIP = (b'"event":"attempt"', b'"event":"household"')
 _ATTEMPT_FIELD_SET = frozenset(ATTEMPT_FIELDS)
-# The classes whose result is an observation: the model's own answer, or its own failure
-# (the runner's end summary, runmain.result_lines, counts the same).
-OBSERVED = ("ok", "model")
 # The fields a record shares with its attempt line, fetched from each at once.
 _AS_LINE = ("household", "arm", "pass", "lane", "start", "end", "cost_nusd")
 _SHARED_FIELDS = operator.itemgetter(*_AS_LINE)
@@ -501,7 +498,7 @@ class ModelCheck:
             self.lane_last[lane] = (h, last["pass"])
             standing = {str(a["arm"]): a["class"] for _, a in attempts}  # in start order: the last stands
             st.results += len(standing)
-            st.observed += sum(1 for cls in standing.values() if cls in OBSERVED)
+            st.observed += sum(1 for cls in standing.values() if cls in rules.OBSERVED_CLASSES)
         checked[7] += 1
         if type(hl.get("spend_nusd")) is not int or hl.get("spend_nusd") != spend:
             f.fail(7, log, seq, f"household spend {hl.get('spend_nusd')} is not its attempts' {spend}")
