@@ -89,9 +89,9 @@ def model_logs(run_dir: Path) -> dict[str, list[dict]]:
 
 def execute(design: Path, run_dir: Path, *, install_signals: bool = False) -> tuple[object, float, float, dict]:
     """Execute a Run; return (result, execute() wall s, time.time() at return, evidence wait s per lane thread)."""
-    from confirmatory.design import load_design
-    from confirmatory.host import HostMonitor
-    from confirmatory.run import Run
+    from confirmatory.design.load import load_design
+    from confirmatory.host.sampler import HostMonitor
+    from confirmatory.engine.run import Run
 
     waited: dict[str, float] = defaultdict(float)
     lock = threading.Lock()
@@ -158,7 +158,7 @@ TURN_S = 0.02
 
 def trigger_run(root: Path, kind: str, position: int, households: int, rep: int,
                 interval: float = SAMPLE_INTERVAL) -> dict:
-    from confirmatory.streams import draw_order
+    from confirmatory.core.streams import draw_order
     from confirmatory.testing.designs import write_design
 
     ids = [f"hh-{i:03d}" for i in range(households)]

@@ -110,7 +110,8 @@ def parallel_append_rate(directory: Path, n_total: int, threads: int = 12) -> fl
 
 def chain_append_rate(directory: Path, n: int) -> tuple[float, int]:
     """ChainWriter.append of ~300-byte lines: (appends per second, line length)."""
-    from confirmatory.chain import ChainWriter, dumps, log_seed
+    from confirmatory.records.writer import ChainWriter
+    from confirmatory.records.chain import dumps, log_seed
 
     path = directory / "chain-append.jsonl"
     seed = log_seed("0" * 64, path.name)
@@ -139,11 +140,11 @@ def child(cfg: dict) -> dict:
     base = Path(cfg["dir"])
     anchors = {"interval_s": 3600.0} if cfg["witness"] else {"command": ["true"], "interval_s": 3600.0}
 
-    from confirmatory.design import load_design
-    from confirmatory.host import HostMonitor
-    from confirmatory.run import Run
+    from confirmatory.design.load import load_design
+    from confirmatory.host.sampler import HostMonitor
+    from confirmatory.engine.run import Run
     from confirmatory.testing.designs import write_design
-    import confirmatory.hostrules as hostrules
+    import confirmatory.core.hostrules as hostrules
 
     if cfg.get("slack") is not None:  # diagnostic only: not the rule
         hostrules.BASE_SLACK_S = float(cfg["slack"])
@@ -201,7 +202,7 @@ def child(cfg: dict) -> dict:
         HostMonitor.wait_complete = real_wait  # type: ignore[method-assign]
     rss_after_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
-    # The monitor keeps host.jsonl reduced to a records.HostSummary: of the
+    # The monitor keeps host.jsonl reduced to a records.hostindex.HostSummary: of the
     # samples' two numbers it holds only the columns' tails and a few blocks.
     summary = run.host._summary
     samples = len(summary.sample_t)

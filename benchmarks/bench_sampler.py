@@ -28,9 +28,9 @@ import threading
 import time
 from pathlib import Path
 
-from confirmatory.clock import Clock
-from confirmatory.host import CommandSource, FileSource, HostMonitor, RealReaders
-from confirmatory.hostrules import HostParams
+from confirmatory.runtime.clock import Clock
+from confirmatory.host.sampler import CommandSource, FileSource, HostMonitor, RealReaders
+from confirmatory.core.hostrules import HostParams
 from confirmatory.testing.hostfakes import open_host_log
 
 

@@ -64,7 +64,7 @@ BASELINE = "import resource, confirmatory.verify; print(resource.getrusage(resou
 # lines: host samples every 0.15 s). A file costs verify far more than a line.
 # A third, design-default: the design's own defaults for the host sample
 # (every 30 s) and the anchors (every 900 s): a run of 1.5 lines per file,
-# as a real run with DESIGN.md's defaults is.
+# as a real run with the design file's defaults (docs/DESIGN-FILE.md) is.
 SPEED = {"full": [("record-heavy", 23000, 1.0, 300.0, 0.3), ("line-heavy", 5500, 0.15, 300.0, 0.3),
                   ("design-default", 23000, 30.0, 900.0, 0.3)],
          "quick": [("record-heavy", 1000, 1.0, 300.0, 0.3), ("line-heavy", 250, 0.15, 300.0, 0.3),

@@ -3,7 +3,10 @@
 ``python scripts/confirmatory_anchor.py --clone DIR [--run-id ID] RUN_ANCHORS_FILE``.
 
 The runner appends the absolute path of anchors.jsonl as the last argument.
-Everything lives in ``confirmatory.witness``; see docs/ANCHORS.md.
+``main`` and the push side (``publish``) live in
+``confirmatory.anchors.witness``; the read side that ``verify --witness``
+runs is ``confirmatory.anchors.check``, and the git plumbing both use is
+``confirmatory.anchors.git``. See docs/ANCHORS.md.
 """
 import sys
 from pathlib import Path
@@ -11,7 +14,7 @@ from pathlib import Path
 # Run from a checkout without installing the package first.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from confirmatory.witness import main  # noqa: E402
+from confirmatory.anchors.witness import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -10,7 +10,7 @@ from pathlib import Path
 # Run from a checkout without installing the package first.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from confirmatory.cli import main  # noqa: E402
+from confirmatory.cli.main import main  # noqa: E402
 
 if __name__ == "__main__":
     main(args=sys.argv[1:] or ["demo"], prog_name="confirmatory_run.py")

@@ -9,8 +9,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from confirmatory.design import load_design
-from confirmatory.run import Run, RunResult
+from confirmatory.design.load import load_design
+from confirmatory.engine.run import Run, RunResult
 from confirmatory.testing.designs import write_design
 
 DEMO = Path(__file__).resolve().parent.parent / "confirmatory" / "demo"

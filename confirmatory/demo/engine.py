@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from confirmatory.demo import calculator
-from confirmatory.pool import ProcessEnginePool
+from confirmatory.engine.pool import ProcessEnginePool
 
 TARGET = "confirmatory.demo.engine:serve"
 

@@ -31,9 +31,9 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlparse
 
-from confirmatory import llm
+from confirmatory.engine import llm
 from confirmatory.demo import calculator
-from confirmatory.errors import EscalatedTimeout, TruncationSurvived, UnparseableAnswer
+from confirmatory.core.errors import EscalatedTimeout, TruncationSurvived, UnparseableAnswer
 
 ATTEMPT_HEADER = "X-Confirmatory-Attempt"
 MAX_MODEL_TURNS = 6  # a repeat after a truncation is part of its turn, not a new one
@@ -150,7 +150,7 @@ def parse_answer(text: str | None) -> dict[str, float]:
 
 def _is_timeout(exc: BaseException) -> bool:
     # litellm.Timeout subclasses openai.APITimeoutError; matched by name so
-    # that only confirmatory.llm imports litellm.
+    # that only confirmatory.engine.llm imports litellm.
     for cls in type(exc).__mro__:
         root = cls.__module__.split(".")[0]
         if (root, cls.__name__) in {("litellm", "Timeout"), ("openai", "APITimeoutError")}:
@@ -312,7 +312,7 @@ class _Conversation:
         try:
             reply = send(limit)
         except Exception as exc:
-            # confirmatory.llm leaves the request's own times on the exception.
+            # confirmatory.engine.llm leaves the request's own times on the exception.
             start = getattr(exc, "call_start", t0)
             end = getattr(exc, "call_end", None) or time.time()
             self.spend.add_call(kind, start, end, error=exc, escalated_after_truncation=escalated)

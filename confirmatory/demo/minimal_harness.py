@@ -17,7 +17,7 @@ import re
 import time
 from typing import Any
 
-from confirmatory.errors import TruncationSurvived, UnparseableAnswer
+from confirmatory.core.errors import TruncationSurvived, UnparseableAnswer
 
 SYSTEM_PROMPT = (
     "You compute a household's annual net income under the study's rules. "
@@ -48,7 +48,7 @@ _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
 
 def run(model: Any, household: Any, arm: Any, pool: Any, spend: Any, clock: Any) -> dict[str, Any]:
     """Hold one conversation; report every call to ``spend`` as it ends."""
-    from confirmatory import llm  # lazily: importing the harness must not load litellm
+    from confirmatory.engine import llm  # lazily: importing the harness must not load litellm
 
     features = dict(arm.features)
     tools = [CALCULATE_TOOL] if "calculate" in (features.get("tools") or []) else None

@@ -22,16 +22,7 @@ from typing import Any
 
 from confirmatory.sim.faults import draw
 
-SIM_MODELS = ("sim-careful", "sim-sloppy", "sim-truncates")
-
-# USD per token (input, output). Chosen so that one token is a whole number of
-# nano-dollars: each call's float cost then converts back to integers exactly,
-# and a test can compare summed spend with the server's token counters.
-SIM_PRICES: dict[str, tuple[float, float]] = {
-    "sim-careful": (1e-6, 4e-6),
-    "sim-sloppy": (5e-7, 2e-6),
-    "sim-truncates": (2e-6, 8e-6),
-}
+from confirmatory.core.simulated import SIM_MODELS, SIM_PRICES  # noqa: E402,F401 - the catalogue, kept in core
 
 SLOPPY_GARBLED_RATE = 0.15  # answer that does not parse
 SLOPPY_WRONG_RATE = 0.20  # a parseable but perturbed number

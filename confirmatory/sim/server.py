@@ -33,7 +33,7 @@ from confirmatory.sim.behaviour import (
     truncated,
     unparseable,
 )
-from confirmatory.llm import serve_as_simulator
+from confirmatory.engine.llm import serve_as_simulator
 from confirmatory.sim.faults import ERROR_TEXT, STATUS_OF, FaultKind, FaultPlan
 
 ATTEMPT_HEADER = "X-Confirmatory-Attempt"

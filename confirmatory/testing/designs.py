@@ -94,10 +94,10 @@ def write_design(
     parts.append(_table("host", {"sample_interval_s": 0.05, "max_gap_s": 1.0, "sampler_failure_s": 10,
                                  **(host or {})}))
     if anchors is None or "command" not in anchors:
-        from confirmatory.witness import init_local_witness
+        from confirmatory.anchors.witness import init_local_witness
 
         clone = init_local_witness(directory / "witness")
-        anchors = {"command": ["{python}", "-m", "confirmatory.witness", "--clone", str(clone)],
+        anchors = {"command": ["{python}", "-m", "confirmatory.anchors.witness", "--clone", str(clone)],
                    **(anchors or {})}
     parts.append(_table("anchors", {"interval_s": 0.5, **anchors}))
     path = directory / "design.toml"

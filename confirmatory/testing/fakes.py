@@ -23,7 +23,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from confirmatory.errors import TruncationSurvived, UnparseableAnswer
+from confirmatory.core.errors import TruncationSurvived, UnparseableAnswer
 
 # Set by a test to let "stuck" conversations return.
 STUCK_RELEASE = threading.Event()
@@ -47,7 +47,7 @@ _LITELLM_RAISES = {
 
 
 def _litellm_exception(kind: str, model: str) -> BaseException:
-    from confirmatory.llm import _lib
+    from confirmatory.engine.llm import _lib
 
     lib = _lib()
     name, status = _LITELLM_RAISES[kind]
@@ -107,7 +107,7 @@ def harness(model: Any, household: Any, arm: Any, pool: Any, spend: Any, clock: 
             return {"result": 1}
         if kind == "echo-key":
             # A provider that echoes the caller's credentials in its error message.
-            from confirmatory.llm import _lib
+            from confirmatory.engine.llm import _lib
 
             # The token is placed across the 2000th character of the message,
             # where records cut it: redaction must come before the cut.
@@ -184,7 +184,7 @@ def engine_op(op: str, payload: Mapping[str, Any], features: Mapping[str, Any]) 
 
 def engine(workers: int) -> Any:
     """Engine factory for fake designs: a real process pool running ``engine_op``."""
-    from confirmatory.pool import ProcessEnginePool
+    from confirmatory.engine.pool import ProcessEnginePool
 
     return ProcessEnginePool("confirmatory.testing.fakes:engine_op", workers)
 
@@ -216,6 +216,6 @@ def unusable_engine(workers: int) -> Any:
 
 def broken_engine(workers: int) -> Any:
     """An engine factory that cannot start its pool (its model stops, cause pool)."""
-    from confirmatory.pool import ProcessEnginePool
+    from confirmatory.engine.pool import ProcessEnginePool
 
     return ProcessEnginePool("confirmatory.testing.fakes:no_such_function", workers)

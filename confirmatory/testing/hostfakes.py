@@ -1,6 +1,6 @@
 """Fake host readers and evidence sources for tests of the sampler and the lanes.
 
-`ScriptedReaders` stands in for `confirmatory.host.RealReaders`: each memory
+`ScriptedReaders` stands in for `confirmatory.host.sampler.RealReaders`: each memory
 reading takes the next item of a script (the last item repeats), where an
 item is a pressure value or one of `Fail`, `Stall`, `Crash`.
 `FakeEvidenceSource` is a source a test pushes lines into and can make fail.
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from confirmatory.chain import ChainWriter
-from confirmatory.host import MemoryReading, ReadFailed, SourceRead
+from confirmatory.records.writer import ChainWriter
+from confirmatory.host.sampler import MemoryReading, ReadFailed, SourceRead
 
 TEST_SEED = "0" * 64
 
@@ -135,7 +135,7 @@ class BackStepClock:
     """
 
     def __init__(self) -> None:
-        from confirmatory.clock import Clock
+        from confirmatory.runtime.clock import Clock
 
         self._clock = Clock()
         self._lock = threading.Lock()

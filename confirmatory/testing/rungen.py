@@ -27,11 +27,14 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from confirmatory import RECORD_FORMAT, manifests, rules
-from confirmatory.chain import ChainWriter, dumps, log_seed, sha256_hex
-from confirmatory.design import Design
-from confirmatory.records import HostSummary, record_relpath
-from confirmatory.streams import arm_orders, draw_order
+from confirmatory.core import rules
+from confirmatory.core.streams import arm_orders, draw_order
+from confirmatory.design.model import Design
+from confirmatory.records import manifests
+from confirmatory.records.chain import RECORD_FORMAT, dumps, log_seed, sha256_hex
+from confirmatory.records.hostindex import HostSummary
+from confirmatory.records.layout import record_relpath
+from confirmatory.records.writer import ChainWriter
 
 T0 = 1_800_000_000.0
 EPS = 0.001
@@ -338,8 +341,8 @@ class _Gen:
         "provider": ("litellm.exceptions.RateLimitError",
                      ["litellm.exceptions.RateLimitError", "openai.RateLimitError", "openai.APIStatusError",
                       "openai.APIError", "openai.OpenAIError", "builtins.Exception"], 429, "rate limited, retry in 3s"),
-        "model": ("confirmatory.errors.UnparseableAnswer",
-                  ["confirmatory.errors.UnparseableAnswer", "confirmatory.errors.ModelFault", "builtins.Exception"],
+        "model": ("confirmatory.core.errors.UnparseableAnswer",
+                  ["confirmatory.core.errors.UnparseableAnswer", "confirmatory.core.errors.ModelFault", "builtins.Exception"],
                   None, "no number in the final answer"),
         "operator": ("litellm.exceptions.AuthenticationError",
                      ["litellm.exceptions.AuthenticationError", "openai.AuthenticationError",

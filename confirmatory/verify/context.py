@@ -8,9 +8,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from confirmatory import rules
-from confirmatory.hostrules import HostVerdict
-from confirmatory.records import HostSummary, RunLayout
+from confirmatory.core import rules
+from confirmatory.core.hostrules import HostVerdict
+from confirmatory.records.hostindex import HostSummary
+from confirmatory.records.layout import RunLayout
 from confirmatory.verify.logs import LogPass
 from confirmatory.verify.report import Findings
 
@@ -120,8 +121,8 @@ class RunContext:
     resume_requests: dict[tuple[str, float], int]  # (model, t) -> how many requests of resume.jsonl
     run_stop_ts: list[float] = field(default_factory=list)
     ceiling_t: float = float("inf")
-    clock_drift: Any = None  # verify.ClockDrift of host.jsonl's samples (set once host.jsonl is read)
-    design: Any = None  # design.toml's (bytes, table), or why it cannot be read (verify.read_design)
+    clock_drift: Any = None  # clocks.ClockDrift of host.jsonl's samples (set once host.jsonl is read)
+    design: Any = None  # design.toml's (bytes, table), or why it cannot be read (study.read_design)
 
     def host_verdict(self, start: float, end: float, limit: int | None = None) -> HostVerdict:
         """The verdict on host.jsonl's first ``limit`` lines (the attempt line's

@@ -18,12 +18,12 @@ from array import array
 from collections.abc import Iterator
 from pathlib import Path
 
-from confirmatory.chain import ChainReader, iter_lines
-from confirmatory.records import ANCHORS_LOG, PUSHES_LOG, LogSpec, RunLayout, model_manifest
+from confirmatory.records.reader import ChainReader, iter_lines
+from confirmatory.records.layout import ANCHORS_LOG, PUSHES_LOG, LogSpec, RunLayout, model_manifest
 from confirmatory.verify.report import Findings
 
 UNANCHORED_BY_DESIGN = (ANCHORS_LOG, PUSHES_LOG)
-RESUME_LOG = "resume.jsonl"  # appended by `confirmatory resume`, another process (confirmatory.resume)
+RESUME_LOG = "resume.jsonl"  # appended by `confirmatory resume`, another process (confirmatory.engine.resume)
 
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -269,7 +269,7 @@ class LogPass:
                 self.f.notes[8] = "; ".join([note, *tails] if note else tails)
         self._final_push(seq, final.get("final") is True)
         if witness is not None:
-            from confirmatory.witness import check_witness  # git subprocesses: only when asked
+            from confirmatory.anchors.check import check_witness  # git subprocesses: only when asked
 
             problems = check_witness(Path(witness), self.layout.root)
             f.check(8)

@@ -11,10 +11,12 @@ from __future__ import annotations
 import bisect
 from operator import itemgetter
 
-from confirmatory import rules
-from confirmatory.records import model_log
+from confirmatory.core import rules
+from confirmatory.records.layout import model_log
+from confirmatory.verify.clocks import CALL_SLACK_S, stepped_back_through
 from confirmatory.verify.context import RunContext
-from confirmatory.verify.model import CALL_SLACK_S, ModelState, lane_in, stepped_back_through
+from confirmatory.verify.procedure import lane_in
+from confirmatory.verify.state import ModelState
 
 DECISION_FIELDS = ("lane", "household", "t", "admit", "finished_nusd", "under_way", "reserve_nusd", "cap_nusd")
 _DECISION_FIELD_SET = frozenset(DECISION_FIELDS)

@@ -1,0 +1,1 @@
+"""Anchors: the anchorer that writes and pushes them, and the witness repository."""

@@ -1,0 +1,1 @@
+"""The command line: the click commands, the preflight and the progress display."""

@@ -1,0 +1,127 @@
+"""The ``confirmatory`` command line (also ``python scripts/confirmatory_run.py``).
+
+Every command imports its implementation inside its body, so ``--help`` and
+the light commands (check, verify, resume) never import litellm: a cold
+litellm import costs seconds and hundreds of MB.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from confirmatory.cli.exits import (  # noqa: F401 - the statuses, named where the commands are
+    EXIT_CEILING, EXIT_FAILED, EXIT_OK, EXIT_REFUSED, EXIT_STOPPED, EXIT_USAGE, EXIT_WITNESS,
+)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="confirmatory")
+def main() -> None:
+    """Run a frozen pre-registered study design through litellm, write
+    durable hash-chained records, and verify them."""
+
+
+@main.command()
+@click.argument("design", type=click.Path(path_type=Path))
+@click.option("--workers", type=int, default=None, help="Must equal the design's engine workers_per_model.")
+@click.option("--out", "run_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Also check the run directory `run --out` would create, and the witness clone it would use.")
+def check(design: Path, workers: int | None, run_dir: Path | None) -> None:
+    """Validate DESIGN and print its plan without starting anything."""
+    from confirmatory.cli.check import check_command
+
+    sys.exit(check_command(design, workers=workers, run_dir=run_dir))
+
+
+@main.command()
+@click.argument("design", type=click.Path(path_type=Path))
+@click.option("--out", "run_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="The run directory to create (must not exist).")
+@click.option("--workers", type=int, default=None, help="Must equal the design's engine workers_per_model.")
+@click.option("--quiet", is_flag=True, help="No progress display.")
+def run(design: Path, run_dir: Path, workers: int | None, quiet: bool) -> None:
+    """Execute DESIGN into a new run directory."""
+    from confirmatory.cli.run import run_command
+
+    sys.exit(run_command(design, run_dir, workers=workers, quiet=quiet, exiting=True))
+
+
+@main.command()
+@click.argument("run_dir", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option("--model", required=True, help="The model slug to resume.")
+def resume(run_dir: Path, model: str) -> None:
+    """Ask the running runner to resume a paused model (refused, exit 3, when
+    no runner runs, the run is ending, or the model is not paused)."""
+    from confirmatory.engine.resume import resume_command
+
+    sys.exit(resume_command(run_dir, model))
+
+
+@main.command()
+@click.argument("run_dir", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable report.")
+@click.option("--witness", type=click.Path(file_okay=False, exists=True, path_type=Path), default=None,
+              help="A clone of the witness remote: check it holds every anchor unchanged.")
+@click.option("--households", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
+              help="The study's households file: check it is the one design.toml pins and that every "
+                   "model's draw is its households in their seeded order.")
+def verify(run_dir: Path, as_json: bool, witness: Path | None, households: Path | None) -> None:
+    """Check every invariant of a run directory; exit 0 only if all hold
+    (a run still running gets a provisional report and exit 1)."""
+    from confirmatory.verify import verify_command
+
+    sys.exit(verify_command(run_dir, as_json=as_json, witness=witness, households=households))
+
+
+@main.command("push-anchor")
+@click.argument("run_dir", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option("--run-id", default=None,
+              help="File the anchors under anchors/RUN_ID.jsonl instead (the witness script only; "
+                   "e.g. when the witness holds another run's anchors under this run's id).")
+def push_anchor(run_dir: Path, run_id: str | None) -> None:
+    """Retry pushing the final anchor after the run (logged like the others)."""
+    from confirmatory.cli.push_anchor import push_anchor_command
+
+    sys.exit(push_anchor_command(run_dir, run_id=run_id))
+
+
+@main.command("sim-provider")
+@click.option("--port", type=click.IntRange(0, 65535), default=0, help="0 picks a free port.")
+@click.option("--design", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
+              help="Take the fault plan from this design's [simulator] table.")
+def sim_provider(port: int, design: Path | None) -> None:
+    """Serve the simulated OpenAI-compatible provider on 127.0.0.1."""
+    from confirmatory.sim.server import serve_command
+
+    sys.exit(serve_command(port=port, design=design))
+
+
+@main.command("probe-seed")
+@click.argument("model")
+@click.option("--api-base", default=None, help="Provider base URL (optional).")
+@click.option("--registry", type=click.Path(dir_okay=False, path_type=Path), default=Path("models.json"),
+              help="models.json to record the result in.")
+def probe_seed(model: str, api_base: str | None, registry: Path) -> None:
+    """Send two identical seeded temperature-0 requests; record whether they matched."""
+    from confirmatory.cli.probe import probe_seed_command
+
+    sys.exit(probe_seed_command(model, api_base=api_base, registry=registry))
+
+
+@main.command()
+@click.option("--out", "run_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Run directory (default: a new one under runs/).")
+@click.option("--design", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
+              help="Another bundled or own design (default: the reference study).")
+def demo(run_dir: Path | None, design: Path | None) -> None:
+    """Run the bundled reference study on the simulated provider, then verify it."""
+    from confirmatory.cli.demo import demo_command
+
+    sys.exit(demo_command(run_dir=run_dir, design=design, exiting=True))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

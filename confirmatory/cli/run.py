@@ -1,0 +1,527 @@
+"""`confirmatory run`: refuse early, set up, execute a Run, report an exit status.
+
+Everything that can refuse a run does so *before* the run directory exists,
+so a refusal leaves nothing half-written and spends nothing: the design and
+its pins, the ``--workers`` check, the harness and engine imports, the API
+keys litellm needs, a model litellm cannot price, an existing run directory.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from confirmatory.cli.exits import EXIT_CEILING, EXIT_OK, EXIT_REFUSED, EXIT_STOPPED, EXIT_WITNESS
+
+
+class EarlyInterrupt(BaseException):
+    """A signal arrived before the Run took over the signals (while the design
+    was checked and the run set up): nothing has been written or spent."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        super().__init__(signum)
+
+
+_early_taken = False
+
+
+def _raise_early(signum: int, frame: Any) -> None:
+    # The first one counts: later ones, while the command unwinds, change
+    # nothing. The handler stays in place and returns: setting SIG_IGN here
+    # would make CPython report every other signal already pending ("Signal
+    # 15 ignored due to race condition", a traceback on stderr), because
+    # all the signals pending at one check are handled in one pass, lowest
+    # number first, each by the handler in place when its turn comes.
+    global _early_taken
+    if _early_taken:
+        return
+    _early_taken = True
+    raise EarlyInterrupt(signum)
+
+
+def take_early_interrupts() -> dict[int, Any]:
+    """From the command's start to ``Run.start``: an interrupt signal raises
+    ``EarlyInterrupt`` (SIGTERM and SIGHUP included, which would otherwise
+    kill the process without a word). A SIGHUP the process was started
+    ignoring (``nohup``) stays ignored, so that ``Run.start`` sees it so.
+    Signals that arrive together (pending at one check) are taken lowest
+    number first: the process cannot tell which came first. Returns the
+    handlers it replaced (none off the main thread), for a caller that goes
+    on after the run (the demo): ``run_command(restore_to=...)``, then
+    ``restore_handlers``."""
+    import signal
+    import threading
+
+    from confirmatory.engine.signals import INTERRUPT_SIGNALS, _inherited_ignore
+
+    global _early_taken
+    replaced: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        _early_taken = False
+        for s in INTERRUPT_SIGNALS:
+            if not _inherited_ignore(s):
+                replaced[s] = signal.signal(s, _raise_early)
+    return replaced
+
+
+def restore_handlers(handlers: dict[int, Any]) -> None:
+    """Put back the handlers ``take_early_interrupts`` replaced."""
+    import signal
+
+    for s, handler in handlers.items():
+        signal.signal(s, handler)
+
+
+def early_interrupt_status(exc: EarlyInterrupt, run_dir: Path) -> int:
+    import signal
+
+    name = signal.Signals(exc.signum).name
+    print(f"interrupted before the run started ({name}): {run_dir} was not created and nothing was spent",
+          file=sys.stderr)
+    return 128 + exc.signum
+
+
+class Refused(Exception):
+    """The run will not start; ``problems`` says why, one line each."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(problems))
+
+
+def registry_path(design_path: Path) -> Path:
+    """models.json: beside the design, else in the working directory, else the project's."""
+    for candidate in (design_path.parent / "models.json", Path.cwd() / "models.json",
+                      Path(__file__).resolve().parents[2] / "models.json"):
+        if candidate.is_file():
+            return candidate
+    return Path.cwd() / "models.json"
+
+
+
+
+def registry_problems(design_path: Path) -> list[str]:
+    """The model registry the run would read (``registry_path``), if it cannot be read as one."""
+    from confirmatory.engine.config import registry_problem
+
+    problem = registry_problem(registry_path(Path(design_path)))
+    return [] if problem is None else [
+        f"model registry: {problem} (config.json records each model's identity from it; fix it, or move it "
+        "away to record none)"]
+
+
+def model_problems(loaded: Any, *, keys: bool, notes: list[str] | None = None) -> list[str]:
+    """What stops the design's real models from being called and counted:
+    a model string litellm cannot route, one it cannot price, and (with
+    ``keys``) a key missing from the environment. `run` refuses on any of
+    them; `check` reports the first two (the keys may be set elsewhere) and,
+    in ``notes``, the keys this environment lacks."""
+    real = [(i, m) for i, m in enumerate(loaded.design.models) if m.api_base != "simulator"]
+    if not real:
+        return []
+    from confirmatory.engine import llm
+
+    # Every price the design gives, registered together and read back: one
+    # model's registration must not change another's (llm.register_prices).
+    problems = llm.register_prices(loaded.design.models)
+    for i, m in real:
+        # Keyed as the design's other problems are: models[i].<key>.
+        key = f"models[{i}].litellm_model"
+        route = llm.route_problem(m.litellm_model, m.api_base)
+        if route:
+            problems.append(f"{key}: {route}")
+            continue
+        missing = llm.missing_keys(m.litellm_model, m.api_base) if keys or notes is not None else []
+        if missing and keys:
+            problems.append(
+                f"{key}: {m.litellm_model} needs {', '.join(missing)} in the environment, "
+                "and it is not set"
+            )
+        elif missing and notes is not None:
+            notes.append(f"{key}: {m.litellm_model} needs {', '.join(missing)} in the environment, and it is "
+                         "not set here: run refuses to start without it")
+        # Every dollar must be counted: a model litellm cannot price would
+        # be counted as $0 a call, past its cap and the ceiling. A price the
+        # design gives is registered and must come back from litellm's
+        # lookup as given. (Simulator models are priced by llm.prepare.
+        # A server on this machine's loopback is no exception: it may front
+        # a paid API, a proxy or a tunnel; and an unpriced reply would pause
+        # its model at every call, llm.UnpricedCall, with nothing an
+        # operator could change in a frozen design.)
+        if m.price_usd_per_mtok is None and llm.provider_of(m.litellm_model) not in llm.PRICED_FROM_RESPONSE:
+            problem = llm.price_problem(m.litellm_model)
+            if problem:
+                problems.append(f"{key}: {problem} (give the model a price_usd_per_mtok "
+                                "in the design to count it at a price of the study's own)")
+    return problems
+
+
+def run_dir_problems(run_dir: Path, *, disk_floor_bytes: int | None = None) -> list[str]:
+    """Why a run could not be created at ``run_dir`` (or would stop at once:
+    less free disk than the run's floor, ``run.DISK_FLOOR_BYTES``)."""
+    import shutil
+
+    from confirmatory.engine.run import DISK_FLOOR_BYTES
+
+    floor = DISK_FLOOR_BYTES if disk_floor_bytes is None else disk_floor_bytes
+    if run_dir.exists():
+        return [f"{run_dir}: the run directory already exists; a run never writes into an old one"]
+    existing = next((p for p in run_dir.parents if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        return [f"{run_dir}: cannot be created: {existing} is a file, not a directory"]
+    if existing is not None and not os.access(existing, os.W_OK | os.X_OK):
+        return [f"{run_dir}: cannot be created: {existing} is not writable"]
+    if existing is not None:
+        try:
+            free = shutil.disk_usage(existing).free
+        except OSError:
+            free = None
+        if free is not None and free < floor:
+            return [f"{run_dir}: its disk has {free / 2**20:.1f} MiB free, below the {floor / 2**20:g} MiB "
+                    "the run stops at (it keeps that much to write its stop, close lines and final anchor)"]
+    return []
+
+
+def witness_problems(loaded: Any, run_dir: Path) -> list[str]:
+    """Why the witness would refuse this run's pushes (a run id that is not a
+    slug, one it already holds, a missing clone): said before the run, not
+    after hours of unwitnessed work."""
+    from confirmatory.anchors.witness import preflight_problems
+
+    try:
+        return preflight_problems(loaded.design.anchors.command, loaded.base_dir, run_dir)
+    except OSError as exc:  # git itself missing or not runnable
+        return [f"anchors.command: the witness clone cannot be checked ({exc}): is git installed?"]
+
+
+def entry_problems(loaded: Any) -> list[str]:
+    """The harness and engine modules must import and name callables, and the
+    engine factory must start a pool (call, alive, close) that is then closed
+    again: a factory that fails would otherwise stop every model at the
+    start of the one confirmatory run, its run directory and witness id spent."""
+    from confirmatory.engine.config import describe_problems, harness_described
+    from confirmatory.design.model import DesignError
+    from confirmatory.design.load import resolve_entry
+    from confirmatory.design.load import entry_module
+    from confirmatory.engine.pool import not_a_pool
+
+    problems: list[str] = []
+    factory = None
+    for key, entry in (("harness.entry", loaded.design.harness.entry),
+                       ("engine.factory", loaded.design.engine.factory)):
+        try:
+            obj = resolve_entry(entry, loaded.base_dir, key=key)
+        except DesignError as exc:
+            problems.extend(exc.problems)
+            continue
+        if key == "engine.factory":
+            factory = obj
+        else:
+            # What the harness declares the model is shown goes to config.json: well formed.
+            try:
+                problems.extend(describe_problems(harness_described(entry_module(entry, loaded.base_dir))))
+            except Exception as exc:  # noqa: BLE001 - describe() itself failed
+                problems.append(f"harness describe(): raised {type(exc).__name__}: {exc}")
+    if factory is None:
+        return problems
+    try:
+        pool = factory(loaded.design.engine.workers_per_model)
+    except Exception as exc:  # noqa: BLE001 - any failure to start is the design's problem
+        return problems + [f"engine.factory: starting a pool raised {type(exc).__name__}: {exc}"]
+    problem = not_a_pool(pool, loaded.design.engine.factory)
+    if problem:
+        problems.append(f"engine.factory: {problem}")
+    else:
+        try:
+            if not pool.alive():
+                problems.append("engine.factory: the pool it started is not alive")
+        except Exception as exc:  # noqa: BLE001
+            problems.append(f"engine.factory: the pool's alive() raised {type(exc).__name__}: {exc}")
+    if callable(getattr(pool, "close", None)):
+        try:
+            pool.close()
+        except Exception as exc:  # noqa: BLE001
+            problems.append(f"engine.factory: closing the pool it started raised {type(exc).__name__}: {exc}")
+    return problems
+
+
+def evidence_problems(loaded: Any, notes: list[str] | None = None) -> list[str]:
+    """Each `[[host.evidence]]` source read as the sampler will read it (its
+    first read and the next, each with the design's read_tries): one that
+    cannot be read (a path that is a directory or the run's user may not
+    read, a command that fails here) would stop the run with runner-error
+    at the sampler's first step, after households were admitted and paid
+    for. ``notes`` gets what is worth a word but no refusal (a file that does
+    not exist yet: the run reads it from its start once it appears)."""
+    from confirmatory.host.sources import command_timeout_s, probe_source, retry_pause_s, sources_from_spec
+
+    host = loaded.design.host
+    if not host.evidence:
+        return []
+    problems: list[str] = []
+    sources = sources_from_spec(host.evidence, command_timeout_s=command_timeout_s(host.sample_interval_s))
+    for i, (spec, source) in enumerate(zip(host.evidence, sources)):
+        what = f"path {source.path}" if spec.path is not None else f"command {list(spec.command)!r}"
+        problem = probe_source(source, tries=int(host.read_tries), pause_s=retry_pause_s(host.sample_interval_s))
+        if problem is not None:
+            problems.append(f"host.evidence[{i}]: {spec.name!r} ({what}) cannot be read: {problem}; "
+                            "the run would stop with runner-error at its first host sample")
+        elif notes is not None and spec.path is not None and not os.path.lexists(source.path):
+            notes.append(f"host.evidence[{i}]: {spec.name!r}: {source.path} does not exist (yet); "
+                         "the run reads it from its start if it appears")
+    return problems
+
+
+def preflight(design: Path, run_dir: Path, *, workers: int | None) -> Any:
+    """Load and check everything; raise ``Refused`` naming every problem."""
+    from confirmatory.design.model import DesignError
+    from confirmatory.design.load import load_design
+
+    problems = run_dir_problems(run_dir)
+    try:
+        loaded = load_design(design, workers=workers)
+    except DesignError as exc:
+        raise Refused([f"{design}: {p}" for p in exc.problems] + problems) from None
+    problems.extend(entry_problems(loaded))
+    problems.extend(registry_problems(design))
+    problems.extend(model_problems(loaded, keys=True))
+    problems.extend(evidence_problems(loaded))
+    problems.extend(witness_problems(loaded, run_dir))
+    if problems:
+        raise Refused(problems)
+    return loaded
+
+
+def run_command(design: Path, run_dir: Path, *, workers: int | None = None, quiet: bool = False,
+                exiting: bool = False, restore_to: dict[int, Any] | None = None) -> int:
+    """``exiting``: the caller ends the process with the status returned (the
+    CLI). The run's signal handlers then stay in place after it closes (a
+    signal while the lock is released is noted like any after the first),
+    and on return the interrupt signals are ignored: the interpreter's own
+    end (threads joined, modules torn down: seconds with litellm loaded)
+    puts back the default handlers, so a signal then would kill the process
+    (rc 143, 129) or raise KeyboardInterrupt, instead of the run's status.
+    SIGKILL still ends it. Otherwise (a caller in-process) the handlers are
+    restored when the run closes.
+
+    With ``exiting``, a signal before the Run takes the signals over (while
+    the design is checked, the witness probed, the run set up: seconds) ends
+    the command at once with 128 + its number and one line saying that no
+    run directory was made; before, SIGINT gave click's "Aborted!" and exit
+    1, and SIGTERM or SIGHUP killed the process without a word.
+
+    ``restore_to``: an in-process caller that took the early interrupts
+    itself (``take_early_interrupts``, the demo) gives the handlers that
+    replaced; the Run puts those back as it closes, not the early handler
+    it found (a signal after the run must not be named one before it), and
+    an ``EarlyInterrupt`` reaches that caller."""
+    design, run_dir = Path(design), Path(run_dir)
+    if exiting:
+        take_early_interrupts()
+        try:
+            return _preflight_and_execute(design, run_dir, workers=workers, quiet=quiet, exiting=exiting)
+        except EarlyInterrupt as exc:
+            return early_interrupt_status(exc, run_dir)
+        finally:
+            from confirmatory.engine.run import ignore_interrupts
+
+            ignore_interrupts()
+    return _preflight_and_execute(design, run_dir, workers=workers, quiet=quiet, exiting=exiting,
+                                  restore_to=restore_to)
+
+
+def _preflight_and_execute(design: Path, run_dir: Path, *, workers: int | None, quiet: bool, exiting: bool,
+                           restore_to: dict[int, Any] | None = None) -> int:
+    from filelock import FileLock, Timeout
+
+    from confirmatory.records import lock as runlock
+
+    try:
+        loaded = preflight(design, run_dir, workers=workers)
+    except Refused as exc:
+        print("refused to start:", file=sys.stderr)
+        for p in exc.problems:
+            print(f"  {p}", file=sys.stderr)
+        return EXIT_REFUSED
+    try:
+        run_dir.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        print(f"refused to start:\n  {run_dir}: cannot be created: {exc}", file=sys.stderr)
+        return EXIT_REFUSED
+    lock = FileLock(str(runlock.lock_path(run_dir)))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        print(f"refused to start: another runner holds {run_dir}", file=sys.stderr)
+        return EXIT_REFUSED
+    try:
+        if run_dir.exists():
+            print(f"refused to start: {run_dir} appeared meanwhile", file=sys.stderr)
+            return EXIT_REFUSED
+        return _execute(loaded, design, run_dir, quiet=quiet, exiting=exiting, restore_to=restore_to)
+    finally:
+        lock.release()  # the file stays: removing a lock file breaks the lock (runlock.held)
+
+
+def _execute(loaded: Any, design: Path, run_dir: Path, *, quiet: bool, exiting: bool = False,
+             restore_to: dict[int, Any] | None = None) -> int:
+    from confirmatory.engine import llm
+    from confirmatory.engine.config import build_config
+    from confirmatory.cli.progress import Progress
+    from confirmatory.engine.run import Run
+
+    # Before any lane thread, and before the config records the prices:
+    # litellm's globals, every price the design or the simulator gives.
+    llm.prepare(loaded.design.models)
+    config = build_config(loaded, argv=list(sys.argv), registry_path=registry_path(design))
+    sim = None
+    api_bases: dict[str, str] = {}
+    simulated = [m for m in loaded.design.models if m.api_base == "simulator"]
+    if simulated:
+        from confirmatory.sim.faults import FaultPlan
+        from confirmatory.sim.server import SimProvider
+
+        sim = SimProvider(FaultPlan.from_table(loaded.design.simulator)).start()
+        api_bases = {m.name: sim.url for m in simulated}
+    run = Run(loaded, run_dir, config=config, api_bases=api_bases, restore_signals=not exiting,
+              restore_to=restore_to)
+    # Events (a pause, a stop, a failed push) are shown even with --quiet:
+    # an unattended run's log must say what needs a person.
+    progress = Progress(run, table=not quiet)
+    try:
+        run.start()
+        _say(f"run started: {run_dir}")
+        progress.start()
+        result = run.wait()
+    finally:
+        progress.stop()
+        run.close()
+        if sim is not None:
+            sim.stop()
+    code = report(result)
+    if result.abandoned_lanes:
+        # Their threads are stuck in calls that never returned; they are not
+        # daemons (they wrote records), so the interpreter would wait for
+        # them forever. Everything is written and anchored: leave now.
+        _say(f"  {result.abandoned_lanes} lane(s) stuck in an abandoned call; exiting without them")
+        for stream in (sys.stderr, sys.stdout):
+            try:
+                stream.flush()
+            except OSError:
+                pass
+        os._exit(code)
+    return code
+
+
+def _say(text: str) -> None:
+    """A line on stderr; a terminal that hung up (EIO, EPIPE) must not end a run."""
+    try:
+        print(text, file=sys.stderr)
+    except OSError:
+        pass
+
+
+def result_lines(run_dir: Path) -> list[str]:
+    """A line per model: its arm results by the class that stands (the last
+    attempt of each household and arm), read back from its run.jsonl; a
+    model none of whose results is an observation is said so loudly (a
+    provider unreachable for the whole run still "completes": each failure
+    was rerun, then kept, as the rules say).
+
+    Only households whose household line is on disk count (verify's ended
+    households): a household's attempt lines come first, so a log that
+    could no longer be written (a full disk, a file-size limit) may hold
+    some of them without the household line, and those are said apart, not
+    counted as results. The log is read up to its first unreadable line (a
+    torn tail), which is said too."""
+    import json
+    from collections import Counter
+
+    from confirmatory.records.reader import iter_lines
+    from confirmatory.core.rules import OBSERVED_CLASSES
+
+    try:
+        models = json.loads((run_dir / "manifest.json").read_text()).get("models") or []
+    except (OSError, ValueError):
+        return []
+    lines = []
+    for model in models:
+        last: dict[tuple[Any, Any], Any] = {}
+        ended: set[Any] = set()
+        attempt_lines: Counter[str] = Counter()  # per household
+        broken = ""
+        try:
+            for line in iter_lines(run_dir / "models" / str(model) / "run.jsonl"):
+                obj = line.obj
+                if obj.get("event") == "attempt":
+                    last[(obj.get("household"), obj.get("arm"))] = obj.get("class")
+                    attempt_lines[str(obj.get("household"))] += 1
+                elif obj.get("event") == "household":
+                    ended.add(obj.get("household"))
+        except Exception as exc:  # noqa: BLE001 - a damaged log: verify reports it; count what was read
+            at = getattr(exc, "offset", None)
+            broken = (f"; its run.jsonl was read up to byte {at}, where it breaks ({type(exc).__name__})"
+                      if at is not None else f"; its run.jsonl could not be read to its end ({type(exc).__name__})")
+        unended = sorted({str(hh) for hh, _ in last if hh not in ended})
+        unended_lines = sum(attempt_lines[hh] for hh in unended)
+        last = {key: cls for key, cls in last.items() if key[0] in ended}
+        note = broken
+        if unended:
+            note = (f"; {unended_lines} attempt line(s) of {len(unended)} household(s) whose household line "
+                    f"is not on disk, not counted ({', '.join(unended[:3])}{', ...' if len(unended) > 3 else ''})"
+                    + note)
+        if not last:
+            if note:
+                lines.append(f"  {model}: no arm results on disk{note}")
+            continue
+        counts = Counter(str(cls) for cls in last.values())
+        tally = ", ".join(f"{c} {n}" for c, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+        if not any(counts.get(c) for c in OBSERVED_CLASSES):
+            lines.append(f"  {model}: NO OBSERVATION: none of its {len(last)} arm results is ok or the model's "
+                         f"own ({tally}); see models/{model}/run.jsonl{note}")
+        else:
+            lines.append(f"  {model}: {len(last)} arm results: {tally}{note}")
+    return lines
+
+
+def report(result: Any) -> int:
+    from confirmatory.core.money import format_usd
+
+    # Whatever the ending, the reviewer needs the witness to hold the final anchor.
+    unwitnessed = result.final_push_rc not in (None, 0)
+    retry = f"confirmatory push-anchor {shlex.quote(str(result.run_dir))}"
+    if result.status == "completed" and unwitnessed and not result.write_failures:
+        # exit status 6: the headline says so, not a bare "completed"
+        _say(f"run completed, but the witness does not hold the final anchor yet: {result.run_dir}; "
+             f"retry with: {retry}")
+    else:
+        _say(f"run {result.status}: {result.run_dir}")
+    _say(f"  spend {format_usd(result.spend_total_nusd)}")
+    for line in result_lines(Path(result.run_dir)):
+        _say(line)
+    if not result.final_anchor_written:
+        _say("  the final anchor could not be written: the records are not anchored at their end "
+             "(verify reports it)")
+    elif unwitnessed:
+        # what anchor-pushes.jsonl records: the final push's rc, or that it never ran and why
+        why = result.final_push_problem or f"push rc {result.final_push_rc}"
+        _say(f"  the witness does not hold the final anchor yet: {why}; retry with: {retry}")
+    if result.write_failures:
+        _say(f"  NOT EVERY LINE OF THE RUN'S END COULD BE WRITTEN ({len(result.write_failures)}): "
+             f"{result.write_failures[0]}")
+        _say("  everything acknowledged before that is on disk; confirmatory verify "
+             f"{shlex.quote(str(result.run_dir))} says what is missing")
+    if result.status == "ceiling":
+        _say("  the spend ceiling was crossed: every lane stopped")
+        return EXIT_CEILING
+    # (a run whose final anchor failed after its close line said "completed" stops too)
+    if result.status == "stopped" or result.write_failures:
+        detail = f": {result.stop_detail}" if result.stop_detail else ""
+        _say(f"  stopped, cause {result.stop_cause or 'runner-error'}{detail} "
+             "(see run.jsonl and models/*/run.jsonl)")
+        return EXIT_STOPPED
+    return EXIT_WITNESS if unwitnessed else EXIT_OK

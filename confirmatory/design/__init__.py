@@ -1,0 +1,1 @@
+"""The design file: its model (``model``) and its loader (``load``)."""

@@ -1,0 +1,586 @@
+"""The Run: owns every thread of one confirmatory run, and every stop.
+
+Threads: per model ``lanes`` lane threads (``confirmatory.engine.lanes``), the host
+sampler (``confirmatory.host.sampler``), the anchorer (``confirmatory.anchors.anchorer``);
+the main thread only waits (``wait``): for lanes to finish, a noted signal,
+a resume request, an attempt past its deadline, a dead engine pool, the
+sampler's health. None of the record-writing threads is a daemon; each hands
+its outcome to the Run; the first runner failure stops every model.
+
+Shutdown is: set the flag under the ceiling's lock (so its instant is
+ordered against attempt starts), wake every waiter, join.
+
+Which signals interrupt a run, and ignoring them at the very end, is
+``confirmatory.engine.signals``; what the Run does with an attempt past
+its deadline is ``confirmatory.engine.deadlines`` (a part of the Run).
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from confirmatory.core import rules
+from confirmatory.core.money import usd_to_nusd
+from confirmatory.engine.deadlines import Deadlines
+from confirmatory.engine.lanes import Lane
+from confirmatory.engine.modelstate import ModelState
+from confirmatory.engine.pool import not_a_pool
+from confirmatory.engine.signals import (
+    INTERRUPT_SIGNALS,
+    _inherited_ignore,
+    ignore_interrupts,  # noqa: F401 - re-exported: cli.run imports it from here
+)
+from confirmatory.engine.spend import Spend
+from confirmatory.records.chain import ChainError
+from confirmatory.records.rundir import RunFiles, create_run_dir
+from confirmatory.records.writer import Guard, write_json_durable
+from confirmatory.runtime.clock import Clock
+
+POLL_S = 0.05
+
+
+# The run stops (cause runner-error) when its disk has less free than this,
+# while the stop, the close lines and the final anchor can still be written;
+# `run` refuses to start below it. Looked at every DISK_CHECK_S.
+DISK_FLOOR_BYTES = 64 << 20
+DISK_CHECK_S = 5.0
+
+
+@dataclass(frozen=True)
+class RunResult:
+    status: str  # "completed", "stopped", "ceiling"
+    stop_cause: str | None
+    spend_total_nusd: int
+    run_dir: Path
+    final_push_rc: int | None
+    abandoned_lanes: int = 0  # lanes still stuck in an abandoned conversation (settled by the Run)
+    stop_detail: str = ""  # what stopped it, for a person (the stop line's detail)
+    # Lines the end of the run could not write (a full disk, a failed log):
+    # everything acknowledged before is on disk; verify says what is missing.
+    write_failures: tuple[str, ...] = ()
+    final_anchor_written: bool = True
+    # Why the witness does not hold the final anchor, as anchor-pushes.jsonl
+    # records it (Anchorer.final_push_problem); "" when its push returned 0.
+    final_push_problem: str = ""
+
+
+class Run(Deadlines):
+    """One execution of a loaded design into a new run directory."""
+
+    def __init__(
+        self,
+        loaded: Any,
+        run_dir: Path,
+        *,
+        clock: Any = None,
+        host_readers: Any = None,
+        config: dict[str, Any] | None = None,
+        install_signals: bool = True,
+        restore_signals: bool = True,
+        restore_to: dict[int, Any] | None = None,
+        api_bases: dict[str, str] | None = None,
+        disk_floor_bytes: int | None = None,
+    ) -> None:
+        self.loaded = loaded
+        self.design = loaded.design
+        self.clock = clock or Clock()
+        self.guard = Guard()  # the secret values no record may hold (redaction.Guard)
+        self.run_dir = Path(run_dir)
+        self.class_lists = rules.CLASS_LISTS
+        self._install_signals = install_signals
+        # False: close() leaves the handlers in place, for a caller that ends
+        # the process next (runmain): a signal while the process joins its
+        # last threads and exits is noted, never a KeyboardInterrupt or a
+        # death by the signal that would replace the run's exit status. That
+        # caller restores them itself (restore_signal_handlers) if it goes on.
+        self._restore_signals = restore_signals
+        self._old_handlers: dict[int, Any] = {}
+        # The handlers to put back instead of those start() replaced: a
+        # caller that took the signals over for its own set-up (runmain's
+        # early handler, for the demo) and goes on after the run.
+        self._restore_to = restore_to
+        self._host_readers = host_readers
+        self._config = config
+        self._api_bases = api_bases or {}
+        self.arms = {a.name: a for a in self.design.arms}
+        self.households = {h.id: h for h in loaded.households}
+        self.stop_event = threading.Event()
+        self._wake = threading.Event()
+        self._signal: int | None = None
+        self.signals_received = 0  # how many interrupt signals arrived (progress says so)
+        self._fatal: list[tuple[str, str]] = []
+        self._fatal_lock = threading.Lock()
+        self.stopped = False
+        self.stop_cause: str | None = None
+        self.stop_detail = ""
+        self.disk_floor_bytes = DISK_FLOOR_BYTES if disk_floor_bytes is None else disk_floor_bytes
+        self._next_disk_check = 0.0
+        self.write_failures: list[str] = []
+        self.files: RunFiles | None = None
+        self.models: dict[str, ModelState] = {}
+        self._threads: list[threading.Thread] = []
+        self._lanes: list[tuple[threading.Thread, Lane]] = []
+        self._closed = False
+        self._finished = False
+        self._resume_seen = 0
+        self.host: Any = None
+        self.anchorer: Any = None
+        self.harness: Any = None
+        self.spend = Spend(
+            ceiling_nusd=usd_to_nusd(self.design.ceiling.overall_cap_usd) + usd_to_nusd(self.design.ceiling.margin_usd),
+            before_nusd=usd_to_nusd(self.design.study.spend_before_stage_usd),
+            clock=self.clock,
+            on_crossing=self._on_crossing,
+        )
+
+    # -- set-up ------------------------------------------------------------
+    def start(self) -> None:
+        from confirmatory.design.load import resolve_entry
+
+        if self._install_signals and threading.current_thread() is threading.main_thread():
+            # Before the run directory exists: a signal from here on is noted,
+            # and the run then stops at once with cause interrupt, closed and
+            # anchored, instead of dying half-built. SIGHUP (the terminal or
+            # ssh session closed) is an interrupt too, unless the process was
+            # started ignoring it: under `nohup` the run outlives its terminal.
+            self._old_handlers = {s: signal.signal(s, self._on_signal) for s in INTERRUPT_SIGNALS
+                                  if not _inherited_ignore(s)}
+        self.harness = resolve_entry(self.design.harness.entry, self.loaded.base_dir)
+        factory = resolve_entry(self.design.engine.factory, self.loaded.base_dir)
+        self.files = create_run_dir(self.loaded, self.run_dir, clock=self.clock, config=self._config)
+        for spec in self.design.models:
+            mf = self.files.models[spec.name]
+            if spec.name in self._api_bases:
+                spec = spec.model_copy(update={"api_base": self._api_bases[spec.name]})
+            self.models[spec.name] = ModelState(
+                name=spec.name,
+                spec=spec,
+                run_log=mf.run_log,
+                admission_log=mf.admission_log,
+                model_dir=mf.dir,
+                draw=list(mf.manifest["draw"]),
+                arm_orders={k: list(v) for k, v in mf.manifest["arm_orders"].items()},
+                households=self.households,
+                cap_nusd=mf.manifest["cap_nusd"],
+                reserve_nusd=mf.manifest["reserve_nusd"],
+            )
+        self._start_host()
+        for m in self.models.values():
+            try:
+                pool = factory(self.design.engine.workers_per_model)
+                problem = not_a_pool(pool, self.design.engine.factory)
+                if problem:
+                    if callable(getattr(pool, "close", None)):
+                        pool.close()  # it may hold worker processes
+                    raise TypeError(problem)
+                m.pool = pool
+            except Exception as exc:  # noqa: BLE001 - a pool that fails to start stops its model
+                self.stop_model(m, "pool", detail=f"engine pool failed to start: {exc!r}")
+        self._start_anchorer()
+        for m in self.models.values():
+            for i in range(m.spec.lanes):
+                lane = Lane(self, m, i)
+                t = threading.Thread(target=lane.run_lane, name=f"lane-{m.name}-{i}", daemon=False)
+                self._threads.append(t)
+                self._lanes.append((t, lane))
+        for t in self._threads:
+            t.start()
+
+    def _start_host(self) -> None:
+        from confirmatory.host.sampler import HostMonitor
+
+        assert self.files is not None
+        self.host = HostMonitor(
+            self.files.host_log,
+            self.clock,
+            self.design.host,
+            on_fatal=self.fatal,
+            readers=self._host_readers,
+        )
+        self.host.start()
+
+    def _start_anchorer(self) -> None:
+        from confirmatory.anchors.anchorer import Anchorer
+
+        assert self.files is not None
+        f = self.files
+        cmd = f.manifest["anchors"]["command"]  # placeholders expanded, as recorded
+        self.anchorer = Anchorer(
+            self.run_dir,
+            self.clock,
+            logs=f.writers(),
+            external_logs={"resume.jsonl": _seed(f.manifest_sha256, "resume.jsonl")},
+            manifests=f.manifest_paths(),
+            anchors=f.anchors_log,
+            pushes=f.pushes_log,
+            interval_s=self.design.anchors.interval_s,
+            command=list(cmd) if cmd else None,
+            cwd=self.loaded.base_dir,
+        )
+        # The first anchor comes before the first admission decision.
+        self.anchorer.anchor(final=False)
+        self.anchorer.start()
+
+    # -- the main thread ------------------------------------------------------
+    def wait(self) -> RunResult:
+        """Wait for the lanes, acting on signals, resumes, deadlines, pools, fatal errors."""
+        try:
+            while any(t.is_alive() and not lane.settled for t, lane in self._lanes):
+                self._wake.wait(POLL_S)
+                self._wake.clear()
+                self._tick()
+            self._tick()
+        except BaseException as exc:  # noqa: BLE001 - a runner error: settle, then stop
+            self.fatal("runner-error", f"main loop: {exc!r}")
+            self._tick()
+            for t, lane in self._lanes:
+                if not lane.settled:
+                    t.join()
+        return self._finish()
+
+    def _tick(self) -> None:
+        if self._signal is not None and not self.stopped:
+            self.stop_run("interrupt", detail=f"signal {self._signal}")
+        with self._fatal_lock:
+            fatal = list(self._fatal)
+        if fatal and not self.stopped:
+            cause, detail = fatal[0]
+            self.stop_run(cause, detail=detail)
+        failure = getattr(self.anchorer, "failure", None)
+        if failure is not None and not self.stopped:
+            # The anchorer could not write an anchor: records would go unanchored.
+            self.stop_run("runner-error", detail=f"anchorer: {failure!r}")
+        if self.host is not None and not self.stopped:
+            # A memory reading that never returns stops the sampler from
+            # checking itself: the main thread checks its health too.
+            self.host.check_health()
+        self._check_disk()
+        now = time.monotonic()  # deadlines run on the monotonic clock (modelstate.Running)
+        deadline = self.design.rules.attempt_deadline_s
+        for m in self.models.values():
+            with m.cond:
+                running = list(m.running.values())
+            for r in running:
+                if now - r.start_mono >= deadline and r.abandoned_mono is None:
+                    self._abandon(m, r)
+                elif (r.abandoned_mono is not None
+                      and time.monotonic() - r.abandoned_mono > self.abandon_grace_s(m)):
+                    self._settle(m, r)
+            # Watched while a lane of the model may still call it: a pool
+            # that dies once every lane has ended (an idle pool the OOM killer
+            # picked while the other models run on) stops nothing, and must
+            # not turn a run that completed into a stopped one.
+            if (m.pool is not None and not m.stopped and len(m.lane_ends) < m.spec.lanes
+                    and not m.pool.alive()):
+                self.stop_model(m, "pool", detail="engine pool died")
+            if m.paused:
+                self._check_resume()
+
+    def _check_disk(self) -> None:
+        """Stop (runner-error) before the disk is full: a full disk would
+        leave the stop, the close lines and the final anchor unwritten."""
+        now = time.monotonic()
+        if self.stopped or now < self._next_disk_check:
+            return
+        self._next_disk_check = now + DISK_CHECK_S
+        try:
+            free = shutil.disk_usage(self.run_dir).free
+        except OSError:
+            return  # no answer is no reason to stop; a failed write still is
+        if free < self.disk_floor_bytes:
+            self.stop_run("runner-error", detail=(
+                f"the run's disk has {free / 2**20:.1f} MiB free, below the {self.disk_floor_bytes / 2**20:g} MiB "
+                "floor: stopped while the stop, the close lines and the final anchor can still be written"))
+
+    def append_at_end(self, log: Any, line: dict[str, Any]) -> bool:
+        """Append a line the run's ending writes (a stop, a close): a log that
+        can no longer be written (a full disk) must not keep the others, or
+        the final anchor, from being written. The failure is kept for the
+        report (``RunResult.write_failures``)."""
+        try:
+            log.append(line)
+            return True
+        except (ChainError, OSError) as exc:
+            text = str(exc)
+            where = str(getattr(log, "path", ""))
+            text = text if where and where in text else f"{where or '?'}: {text}"
+            self.write_failures.append(text)
+            # Not yet stopping (a lane's end line failed while the others go
+            # on): a log the run cannot write is a runner error; the main
+            # loop stops the run.
+            self.fatal("runner-error", f"a log could not be written: {text}")
+            return False
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        # Only note it: the main loop stops the lanes, within POLL_S. The
+        # handler runs in the main thread between two of its bytecodes, so
+        # also while that thread holds the lock of the event it waits on
+        # (Event.wait and clear are Python code): setting the event here
+        # would wait for that lock for good. No lock may be taken here.
+        # The first signal is the one that stopped the run (its stop line
+        # names it); later ones are only counted.
+        if self._signal is None:
+            self._signal = signum
+        self.signals_received += 1
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def fatal(self, cause: str, detail: str) -> None:
+        """A runner-level failure (sampler, runner error) from any thread: stop every model."""
+        with self._fatal_lock:
+            self._fatal.append((cause, detail))
+        self._wake.set()
+
+    def lane_failed(self, m: ModelState, lane: int, exc: BaseException) -> None:
+        detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        self.fatal("runner-error", f"lane {m.name}/{lane}: {detail}")
+
+    # -- events the lanes and the main loop write --------------------------
+    def write_record(self, m: ModelState, record: dict[str, Any]) -> tuple[str, str]:
+        rel = f"records/{record['household']}/{record['arm']}/{record['pass']}.json"
+        sha = write_json_durable(m.model_dir / rel, record, guard=self.guard)
+        return rel, sha
+
+    def late_cost(self, m: ModelState, household: str, arm: str, pass_index: int, nusd: int,
+                  *, reason: str | None = None) -> None:
+        """A cost outside any record: spent after a deadline, or by an attempt whose record was lost."""
+        t = self.clock.now()
+        line = {"event": "late-cost", "household": household, "arm": arm, "pass": pass_index,
+                "cost_nusd": nusd, "t": t}
+        if reason:
+            line["reason"] = reason
+        m.run_log.append(line)
+
+    def trigger(self, m: ModelState, cause: str, household: str, arm: str, pass_index: int,
+                *, detail: str = "") -> None:
+        """Log a trigger and stop the model with its cause (at once: well within stop_follow_s).
+
+        Every attempt whose action is ``stop`` gets its trigger and a stop of
+        its cause, even when the model (or the run) had stopped for another
+        cause meanwhile: the records then say both, and the first stop stands.
+        """
+        with self.spend.ordered() as t:
+            if not (m.stopped or self.stopped):
+                m.stopped = True
+                m.stop_cause = cause
+                m.stop_detail = detail
+        m.run_log.append({"event": "trigger", "cause": cause, "household": household, "arm": arm,
+                          "pass": pass_index, "t": t})
+        self._write_stop(m, cause, detail=detail)
+
+    def stop_model(self, m: ModelState, cause: str, *, detail: str = "") -> None:
+        with self.spend.ordered():
+            if m.stopped or self.stopped:
+                return
+            m.stopped = True
+            m.stop_cause = cause
+            m.stop_detail = detail
+        self._write_stop(m, cause, detail=detail)
+
+    def _write_stop(self, m: ModelState, cause: str, *, detail: str = "") -> None:
+        with self.spend.ordered() as t:
+            pass
+        line = {"event": "stop", "cause": cause, "scope": rules.STOP_SCOPE.get(cause, "model"), "t": t}
+        if detail:
+            line["detail"] = detail
+        self.append_at_end(m.run_log, line)
+        m.halt.set()
+        with m.cond:
+            m.cond.notify_all()
+        self._wake.set()
+
+    def stop_run(self, cause: str, *, detail: str = "") -> None:
+        with self.spend.ordered() as t:
+            if self.stopped:
+                return
+            self.stopped = True
+            self.stop_cause = cause
+            self.stop_detail = detail
+        self.stop_event.set()
+        line = {"event": "stop", "cause": cause, "scope": "run", "t": t}
+        if detail:
+            line["detail"] = detail
+        assert self.files is not None
+        self.append_at_end(self.files.run_log, line)
+        for m in self.models.values():
+            self.append_at_end(m.run_log, line)
+            m.halt.set()
+            with m.cond:
+                m.cond.notify_all()
+
+    def _on_crossing(self, t: float, total: int) -> None:
+        # Called under the ceiling's lock at the crossing instant, inside the
+        # harness's add_call that crossed it: a log that refuses the line
+        # (a disk error) is the runner's failure, not the harness's (its
+        # attempt would be recorded as a harness failure and its model
+        # stopped so), and must not keep the other models' lines and halts
+        # from being written and set.
+        line = {"event": "ceiling", "t": t, "total_nusd": total, "ceiling_nusd": self.spend.ceiling_nusd}
+        assert self.files is not None
+        refused = []
+        for name, log in [("run.jsonl", self.files.run_log),
+                          *((f"models/{m.name}/run.jsonl", m.run_log) for m in self.models.values())]:
+            try:
+                log.append(line)
+            except (ChainError, OSError) as exc:
+                refused.append(f"{name}: {exc}")
+        for m in self.models.values():
+            m.halt.set()
+        self.stop_event.set()
+        if refused:
+            self.fatal("runner-error", "the ceiling's line could not be written to " + "; ".join(refused))
+        self._wake.set()
+
+    def pause(self, m: ModelState, household: str, arm: str, pass_index: int, *, detail: str = "") -> None:
+        """``detail`` (the failure, for the person who must act) is shown, not logged:
+        the record holds it."""
+        with self.spend.ordered() as t:
+            m.paused = True
+            m.pause_t = t
+            m.pause_detail = detail
+        m.run_log.append({"event": "pause", "household": household, "arm": arm, "pass": pass_index, "t": t})
+        self._wake.set()
+
+    def _check_resume(self) -> None:
+        from confirmatory.engine.resume import read_requests
+
+        assert self.files is not None
+        requests = read_requests(self.run_dir)
+        for req in requests[self._resume_seen:]:
+            self._resume_seen += 1
+            m = self.models.get(req.get("model"))
+            if m is None:
+                continue
+            with m.cond:
+                with self.spend.ordered() as t:
+                    accepted = m.paused and m.pause_t is not None and req["t"] > m.pause_t
+                    if accepted:
+                        m.paused = False
+                m.cond.notify_all()
+            m.run_log.append({"event": "resume", "request_t": req["t"], "accepted": accepted, "t": t})
+
+    def pool_failed(self, m: ModelState, exc: BaseException) -> bool:
+        """True (and the model stopped, cause pool) when ``exc`` came from a dead engine pool."""
+        from confirmatory.engine.pool import PoolFailure
+
+        dead = isinstance(exc, PoolFailure) or (m.pool is not None and not m.pool.alive())
+        if dead:
+            self.stop_model(m, "pool", detail=f"engine pool failed: {exc!r}")
+        return dead
+
+    # -- the end -----------------------------------------------------------
+    def _finish(self) -> RunResult:
+        from confirmatory.anchors import anchorer as anchors
+
+        assert self.files is not None
+        if self.host is not None:
+            self.host.stop()
+            self.host.join()
+        with self._fatal_lock:
+            fatal = list(self._fatal)
+        if fatal and not self.stopped:  # the sampler died, or a lane's last line failed, while the lanes ended
+            self.stop_run(fatal[0][0], detail=fatal[0][1])
+        total = self.spend.total_nusd
+        for m in self.models.values():
+            self.append_at_end(m.run_log, {"event": "close", "t": self.clock.now(),
+                                            "spend_nusd": self.spend.model_total(m.name)})
+        if self.spend.crossed.is_set():
+            status = "ceiling"
+        elif self.stopped or any(m.stopped for m in self.models.values()) or self.write_failures:
+            status = "stopped"  # (a close line that failed just now: the records did not end complete)
+        else:
+            status = "completed"
+        first = next((m for m in self.models.values() if m.stop_cause), None)
+        cause = self.stop_cause or (first.stop_cause if first else None)
+        detail = self.stop_detail if self.stop_cause else (first.stop_detail if first else "")
+        self.append_at_end(self.files.run_log, {"event": "close", "t": self.clock.now(), "status": status,
+                                                 "spend_total_nusd": total})
+        anchored = True
+        try:
+            # Read when the run ends, not at import: a test lowers it.
+            rc = self.anchorer.finish(anchors.FINAL_PUSH_TIMEOUT_S) if self.anchorer is not None else None
+        except (ChainError, OSError) as exc:  # the final anchor could not be written
+            self.write_failures.append(f"the final anchor: {exc}")
+            rc, anchored = None, False
+        self._finished = True
+        self.close()
+        stuck = sum(1 for t, lane in self._lanes if lane.settled and t.is_alive())
+        problem = getattr(self.anchorer, "final_push_problem", "") if anchored else ""
+        return RunResult(status, cause, total, self.run_dir, rc, stuck, detail, tuple(self.write_failures),
+                         final_anchor_written=anchored, final_push_problem=problem)
+
+    def close(self) -> None:
+        """Idempotent: join what is left, close pools and writers, then restore
+        the signal handlers (unless ``restore_signals=False``: the caller
+        ends the process, and a signal until then is only noted)."""
+        if self._closed:
+            return
+        self._closed = True
+        if not self._finished and self.files is not None and self._lanes and not self.stopped:
+            # wait() never ran (something raised between start() and it): no
+            # one would end the lanes (a paused lane waits for ever). Stop the
+            # run, in the records, before joining them.
+            try:
+                self.stop_run("runner-error", detail="the runner's main loop did not run")
+            except Exception:  # noqa: BLE001 - the writers may be failed; halt the lanes anyway
+                for m in self.models.values():
+                    m.halt.set()
+        self.stop_event.set()
+        for t, lane in self._lanes:
+            # A settled lane is stuck in a call that never returns: do not wait on it.
+            t.join(timeout=0 if lane.settled else None)
+        if self.host is not None:
+            self.host.stop()
+            self.host.join()
+        if self.anchorer is not None and not self._finished:
+            # Set-up failed after the anchorer started (or wait() never ran):
+            # its threads are not daemons, so end them, with a final anchor
+            # of what exists.
+            from confirmatory.anchors import anchorer as anchors
+
+            try:
+                self.anchorer.finish(push_timeout=anchors.CLOSE_PUSH_TIMEOUT_S)
+            except Exception:  # noqa: BLE001 - the writers may already be failed
+                pass
+        for m in self.models.values():
+            if m.pool is not None:
+                try:
+                    m.pool.close()
+                except Exception:  # noqa: BLE001 - closing is best effort; records are written
+                    pass
+        if self.files is not None:
+            self.files.close()
+        if self._restore_signals:
+            # The very last step: until here a signal is only noted.
+            self.restore_signal_handlers()
+
+    def restore_signal_handlers(self) -> None:
+        """Put back the handlers start() replaced, or the ``restore_to`` the
+        Run was given (idempotent)."""
+        old, self._old_handlers = self._old_handlers, {}
+        if self._restore_to is not None:
+            old, self._restore_to = dict(self._restore_to), {}
+        for s, h in old.items():
+            signal.signal(s, h)
+
+    def execute(self) -> RunResult:
+        try:
+            self.start()
+        except BaseException:
+            self.close()
+            raise
+        return self.wait()
+
+
+def _seed(manifest_sha: str, rel: str) -> str:
+    from confirmatory.records.chain import log_seed
+
+    return log_seed(manifest_sha, rel)

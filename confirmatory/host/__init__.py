@@ -1,0 +1,1 @@
+"""Host evidence: the sampler (``sampler``) and the sources it reads (``sources``)."""

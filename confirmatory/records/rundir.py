@@ -1,0 +1,150 @@
+"""The run directory: its manifests, the design copy, config.json and the logs' writers.
+
+Everything here is written before any thread starts. Manifests are written
+once (tmp + fsync + rename + fsync dir) and never change; every log opens
+with its ``open`` line, chained from the seed its manifest gives it
+(RECORDS.md "Encoding").
+"""
+
+from __future__ import annotations
+
+import secrets as _random
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from confirmatory.core.streams import arm_orders, draw_order
+from confirmatory.records import manifests
+from confirmatory.records.chain import RECORD_FORMAT, log_seed
+from confirmatory.records.writer import ChainWriter, write_json_durable
+
+
+@dataclass
+class ModelFiles:
+    name: str
+    dir: Path
+    manifest_sha256: str
+    manifest: dict[str, Any]
+    run_log: ChainWriter
+    admission_log: ChainWriter
+
+
+@dataclass
+class RunFiles:
+    dir: Path
+    manifest_sha256: str
+    manifest: dict[str, Any]
+    run_log: ChainWriter
+    host_log: ChainWriter
+    anchors_log: ChainWriter
+    pushes_log: ChainWriter
+    models: dict[str, ModelFiles] = field(default_factory=dict)
+
+    def writers(self) -> dict[str, ChainWriter]:
+        """Every log the anchors fix, by path relative to the run directory.
+
+        anchors.jsonl is the anchor itself and anchor-pushes.jsonl records
+        pushes of anchors (the final push necessarily comes after the final
+        anchor), so neither is in the anchor's ``logs``.
+        """
+        out = {"run.jsonl": self.run_log, "host.jsonl": self.host_log}
+        for m in self.models.values():
+            out[f"models/{m.name}/run.jsonl"] = m.run_log
+            out[f"models/{m.name}/admission.jsonl"] = m.admission_log
+        return out
+
+    def manifest_paths(self) -> list[str]:
+        return ["manifest.json"] + [f"models/{m}/manifest.json" for m in self.models]
+
+    def close(self) -> None:
+        for w in [self.run_log, self.host_log, self.anchors_log, self.pushes_log] + [
+            w for m in self.models.values() for w in (m.run_log, m.admission_log)
+        ]:
+            w.close()
+
+
+def expand_command(command: Any, run_dir: Path) -> list[str]:
+    """The anchor command as run: ``{python}`` is this interpreter, ``{run_dir}`` the run directory."""
+    values = {"{python}": sys.executable, "{run_dir}": str(Path(run_dir).resolve())}
+    out = []
+    for arg in command:
+        for key, value in values.items():
+            arg = arg.replace(key, value)
+        out.append(arg)
+    return out
+
+
+def run_manifest(loaded: Any, *, run_id: str, created_t: float, anchors_cwd: str,
+                 run_dir: Path) -> dict[str, Any]:
+    d = loaded.design
+    fields = manifests.run_fields(d)
+    fields["harness"] = {**fields["harness"], "pins": dict(loaded.pins)}
+    fields["anchors"] = {**fields["anchors"],
+                         "command": expand_command(d.anchors.command, run_dir) if d.anchors.command else None,
+                         "cwd": anchors_cwd}
+    return {"format": RECORD_FORMAT, "run_id": run_id, "created_t": created_t, "design_sha256": loaded.sha256,
+            **fields}
+
+
+def model_manifest(loaded: Any, spec: Any) -> dict[str, Any]:
+    d = loaded.design
+    draw = draw_order(d.study.seed, [h.id for h in loaded.households])
+    return {**manifests.model_fields(d, spec), "draw": draw,
+            "arm_orders": arm_orders(d.study.seed, spec.name, draw, [a.name for a in d.arms])}
+
+
+def _open_log(run_dir: Path, rel: str, manifest_sha: str, t: float) -> ChainWriter:
+    w = ChainWriter(run_dir / rel, log_seed(manifest_sha, rel))
+    w.append({"event": "open", "t": t})
+    return w
+
+
+def create_run_dir(loaded: Any, run_dir: Path, *, clock: Any, config: dict[str, Any] | None) -> RunFiles:
+    """Create ``run_dir`` (which must not exist) with manifests, design copy, config and open logs."""
+    run_dir.mkdir(parents=True, exist_ok=False)
+    created = clock.now()
+    run_id = f"{loaded.design.study.id}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime(created))}-{_random.token_hex(3)}"
+    manifest = run_manifest(loaded, run_id=run_id, created_t=created, anchors_cwd=str(loaded.base_dir),
+                            run_dir=run_dir)
+    sha = write_json_durable(run_dir / "manifest.json", manifest)
+    (run_dir / "design.toml").write_bytes(loaded.raw)
+    _fsync_file(run_dir / "design.toml")
+    if config is not None:
+        write_json_durable(run_dir / "config.json", config)
+    t = clock.now()
+    files = RunFiles(
+        dir=run_dir,
+        manifest_sha256=sha,
+        manifest=manifest,
+        run_log=_open_log(run_dir, "run.jsonl", sha, t),
+        host_log=_open_log(run_dir, "host.jsonl", sha, t),
+        anchors_log=_open_log(run_dir, "anchors.jsonl", sha, t),
+        pushes_log=_open_log(run_dir, "anchor-pushes.jsonl", sha, t),
+    )
+    # resume.jsonl is appended by another process (`resume`): open it, then let go.
+    _open_log(run_dir, "resume.jsonl", sha, t).close()
+    for spec in loaded.design.models:
+        mdir = run_dir / "models" / spec.name
+        mman = model_manifest(loaded, spec)
+        msha = write_json_durable(mdir / "manifest.json", mman)
+        files.models[spec.name] = ModelFiles(
+            name=spec.name,
+            dir=mdir,
+            manifest_sha256=msha,
+            manifest=mman,
+            run_log=_open_log(run_dir, f"models/{spec.name}/run.jsonl", msha, t),
+            admission_log=_open_log(run_dir, f"models/{spec.name}/admission.jsonl", msha, t),
+        )
+    return files
+
+
+def _fsync_file(path: Path) -> None:
+    import os
+
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,258 @@
+"""The only code that writes a run's files: ``ChainWriter`` appends to a log, ``write_json_durable``
+writes one whole JSON file atomically (records, manifests), and ``Guard`` keeps every
+secret value off disk.
+
+An append returns only after its line is on disk (one ``os.write`` of the
+whole line, then ``os.fsync``). A failed write or fsync ends the writer:
+after an fsync error the kernel may already have dropped the dirty pages and
+cleared the error, so a retried fsync can "succeed" for data that is gone.
+Nothing is therefore retried and nothing more is acknowledged. Reopening a
+log re-checks it from its seed (``reader``).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+from pathlib import Path
+from collections.abc import Mapping
+from typing import Any
+
+from confirmatory.core.redaction import secret_values
+from confirmatory.records.chain import ChainBroken, ChainWriteFailed, TornTail, dumps, sha256_hex
+from confirmatory.records.reader import _walk
+
+# ---------------------------------------------------------------- the guard
+
+
+class Guard:
+    """The last line of defence at the writers: no secret *value* reaches disk.
+
+    Built from the environment once (the secret values of ``secret_values``);
+    ``clean(obj, line)`` returns ``line`` (the canonical encoding of ``obj``)
+    when no secret value occurs in it, else the encoding of ``obj`` with each
+    secret value replaced by ``[redacted:NAME]`` and nothing else changed.
+    Every line and file the runner writes passes through one, whatever the
+    code that built it forgot to redact (an exception's text in a stop's
+    detail, a provider's echo in a record).
+    """
+
+    def __init__(self, environ: Mapping[str, str] | None = None) -> None:
+        self._dumps = dumps
+        # Longest first: one secret may contain another.
+        self._values = sorted(secret_values(dict(os.environ if environ is None else environ)).items(),
+                              key=lambda kv: -len(kv[0]))
+        # As each value appears inside a canonical JSON string.
+        self._needles = tuple(dumps({"": value})[5:-2] for value, _ in self._values)
+
+    def clean(self, obj: Any, line: bytes) -> bytes:
+        for needle in self._needles:
+            if needle in line:
+                return self._dumps(self._scrub(obj))
+        return line
+
+    def _scrub(self, obj: Any) -> Any:
+        """Only the secret values go, in strings and keys at any depth: the
+        rest of a record is study data (no token patterns, no key rules)."""
+        if isinstance(obj, str):
+            for value, name in self._values:
+                if value in obj:
+                    marker = f"[redacted:{name}]"
+                    obj = obj.replace(value, "***" if value in marker else marker)
+            return obj
+        if isinstance(obj, Mapping):
+            return {self._scrub(str(k)) if isinstance(k, str) else k: self._scrub(v) for k, v in obj.items()}
+        if isinstance(obj, (list, tuple)):
+            return [self._scrub(v) for v in obj]
+        return obj
+
+
+# ---------------------------------------------------------------- durability helpers
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _make_dirs_durable(directory: Path) -> None:
+    """Create ``directory`` and missing parents, fsyncing each new one's parent."""
+    missing = []
+    d = directory
+    while not d.is_dir():
+        missing.append(d)
+        if d.parent == d:
+            break
+        d = d.parent
+    for d in reversed(missing):
+        try:
+            os.mkdir(d)
+        except FileExistsError:
+            # Race: another writer made it first. Its parent is fsynced below
+            # anyway, so we do not depend on that writer having done it yet.
+            pass
+        _fsync_dir(d.parent)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data``; a short write is continued, a zero write is an error."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        if written <= 0:
+            raise OSError(errno.EIO, "write returned 0 bytes")
+        view = view[written:]
+
+
+def _guard(guard: Any) -> Any:
+    if guard is None:
+        guard = Guard()
+    return guard
+
+
+def write_json_durable(path: Path, obj: dict, *, guard: Any = None) -> str:
+    """Write ``obj`` as canonical JSON + newline, atomically and durably.
+
+    tmp file in the same directory (so the rename cannot cross filesystems)
+    -> fsync it (its bytes are on disk before its name is) -> rename over the
+    target (readers see the old file or the new one, never half) -> fsync the
+    directory (the rename itself survives a crash). Returns the sha256 of the
+    file's bytes. No secret value is written (``writer.Guard``; one from
+    the current environment unless ``guard`` is given).
+    """
+    path = Path(path)
+    data = _guard(guard).clean(obj, dumps(obj)) + b"\n"
+    _make_dirs_durable(path.parent)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
+        try:
+            _write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+    return sha256_hex(data)
+
+
+# ---------------------------------------------------------------- the writer
+
+
+class ChainWriter:
+    """The one appender of one log; thread-safe (a lock per writer)."""
+
+    def __init__(self, path: Path, seed: str, *, guard: Any = None) -> None:
+        self.path = Path(path)
+        self.seed = seed
+        self.guard = _guard(guard)  # no secret value is ever appended (writer.Guard)
+        self._lock = threading.Lock()
+        self.failed = False
+        self._failure: str | None = None
+        self._closed = False
+        self.lines = 0
+        self.head = seed
+        self._fd = self._open()
+
+    def _open(self) -> int:
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC
+        _make_dirs_durable(self.path.parent)
+        try:
+            # O_EXCL tells us whether *we* created it, hence owe the dir fsync.
+            fd = os.open(self.path, flags | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            pass
+        else:
+            try:
+                _fsync_dir(self.path.parent)
+            except OSError as exc:
+                os.close(fd)
+                raise ChainWriteFailed(
+                    f"{self.path}: created, but fsync of its directory failed ({exc}); not opened"
+                ) from exc
+            return fd
+        result = _walk(self.path, self.seed)
+        if result.torn is not None:
+            raise TornTail(self.path, result.torn)
+        if not result.ok:
+            raise ChainBroken(self.path, result.lines, result.end, result.problem or "")
+        fd = os.open(self.path, flags)
+        # Race: a second writer on the same log would be a bug elsewhere; if
+        # the file grew between the check and the open, refuse rather than
+        # chain onto lines nobody checked.
+        size = os.fstat(fd).st_size
+        if size != result.end:
+            os.close(fd)
+            raise ChainBroken(
+                self.path, result.lines, result.end,
+                f"line {result.lines} at byte {result.end}: the file grew to {size} bytes while it was being opened",
+            )
+        self.lines = result.lines
+        self.head = result.head
+        return fd
+
+    def append(self, obj: dict) -> str:
+        """Add ``seq`` and ``prev``, write, fsync; return the line's hash."""
+        if "seq" in obj or "prev" in obj:
+            raise ValueError("append() adds seq and prev itself; the object must not carry them")
+        with self._lock:
+            if self.failed:
+                raise ChainWriteFailed(
+                    f"{self.path}: this writer failed earlier ({self._failure}); nothing more is acknowledged"
+                )
+            if self._closed:
+                raise ChainWriteFailed(f"{self.path}: writer is closed")
+            full = {**obj, "seq": self.lines, "prev": self.head}  # caller's dict untouched
+            line = self.guard.clean(full, dumps(full))
+            digest = sha256_hex(line)
+            try:
+                _write_all(self._fd, line + b"\n")
+            except OSError as exc:
+                raise self._fail("write", exc) from exc
+            try:
+                os.fsync(self._fd)
+            except OSError as exc:
+                raise self._fail("fsync", exc) from exc
+            self.lines += 1
+            self.head = digest
+            return digest
+
+    def _fail(self, op: str, exc: OSError) -> ChainWriteFailed:
+        """Enter the failed state (lock held); the fd is closed, never fsynced again."""
+        self.failed = True
+        self._failure = (
+            f"{op} of line {self.lines} failed: {exc}; the line is not acknowledged "
+            "and the file may end in a torn or unconfirmed line"
+        )
+        try:
+            os.close(self._fd)  # close() does not fsync; see the module docstring
+        except OSError:
+            pass
+        return ChainWriteFailed(f"{self.path}: {self._failure}")
+
+    def snapshot(self) -> tuple[int, str]:
+        """(acknowledged lines, head): a consistent pair, taken under the lock."""
+        with self._lock:
+            return self.lines, self.head
+
+    def close(self) -> None:
+        """Idempotent; a failed writer's descriptor is already closed."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if not self.failed:
+                os.close(self._fd)
+
+    def __enter__(self) -> "ChainWriter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,53 @@
+"""How the run ended, as its chain-valid lines say: the report's outcome line.
+
+A description for the reader of the report, not a check: the close line's
+status and the run's stop causes, and per model its households ended of its
+draw, how many unfinished, its own stop, and NO OBSERVATION when none of its
+arm results is an observation.
+"""
+
+from __future__ import annotations
+
+from confirmatory.verify.state import ModelState
+
+
+def outcome(run_events: list[tuple[int, dict]], states: list[ModelState], run_log_broken: bool = False) -> str:
+    """How the run ended, as its chain-valid lines say (a description for the
+    reader of the report, not a check): the close line's status, the run's
+    stop causes, and per model the households ended of its draw, how many
+    unfinished, and its own stop. Where run.jsonl's chain breaks (or the
+    run manifest it chains from changed), its lines past the break are not
+    read: the close line may be among them, so that is what is said."""
+    closes = [o for _, o in run_events if o.get("event") == "close"]
+    if not closes and run_log_broken:
+        head = ("no close line among run.jsonl's chain-valid lines (its chain breaks, or the manifest it "
+                "chains from changed: see START HERE)")
+    elif not closes:
+        head = "no close line (the runner did not end the run: killed, or still running)"
+    else:
+        head = str(closes[-1].get("status"))
+        causes = sorted({str(o.get("cause")) for _, o in run_events if o.get("event") == "stop"})
+        if causes:
+            head += f" ({', '.join(causes)})"
+    return "; ".join([head, *(st.outcome for st in states if st.outcome)])
+
+
+def model_outcome(st: ModelState) -> str:
+    """One model's part of ``outcome``: households ended of its draw, how many
+    unfinished, its own stop, and NO OBSERVATION when none of its ended
+    households' arm results (the class of each arm's last attempt) is ok or
+    the model's own, as the runner's end summary says it."""
+    try:
+        draw = st.manifest.get("draw") if isinstance(st.manifest.get("draw"), list) else []
+        unfinished = sum(1 for e in st.ends.values() if not e.finished)
+        text = f"{st.name}: {len(st.ends)} of {len(draw)} households ended"
+        if unfinished:
+            text += f" ({unfinished} unfinished)"
+        own = [str(o.get("cause")) for _, o in st.events("stop") if o.get("scope") == "model"]
+        if own:
+            text += f", stopped ({own[0]})"
+        if st.results and not st.observed:
+            text += f", NO OBSERVATION: none of its {st.results} arm results is ok or the model's own"
+        return text
+    except Exception:  # noqa: BLE001 - a description only
+        return ""

@@ -1,0 +1,51 @@
+"""What one model's pass leaves for the timeline checks, the totals and the report.
+
+Owns `ModelState` (its control lines, how each household ended, its spend,
+its halts and pauses, the attempts with action stop, the counts of its
+outcome line) and `HouseholdEnd`: the few numbers per household that are all
+the admission replay (`timeline`) keeps of a household once it is checked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True)
+class HouseholdEnd:
+    seq: int
+    lane: int
+    t: float
+    finished: bool
+    spend: int
+    first_start: float | None
+
+
+@dataclass
+class ModelState:
+    """What one model's pass leaves for the timeline checks and the totals."""
+
+    name: str
+    manifest: dict
+    control: list[tuple[int, dict]]
+    ends: dict[str, HouseholdEnd] = field(default_factory=dict)
+    attempt_cost: int = 0
+    # (h, arm, pass) -> (seq, class, end, the rules' stop cause or None) of each attempt with action stop
+    stop_attempts: dict[tuple, tuple[int, str, float, str | None]] = field(default_factory=dict)
+    halt_t: float = float("inf")
+    trigger_t: float = float("inf")
+    pauses: list[tuple[float, float]] = field(default_factory=list)
+    # the cost of this model's calls that ended before the ceiling event's t,
+    # less the slack: counted before the crossing (ModelCheck.attempt)
+    ceiling_known_nusd: int = 0
+    # ... and of those that ended no later than the slack after it: at most
+    # what can have been counted by the crossing (money.check_totals)
+    ceiling_upper_nusd: int = 0
+    outcome: str = ""  # how its households ended, for the report (outcome.model_outcome)
+    # arm results (each ended household's arms, by the class of each arm's
+    # last attempt) and how many of them are an observation (ok or model)
+    results: int = 0
+    observed: int = 0
+
+    def events(self, name: str) -> list[tuple[int, dict]]:
+        return [(s, o) for s, o in self.control if o.get("event") == name]

@@ -1,0 +1,209 @@
+"""One verification of a run directory: the order of the checks.
+
+Owns `verify_run`: the manifests first (the anchors' pass compares their
+hashes), host.jsonl (read here, or by span workers and joined: `hostlog`),
+resume.jsonl's requests, each model's checks (`model`, `timeline`: here or a
+worker per model, each with findings of its own, merged in a fixed order so
+that the report does not depend on the workers), then the run-level checks:
+conservation of spend (`money`), the run's stops (`timeline`), the one draw
+(`draws`), the manifests against the design (`study`), the anchors and the
+witness (`logs`). A check that raises on a field of the wrong type it did not
+foresee is a violation of its invariant (`guarded`), never a traceback.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+from confirmatory.records.layout import MODEL_LOG_NAMES, load_layout, model_log
+from confirmatory.verify.context import RulesView, RunContext
+from confirmatory.verify.draws import check_households, check_shared_draw
+from confirmatory.verify.hostlog import _column_files, _host_span, _log_part, host_spans, join_host_spans, read_host
+from confirmatory.verify.logs import LogPass
+from confirmatory.verify.model import ModelCheck
+from confirmatory.verify.money import check_totals
+from confirmatory.verify.outcome import model_outcome, outcome
+from confirmatory.verify.report import Findings, Report
+from confirmatory.verify.state import ModelState
+from confirmatory.verify.study import check_design, check_slugs, design_evidence_sources, manifest_arms, read_design
+from confirmatory.verify.timeline import check_admission, check_resumes, check_run_stops, check_stops
+from confirmatory.verify.workers import _collect, _fork, _worker_count
+
+
+def verify_run(run_dir: Path | str, witness: Path | str | None = None, *, workers: int | None = None,
+               households: Path | str | None = None) -> Report:
+    """Check the run directory against every invariant.
+
+    ``workers``: None - worker processes when the run is large, the machine
+    has several cores and no other thread runs; 1 - all in this process;
+    more - worker processes: first one per span of host.jsonl (checked and
+    summarized, then joined), then one per model. Every model's logs and
+    records are independent of the others' once the host summary is known:
+    each is checked with findings of its own, merged in a fixed order, so
+    the report does not depend on ``workers``.
+
+    ``households``: the study's households file; every model's draw is then
+    checked to be its households in their seeded order, and the file to
+    hash as design.toml pins it (invariant 11).
+    """
+    files: list = []  # the host-span workers' sample columns: closed (and so gone) whatever happens
+    try:
+        return _verify_run(Path(run_dir), witness, workers, files, households)
+    finally:
+        for fh in files:
+            fh.close()
+
+
+def _verify_run(root: Path, witness: Path | str | None, workers: int | None, files: list,
+                households: Path | str | None = None) -> Report:
+    f = Findings()
+    layout = load_layout(root)
+    man = layout.manifest.obj if isinstance(layout.manifest.obj, dict) else {}
+    f.check(11)
+    if layout.manifest.problem is not None:
+        f.fail_root(11, "manifest.json", None, f"run manifest: {layout.manifest.problem}")
+    for name in layout.models:  # the manifests first: the anchors' pass below compares their hashes
+        f.check(11)
+        if layout.models[name].problem is not None:
+            f.fail_root(11, f"models/{name}/manifest.json", None, f"model manifest: {layout.models[name].problem}")
+    logs = LogPass(layout, f)
+    run_events = list(logs.lines("run.jsonl"))
+    rv = RulesView.from_manifest(man, f)
+    design = read_design(root)  # read once: the checks of invariant 11, the evidence sources, the households
+    rv = dataclasses.replace(rv, evidence_sources=design_evidence_sources(design))
+    names = [n for n in layout.models if layout.models[n].problem is None]
+    parallel = _worker_count(layout, names, workers) > 1
+    children: list = []
+    span_children: list = []
+    try:
+        spans = host_spans(root / "host.jsonl", max(2, min(os.cpu_count() or 2, 4))) if parallel else []
+        files.extend(_column_files(2 * len(spans)) or [])
+        if not files:
+            host, drift, host_part = read_host(logs, rv)
+        else:
+            # host.jsonl is checked and summarized by workers, one per span
+            # of the file, and joined here before the models' workers start
+            span_children = [_fork(_host_span, logs, rv, a, b, (files[2 * k].fileno(), files[2 * k + 1].fileno()))
+                             for k, (a, b) in enumerate(spans)]
+            span_parts = [_collect(c) for c in span_children]
+            host, drift, host_part = join_host_spans(span_parts, logs, rv)
+            del span_parts
+        rest = Findings()  # what is found after host.jsonl, merged after its findings
+        logs.f = rest
+        requests: dict = {}  # (model, t) -> how many requests say so
+        for seq, o in logs.lines("resume.jsonl"):
+            if o.get("event") != "resume-request":
+                rest.expect(10, seq == 0 and o.get("event") == "open", "resume.jsonl", seq,
+                            f"line of no known event ({o.get('event')!r})")
+                continue
+            ok = type(o.get("model")) is str and o["model"] in layout.models and type(o.get("t")) in (int, float)
+            if rest.expect(10, ok, "resume.jsonl", seq,
+                           f"resume request for model {o.get('model')!r} at {o.get('t')!r}: not a model of the run "
+                           "with a numeric time"):
+                requests[(o["model"], o["t"])] = requests.get((o["model"], o["t"]), 0) + 1
+        ctx = RunContext(layout, rest, logs, rv, host, manifest_arms(man, rest), run_events, requests)
+        ctx.clock_drift = drift
+        ctx.design = design
+        ctx.run_stop_ts = least_first([o["t"] for _, o in run_events
+                                       if o.get("event") == "stop" and isinstance(o.get("t"), (int, float))])
+        ceilings = [o for _, o in run_events if o.get("event") == "ceiling"]
+        ctx.ceiling_t = min((o["t"] for o in ceilings if isinstance(o.get("t"), (int, float))), default=float("inf"))
+        if not parallel:
+            results = [_check_one(ctx, name) for name in names]
+        else:
+            # one process per model, even beyond the cores: equal models then
+            # share the cores evenly instead of the last one running alone
+            children.extend(_fork(_check_one, ctx, name) for name in names)
+            results = [_collect(c) for c in children]
+    finally:
+        for proc, _ in children + span_children:
+            if proc.is_alive():
+                proc.kill()
+            proc.join()
+    f.merge(host_part[0])
+    _add_log_results(logs, host_part[1])
+    f.merge(rest)
+    ctx.findings = logs.f = f
+    f.check(2)
+    f.expect(2, host.monotone, "host.jsonl", None, "host times go backwards")
+    results_by = dict(zip(names, results))
+    states = []
+    for name in layout.models:
+        if layout.models[name].problem is not None:
+            continue
+        found, valid, st = results_by[name]
+        f.merge(found)
+        _add_log_results(logs, valid)
+        states.append(st)
+    guarded(f, 7, "run.jsonl", check_totals, ctx, states, ceilings)
+    guarded(f, 9, "run.jsonl", check_run_stops, ctx, states)
+    guarded(f, 3, "manifest.json", check_shared_draw, ctx)
+    guarded(f, 11, "design.toml", check_design, ctx, man)
+    if households is not None:
+        f.households = str(households)
+        guarded(f, 11, str(households), check_households, ctx, Path(households))
+    guarded(f, 11, "manifest.json", check_slugs, ctx, man)
+    guarded(f, 8, "anchors.jsonl", logs.finish, Path(witness) if witness is not None else None)
+    if witness is not None and f.witness is None:  # finish failed before it got to the witness
+        f.witness, f.witness_problems = str(witness), 1
+        f.fail(8, "witness", None, "not checked: the anchors could not be read (see the violations above)")
+    try:
+        f.outcome = outcome(run_events, states, "run.jsonl" in logs.broken)
+    except Exception:  # noqa: BLE001 - a description only; the checks above judge the lines
+        f.outcome = None
+    return f.report(str(root))
+
+
+def least_first(ts: list) -> list:
+    """What ``min([*own, *ts, *more])`` reads of ``ts``, whatever ``own`` and
+    ``more`` (a model's stops and ceilings, the run's ceiling), in at most two
+    numbers: each model's halt then does not scan every run stop again. min
+    keeps the first item nothing is below: a NaN first is the answer, a NaN
+    later is passed over; of equal times the first is kept (3 or 3.0)."""
+    if not ts:
+        return []
+    clean = [t for t in ts if t == t]
+    least = [min(clean)] if clean else []
+    return least if ts[0] == ts[0] else [ts[0], *least]
+
+
+def _add_log_results(logs: LogPass, valid: dict) -> None:
+    """What a pass elsewhere (a worker, or with findings of its own) found of
+    its logs: their valid lines; their anchors were settled there."""
+    logs.valid_lines.update(valid)
+    for rel in valid:
+        logs.fixed.pop(rel, None)
+
+
+# What a check raises on a field of the wrong type that it did not foresee.
+CHECK_ERRORS = (TypeError, ValueError, KeyError, AttributeError, IndexError, OverflowError, RecursionError)
+
+
+def guarded(f: Findings, invariant: int, where: str, check, *args):
+    """``check(*args)``; if it raises on what it read, a violation of
+    ``invariant`` instead: a run verify cannot check never passes."""
+    try:
+        return check(*args)
+    except CHECK_ERRORS as exc:
+        f.fail(invariant, where, None, f"cannot be checked: {type(exc).__name__}: {exc} (a field of the wrong type?)")
+        return None
+
+
+def _check_one(ctx: RunContext, name: str) -> tuple[Findings, dict, ModelState]:
+    """One model's checks with findings of its own; what the run-level checks need back."""
+    own = Findings()
+    ctx.findings = ctx.logs.f = own
+    log = model_log(name, "run.jsonl")
+    st = guarded(own, 1, log, lambda: ModelCheck(name, ctx).run())
+    if st is None:
+        st = ModelState(name, {}, [])
+    else:
+        guarded(own, 4, model_log(name, "admission.jsonl"), check_admission, ctx, st)
+        guarded(own, 9, log, check_stops, ctx, st)
+        guarded(own, 10, log, check_resumes, ctx, st)
+    slim = ModelState(st.name, {}, st.control, attempt_cost=st.attempt_cost,
+                      ceiling_known_nusd=st.ceiling_known_nusd,
+                      ceiling_upper_nusd=st.ceiling_upper_nusd, outcome=model_outcome(st))
+    return (*_log_part(own, ctx.logs, [model_log(name, n) for n in MODEL_LOG_NAMES]), slim)
