@@ -267,10 +267,8 @@ MUTANTS = (
            " and len(m.lane_ends) < m.spec.lanes\n", "\n",
            "tests/engine/test_run_faults.py::test_the_engine_pool_of_a_model_that_has_finished_dying_does_not_stop_the_run"),
     Mutant("count a household ended before its lines are written", "confirmatory/engine/lanes.py",
-           "        for line in lines:\n            m.run_log.append(line)\n"
-           "        with m.cond:\n            m.households_done += 1\n",
-           "        with m.cond:\n            m.households_done += 1\n"
-           "        for line in lines:\n            m.run_log.append(line)\n",
+           "            try:\n                for line in lines:\n",
+           "            m.households_done += 1\n            try:\n                for line in lines:\n",
            "tests/engine/test_run_faults.py::test_after_a_failed_write_the_table_and_the_summary_count_only_what_is_on_disk"),
     Mutant("count a decision made before its line is written", "confirmatory/engine/lanes.py",
            "        m.admission_log.append(line)\n        with m.cond:\n            m.decided += 1\n",
@@ -567,4 +565,23 @@ MUTANTS = (
     Mutant("keep NO OBSERVATION out of verify's outcome line", "confirmatory/verify/outcome.py",
            "        if st.results and not st.observed:\n", "        if False:\n",
            "tests/cli/test_run_process.py::test_the_end_summary_says_when_a_model_has_no_observation_at_all"),
+    # nothing the runner starts outlives it
+    Mutant("let engine workers outlive a killed runner", "confirmatory/engine/pool.py",
+           "    _watch_parent()\n", "",
+           "tests/runtime/test_orphans.py::test_a_runner_killed_with_sigkill_leaves_no_engine_worker_or_command_running"),
+    Mutant("let commands outlive a killed runner", "confirmatory/runtime/children.py",
+           '    _tell_reaper(f"+{proc.pid}")\n', "",
+           "tests/runtime/test_orphans.py::test_a_runner_killed_with_sigkill_leaves_no_engine_worker_or_command_running"),
+    # a run cut short: what only the crash explains, and nothing more
+    Mutant("take any household never ended as the crash's", "confirmatory/verify/timeline.py",
+           "        if last_on_lane.get(lane) == seq:\n", "        if True:\n",
+           "tests/verify/test_states.py::test_a_household_never_ended_that_its_lane_decided_past_is_still_a_violation"),
+    Mutant("report a crash's torn tail as tampering", "confirmatory/verify/logs.py",
+           "        if not check.ok and check.torn is not None and self.stage is not None:\n",
+           "        if False:\n",
+           "tests/verify/test_states.py::test_a_torn_last_line_is_the_crashs_with_its_offset_length_and_hash"),
+    Mutant("call a run cut short complete", "confirmatory/verify/verification.py",
+           "    if stage is None or (stage == CLOSED and not logs.final_missing):\n",
+           "    if True:\n",
+           "tests/verify/test_states.py::test_a_run_killed_at_any_point_verifies_as_crashed_with_no_violation[first attempt line]"),
 )

@@ -267,28 +267,35 @@ class Lane:
             # Cut short before its pass was classified (a runner error, a
             # settled lane): the same rules as any pass, so verify agrees.
             self.classify_pass(unclassified)
+        lines = [a.line() for a in attempts]
+        # The model's lock is held until the household's lines are on disk:
+        # no decision of this model can see the household ended (its spend
+        # finished, its reserve free) before its household line is durable,
+        # so a runner killed in between leaves no decision that counted an
+        # end the records lack (docs/RUN.md "A household's end").
         with m.cond:
             with self.run.spend.ordered() as t:
                 m.under_way -= 1
                 if finished:
                     m.finished_nusd += spend
-            m.cond.notify_all()
+            lines.append(
+                {
+                    "event": "household",
+                    "lane": self.index,
+                    "household": household,
+                    "t": t,
+                    "finished": finished,
+                    "spend_nusd": spend,
+                }
+            )
+            try:
+                for line in lines:
+                    m.run_log.append(line)
+            finally:
+                m.cond.notify_all()
         # Ended, for the progress table, once its household line is on disk
         # (verify counts household lines): a household whose lines the log
         # refused (a full disk, a file-size limit) did not end in the records.
-        lines = [a.line() for a in attempts]
-        lines.append(
-            {
-                "event": "household",
-                "lane": self.index,
-                "household": household,
-                "t": t,
-                "finished": finished,
-                "spend_nusd": spend,
-            }
-        )
-        for line in lines:
-            m.run_log.append(line)
         with m.cond:
             m.households_done += 1
 

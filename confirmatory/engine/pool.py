@@ -21,6 +21,7 @@ from __future__ import annotations
 import importlib
 import multiprocessing
 import multiprocessing.connection
+import os
 import pickle
 import queue
 import signal
@@ -71,6 +72,26 @@ def resolve_target(target: str) -> Callable[[str, Any, Mapping[str, Any]], Any]:
     return fn
 
 
+# The status a worker ends with when the runner died under it.
+ORPHANED_EXIT = 70
+
+
+def _watch_parent() -> None:
+    """End this worker as soon as the runner is gone, even in the middle of a
+    call that would run for minutes: a runner killed with SIGKILL (the OOM
+    killer) leaves no engine computing for nobody. The spawn start method
+    hands every worker a sentinel that becomes ready when its parent dies."""
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+
+    def watch() -> None:
+        multiprocessing.connection.wait([parent.sentinel])
+        os._exit(ORPHANED_EXIT)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
 def _worker_main(target: str, conn: multiprocessing.connection.Connection) -> None:
     """The loop each worker process runs: receive a frame, run it, send the outcome."""
     # Ctrl-C (and a closed terminal's SIGHUP) reach the whole process group;
@@ -80,6 +101,7 @@ def _worker_main(target: str, conn: multiprocessing.connection.Connection) -> No
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if hasattr(signal, "SIGHUP"):
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    _watch_parent()
     try:
         fn = resolve_target(target)
     except BaseException as exc:  # reported to the parent, which refuses to start

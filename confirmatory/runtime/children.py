@@ -9,6 +9,14 @@ through pipes, ``run_captured``, or written to a file whose size is watched,
 ``wait_watching``); past either, its whole process group is stopped
 (``kill_group``: SIGTERM, a grace, then SIGKILL), not just the command
 itself. No psutil here.
+
+None outlives the runner, even one killed with SIGKILL (the OOM killer, a
+reboot's kill -9): each command's process group is told to a reaper, a small
+process of its own started with the first command, that reads the runner
+through a pipe. When the pipe ends (the runner is gone, however it went) the
+reaper stops every group still there (SIGTERM, ``REAPER_GRACE_S``, SIGKILL)
+and exits. It forgets a group once that group is empty, so the group's
+number, free again, can never lead it to a stranger.
 """
 
 from __future__ import annotations
@@ -17,6 +25,8 @@ import os
 import selectors
 import signal
 import subprocess
+import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -47,11 +57,87 @@ class Finished:
     stderr: bytes = b""
 
 
+# How long the reaper lets a group end after SIGTERM before SIGKILL.
+REAPER_GRACE_S = 2.0
+
+# The reaper: reads "+PGID" / "-PGID" lines on stdin; at EOF stops what is left.
+# Isolated (-I): a study's directory on sys.path (a json.py) cannot break it.
+_REAPER = r"""
+import os, select, signal, sys, time
+grace = float(sys.argv[1])
+groups = set()
+def alive(g):
+    try:
+        os.killpg(g, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+signal.signal(signal.SIGHUP, signal.SIG_IGN)
+fd, buf = sys.stdin.fileno(), b""
+while True:
+    if select.select([fd], [], [], 0.5)[0]:
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        *lines, buf = (buf + chunk).split(b"\n")
+        for line in lines:
+            n = int(line)
+            (groups.add if n > 0 else groups.discard)(abs(n))
+    groups = {g for g in groups if alive(g)}
+left = [g for g in groups if alive(g)]
+for g in left:
+    try:
+        os.killpg(g, signal.SIGTERM)
+    except OSError:
+        pass
+end = time.monotonic() + grace
+while left and time.monotonic() < end:
+    time.sleep(0.02)
+    left = [g for g in left if alive(g)]
+for g in left:
+    try:
+        os.killpg(g, signal.SIGKILL)
+    except OSError:
+        pass
+"""
+
+_reaper_lock = threading.Lock()
+_reaper: subprocess.Popen | None = None
+
+
+def _tell_reaper(line: str) -> None:
+    """Start the reaper on first use (after a fork, anew) and send it ``line``."""
+    global _reaper
+    with _reaper_lock:
+        if _reaper is None or _reaper.poll() is not None or getattr(_reaper, "_owner", None) != os.getpid():
+            _reaper = subprocess.Popen([sys.executable, "-I", "-c", _REAPER, str(REAPER_GRACE_S)],
+                                       stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                       stderr=subprocess.DEVNULL, start_new_session=True)
+            _reaper._owner = os.getpid()  # type: ignore[attr-defined]
+        assert _reaper.stdin is not None
+        try:
+            _reaper.stdin.write(f"{line}\n".encode())
+            _reaper.stdin.flush()
+        except OSError:
+            pass  # the reaper died: a later command starts another
+
+
+def reaper_pid() -> int | None:
+    """The reaper's pid while there is one (tests)."""
+    return _reaper.pid if _reaper is not None and _reaper.poll() is None else None
+
+
 def start(argv: Sequence[str], *, cwd, stdout, stderr) -> subprocess.Popen:
     """``argv`` in a session of its own, stdin closed: ``kill_group`` then
-    reaches every process it starts. Raises OSError when it cannot start."""
-    return subprocess.Popen(list(argv), cwd=cwd, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
+    reaches every process it starts, and the reaper stops its group if the
+    runner dies first. Raises OSError when it cannot start."""
+    proc = subprocess.Popen(list(argv), cwd=cwd, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
                             start_new_session=True)
+    _tell_reaper(f"+{proc.pid}")
+    return proc
 
 
 def kill_group(proc: subprocess.Popen, grace: float = TERM_GRACE_S) -> None:

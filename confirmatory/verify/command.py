@@ -1,10 +1,11 @@
 """`confirmatory verify`: the report printed, and the exit code.
 
-Owns what the command adds to `verify_run`: a directory with none of a run's
-files is not a run (one line on stderr, exit 1); a run whose runner still
-holds its lock is still being written, and its report provisional (exit 1
-whatever it found); the table, or JSON with ``--json``; exit 0 only when
-every invariant holds.
+Owns what the command adds to `verify_run`: a directory that is not a run
+(one line on stderr, exit 1); a run whose runner still holds its lock is
+still being written, and its report provisional; the table, or JSON with
+``--json``; the exit status (docs/VERIFY.md "States"): 0 complete and every
+invariant holds, 1 a violation, 3 no violation but not complete (crashed or
+running).
 """
 
 from __future__ import annotations
@@ -23,14 +24,19 @@ def verify_command(run_dir: Path, as_json: bool = False, witness: Path | None = 
     anchors.jsonl) is not a run: one line on stderr, exit 1. A run whose
     runner still holds its lock (``runlock.held``) is still being written:
     the report is printed between two notices saying it is provisional (with
-    --json, on stderr and as ``"provisional": true``), and the exit is 1
-    whatever it found."""
+    --json, on stderr and as ``"provisional": true``); its exit is 3 when it
+    found no violation (what a run under way lacks is not one), else 1."""
     import json
 
-    from confirmatory.records import lock as runlock  # filelock only: nothing of the runner
+    from confirmatory.records import (
+        lock as runlock,  # filelock only: nothing of the runner
+    )
 
     root = Path(run_dir)
-    if not any((root / rel).exists() for rel in ("manifest.json", "run.jsonl", "anchors.jsonl")):
+    # A run cut short before its manifest is a run directory all the same:
+    # the runner takes the lock beside it before it makes the directory.
+    if not any((root / rel).exists() for rel in ("manifest.json", "run.jsonl", "anchors.jsonl")) and not (
+            runlock.lock_path(root).exists()):
         print(f"verify: {root} is not a run directory (it has no manifest.json, run.jsonl or anchors.jsonl)",
               file=sys.stderr)
         return 1
@@ -50,5 +56,4 @@ def verify_command(run_dir: Path, as_json: bool = False, witness: Path | None = 
         sys.stdout.write(report.to_table() + "\n")
     if live:
         print(notice, file=sys.stderr if as_json else sys.stdout)
-        return 1
-    return 0 if report.ok else 1
+    return report.exit_status()

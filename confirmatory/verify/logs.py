@@ -13,14 +13,22 @@ anchor line is kept. Lines after the final anchor's count are the
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from array import array
 from collections.abc import Iterator
 from pathlib import Path
 
+from confirmatory.records.layout import (
+    ANCHORS_LOG,
+    PUSHES_LOG,
+    LogSpec,
+    RunLayout,
+    model_manifest,
+)
 from confirmatory.records.reader import ChainReader, iter_lines
-from confirmatory.records.layout import ANCHORS_LOG, PUSHES_LOG, LogSpec, RunLayout, model_manifest
-from confirmatory.verify.report import Findings
+from confirmatory.verify.report import UNDER_WAY, Findings
 
 UNANCHORED_BY_DESIGN = (ANCHORS_LOG, PUSHES_LOG)
 RESUME_LOG = "resume.jsonl"  # appended by `confirmatory resume`, another process (confirmatory.engine.resume)
@@ -65,13 +73,43 @@ class Fixed:
         return seen is not None and k not in self.odd and self.heads[32 * k:32 * k + 32].hex() == seen
 
 
+def still_making(stage: str | None, root: Path) -> bool:
+    """Whether a run cut short may have been cut short while its directory
+    was made: no close line and no anchor yet (anchors.jsonl looked at, not
+    checked). The runner makes its manifests, design copy and logs, in that
+    order, before its first anchor and before any thread starts."""
+    if stage != UNDER_WAY:
+        return False
+    try:
+        if not stat.S_ISREG(os.lstat(root / ANCHORS_LOG).st_mode):
+            return False  # not a file the runner made: nothing here is the crash's
+        with open(root / ANCHORS_LOG, "rb") as fh:
+            return not any(b'"event":"anchor"' in line for line in fh)
+    except OSError:
+        return True
+
+
 class LogPass:
-    def __init__(self, layout: RunLayout, findings: Findings) -> None:
+    def __init__(self, layout: RunLayout, findings: Findings, stage: str | None = None) -> None:
         self.layout = layout
         self.f = findings
         self.specs = {s.relpath: s for s in layout.logs()}
         self.valid_lines: dict[str, int] = {}
         self.broken: set[str] = set()  # logs whose chain breaks (read by this pass)
+        # How far a run that is not complete got (report.UNDER_WAY, CLOSED;
+        # None: whole), set by verify_run before any log is read.
+        self.stage = stage
+        # UNDER_WAY with no anchor yet: the run may have been cut short while
+        # its directory was made (manifests, design copy and logs, in that
+        # order, before the first anchor and before any thread started).
+        self.making = still_making(stage, layout.root)
+        self.pending_torn: list[tuple[str, int | None, str, dict]] = []  # CLOSED: torn tails, judged at finish
+        self.final_missing = False  # the final anchor, or its push, is what the crash left out
+        self.crash_tail: dict[str, int] = {}  # per log, its lines past the last anchor of a run cut short
+        # run.jsonl's close line (set once it is read): the one anchor that
+        # may count it is the final one, so a run cut short after its close
+        # has its last anchor before it
+        self.close_seq: int | None = None
         # What stays of anchors.jsonl after its one pass: per anchored log its
         # counts and heads (compared once that log is read: ``settle``), each
         # anchor's time (for the pushes), the final-looking anchors and the
@@ -194,6 +232,12 @@ class LogPass:
         the iteration ends, and the hash at every anchored count is kept."""
         spec = self.specs[rel]
         path = self.layout.root / rel
+        if not path.exists() and self.making:
+            # cut short while create_run_dir opened the logs, before any anchor
+            self.f.explain(8, rel, None, "log not made yet: the run was cut short while its directory was made")
+            self.valid_lines[rel] = 0
+            self.settle(rel, {}, 0)
+            return
         if not path.exists():
             self.f.fail_root(8, rel, None, "log missing")
             self.broken.add(rel)
@@ -211,12 +255,26 @@ class LogPass:
         check = reader.result
         assert check is not None, "the log's lines were not all consumed"
         self.f.check(8)
-        if not check.ok:
+        if not check.ok and check.torn is not None and self.stage is not None:
+            # The last line, cut short by the crash (no newline): never
+            # acknowledged (an append returns only after its newline is on disk).
+            torn = {"log": rel, "offset": check.torn.offset, "length": check.torn.length,
+                    "sha256": check.torn.sha256, "reason": check.torn.reason}
+            if self.stage == UNDER_WAY:
+                self.f.check(8)
+                self.f.torn_tails.append(torn)
+            else:
+                self.pending_torn.append((rel, check.problem_line, f"chain: {check.problem}", torn))
+        elif not check.ok:
             self.f.fail_root(8, rel, check.problem_line, f"chain: {check.problem}")
             self.broken.add(rel)
         self.valid_lines[rel] = check.lines
         self.settle(rel, reader.heads, check.lines, times=reader.times)
-        if check.lines == 0:
+        if check.lines == 0 and self.making and not path.read_bytes().strip(b" "):
+            self.f.explain(11, rel, 0, "no open line yet: the run was cut short while its directory was made")
+        elif check.lines == 0 and self.making and check.torn is not None:
+            pass  # its open line cut short: the torn tail above says so
+        elif check.lines == 0:
             self._check_open(spec, path)
 
     def _check_open(self, spec: LogSpec, path: Path) -> None:
@@ -238,12 +296,34 @@ class LogPass:
         f = self.f
         for rel in list(self.fixed):  # logs no pass read (a model whose manifest is unreadable)
             self.settle(rel, {}, self.valid_lines.get(rel, 0))
+        if self.last_anchor is None and self.stage == UNDER_WAY:
+            f.explain(8, ANCHORS_LOG, None, "no anchor yet: the run was cut short before its first anchor")
+            self.final_missing = True
+            self.crash_tail = {rel: n for rel in self.anchored if (n := self.valid_lines.get(rel, 0)) > 0}
+            self._settle_torn()
+            self._witness(witness)
+            return
         if not f.expect(8, self.last_anchor is not None, ANCHORS_LOG, None, "no anchor at all"):
             if witness is not None:
                 f.witness, f.witness_problems = str(witness), 1
                 f.fail(8, "witness", None, "not checked: the run has no anchor to look for")
             return
         seq, final = self.last_anchor
+        counts_close = False
+        if self.close_seq is not None and isinstance(final.get("logs"), dict):
+            entry = final["logs"].get("run.jsonl")
+            n = entry.get("lines") if isinstance(entry, dict) else None
+            counts_close = isinstance(n, int) and n > self.close_seq
+        if final.get("final") is not True and self.stage is not None and not counts_close:
+            # cut short before its final anchor: the lines after the last
+            # anchor are the crash's unanchored tail
+            f.explain(8, ANCHORS_LOG, seq, "the last anchor is not final: the run did not reach its end")
+            self.final_missing = True
+            self._crash_tail(final)
+            self._final_push(seq, False)
+            self._settle_torn()
+            self._witness(witness)
+            return
         f.expect(8, final.get("final") is True, ANCHORS_LOG, seq, "the last anchor is not final")
         f.expect(8, seq == self.valid_lines.get(ANCHORS_LOG, 0) - 1, ANCHORS_LOG, seq,
                  "lines follow the final anchor in anchors.jsonl")
@@ -268,14 +348,44 @@ class LogPass:
                 note = self.f.notes.get(8)
                 self.f.notes[8] = "; ".join([note, *tails] if note else tails)
         self._final_push(seq, final.get("final") is True)
+        self._settle_torn()
+        self._witness(witness)
+
+    def _witness(self, witness: Path | None) -> None:
+        f = self.f
         if witness is not None:
-            from confirmatory.anchors.check import check_witness  # git subprocesses: only when asked
+            from confirmatory.anchors.check import (
+                check_witness,  # git subprocesses: only when asked
+            )
 
             problems = check_witness(Path(witness), self.layout.root)
             f.check(8)
             f.witness, f.witness_problems = str(witness), len(problems)
             for p in problems:
                 f.fail(8, "witness", None, p)
+
+    def _crash_tail(self, last: dict) -> None:
+        """The lines each log holds past the last anchor: what no anchor vouches for yet."""
+        logs = last.get("logs") if isinstance(last.get("logs"), dict) else {}
+        self.crash_tail = {}
+        for rel in self.anchored:
+            fixed = logs.get(rel)
+            n = fixed.get("lines") if isinstance(fixed, dict) else 0
+            tail = self.valid_lines.get(rel, 0) - (n if isinstance(n, int) else 0)
+            if tail > 0:
+                self.crash_tail[rel] = tail
+
+    def _settle_torn(self) -> None:
+        """Torn tails of a closed run: the crash's while its final anchor is
+        missing; after a final anchor pushed, nothing was left to cut short."""
+        for rel, line, message, torn in self.pending_torn:
+            if self.final_missing:
+                self.f.check(8)
+                self.f.torn_tails.append(torn)
+            else:
+                self.f.fail_root(8, rel, line, message)
+                self.broken.add(rel)
+        self.pending_torn = []
 
     def _final_push(self, final_seq: int, is_final: bool) -> None:
         """The last push line is the final anchor's, it returned 0, and every
@@ -297,10 +407,23 @@ class LogPass:
             self.f.expect(8, ok, PUSHES_LOG, seq, f"push of anchor line {o.get('anchor_seq')}, "
                                                        "which does not precede it in anchors.jsonl")
         if last is None:
+            if self.stage == UNDER_WAY:
+                self.final_missing = True
+                self.f.explain(8, PUSHES_LOG, None, "no anchor was pushed before the run was cut short")
+                return
             self.f.fail(8, PUSHES_LOG, None, "no anchor was ever pushed" if not is_final
                         else "the final anchor was never pushed")
             return
         last_seq, o = last
+        if not is_final:
+            return  # cut short before its final anchor: no final push to look for
+        if self.stage is not None and o.get("anchor_seq") != final_seq:
+            # the final anchor's push not recorded: cut short before (or
+            # while) it ran; a push of it that failed is a violation below
+            self.final_missing = True
+            self.f.explain(8, PUSHES_LOG, last_seq, f"the final anchor (line {final_seq}) is not on the witness: "
+                           f"the last push is of anchor line {o.get('anchor_seq')} with rc {o.get('rc')}")
+            return
         self.f.expect(8, o.get("anchor_seq") == final_seq and o.get("rc") == 0, PUSHES_LOG, last_seq,
                       f"the last push is of anchor line {o.get('anchor_seq')} with rc {o.get('rc')}; "
                       f"the final anchor is line {final_seq} and its push must return 0")

@@ -2,8 +2,9 @@
 
 Owns the invariant table (number, short name), the `Violation` record
 (invariant, file, line, message), how results are collected (`Findings`:
-counts every check, keeps the first violations of each invariant) and the two
-renderings: a table for people and JSON for machines.
+counts every check, keeps the first violations of each invariant), the run's
+state (complete, running or crashed, and what only the crash explains) and
+the two renderings: a table for people and JSON for machines.
 """
 
 from __future__ import annotations
@@ -27,6 +28,16 @@ INVARIANTS: dict[int, str] = {
 }
 
 KEEP_PER_INVARIANT = 20
+
+# The run's state (docs/VERIFY.md "States"): one of these words.
+COMPLETE = "complete"  # a close line and a pushed final anchor
+RUNNING = "running"  # a live runner holds the run's lock
+CRASHED = "crashed"  # nobody holds the lock, and the run is not complete
+
+# How far a run that is not complete got (Findings.stage), which decides
+# what its records may lack without a violation:
+UNDER_WAY = "under way"  # no close line: households under way, lanes without a lane-end, no close, no final anchor
+CLOSED = "closed"  # a close line, but no final anchor on the witness: the final anchor and its push only
 
 
 class Status(StrEnum):
@@ -79,10 +90,55 @@ class Report:
     households: str | None = None
     households_count: int = 0
     households_problems: int = 0
+    state: str = COMPLETE
+    # For a run that is not complete: what only the crash (or the run still
+    # being under way) explains, never a violation (Findings.crash_report).
+    crash: dict | None = None
 
     @property
     def ok(self) -> bool:
+        """Every invariant holds on what the records hold (a crashed run may be ok)."""
         return all(r.status is Status.PASS for r in self.results)
+
+    @property
+    def complete(self) -> bool:
+        return self.state == COMPLETE
+
+    def exit_status(self) -> int:
+        """verify's exit status: 0 complete and every invariant holds; 1 a
+        violation; 3 no violation, but not complete (crashed or running)."""
+        if not self.ok:
+            return 1
+        return 0 if self.complete else 3
+
+    def next_step(self) -> str | None:
+        """The command that moves a run that is not complete on, if any."""
+        if self.state != CRASHED or self.crash is None:
+            return None
+        if self.crash.get("stage") == CLOSED and self.crash.get("final_anchor"):
+            return f"confirmatory push-anchor {self.run_dir}"
+        if not self.crash.get("manifest", True):
+            return None
+        return f"confirmatory continue {self.run_dir} --reason TEXT"
+
+    def state_line(self) -> str:
+        if self.state == COMPLETE:
+            return "state: complete (a close line and a pushed final anchor)"
+        if self.state == RUNNING:
+            return "state: running (a runner holds the run's lock: what is read is a snapshot of a run under way)"
+        c = self.crash or {}
+        if not c.get("manifest", True):
+            return ("state: crashed before its run manifest was written: nothing was started and nothing "
+                    "was spent; start the run anew in another directory")
+        step = self.next_step()
+        if c.get("stage") == CLOSED and c.get("final_anchor"):
+            return (f"state: crashed after its close line: the final anchor is written but not on the witness "
+                    f"yet; carry it on with: {step}")
+        if c.get("stage") == CLOSED:
+            return (f"state: crashed after its close line, before its final anchor was written; carry it on "
+                    f"with: {step}")
+        return (f"state: crashed (no close line, and no runner holds its lock); last durable line at "
+                f"{c.get('last_durable_t')}; carry it on with: {step}")
 
     def result(self, invariant: int) -> Result:
         return next(r for r in self.results if r.invariant == invariant)
@@ -110,6 +166,8 @@ class Report:
     def to_json(self) -> str:
         return json.dumps({
             "run_dir": self.run_dir, "ok": self.ok, "unanchored_tail": self.unanchored_tail,
+            "state": self.state, "crash": self.crash if self.state == CRASHED else None,
+            "under_way": self.crash if self.state == RUNNING else None,
             "start_here": [asdict(v) for v in self.start_here],
             "witness": {"checked": self.witness is not None, "clone": self.witness,
                         "problems": self.witness_problems if self.witness is not None else None},
@@ -122,7 +180,7 @@ class Report:
         }, indent=2, sort_keys=True)
 
     def to_table(self, shown: int = 3) -> str:
-        rows = [f"verify {self.run_dir}"]
+        rows = [self.state_line(), f"verify {self.run_dir}"]
         if self.outcome:
             rows.append(f"the records say: {self.outcome}")
         rows.append("")
@@ -150,9 +208,32 @@ class Report:
         rows.append(self.households_line())
         if self.unanchored_tail:
             rows.append(f"unanchored tail: {self.unanchored_tail} lines")
-        rows.append("ALL INVARIANTS HOLD" if self.ok else
-                    "VERIFY FAILED: " + ", ".join(str(i) for i in sorted(self.failed())))
+        if self.crash is not None and self.state != COMPLETE:
+            rows.extend(self._crash_rows(shown))
+        if not self.ok:
+            rows.append("VERIFY FAILED: " + ", ".join(str(i) for i in sorted(self.failed())))
+        elif self.complete:
+            rows.append("ALL INVARIANTS HOLD")
+        else:
+            rows.append(f"NO VIOLATION, BUT THE RUN IS NOT COMPLETE ({self.state})"
+                        + (f": {self.next_step()}" if self.next_step() else ""))
         return "\n".join(rows)
+
+    def _crash_rows(self, shown: int) -> list[str]:
+        c = self.crash or {}
+        who = "the crash" if self.state == CRASHED else "the run being under way"
+        rows = [f"what only {who} explains (not violations):"]
+        for model, hh in sorted((c.get("under_way") or {}).items()):
+            rows.append(f"  {model}: households under way: {', '.join(hh)}")
+        for torn in c.get("torn_tails") or []:
+            rows.append(f"  torn tail of {torn['log']}: {torn['length']} bytes at offset {torn['offset']} "
+                        f"(sha256 {torn['sha256']}), never acknowledged")
+        explained = c.get("explained") or []
+        rows.extend(f"  {e['file']}{'' if e['line'] is None else ':' + str(e['line'])}: {e['message']}"
+                    for e in explained[:shown * 3])
+        if len(explained) > shown * 3:
+            rows.append(f"  ... {len(explained)} in all")
+        return rows
 
 
 @dataclass
@@ -171,6 +252,18 @@ class Findings:
     households: str | None = None
     households_count: int = 0
     households_problems: int = 0
+    # How far a run that is not complete got (UNDER_WAY, CLOSED; None: the
+    # records must be whole), set before any check reads a log.
+    stage: str | None = None
+    explained: list[Violation] = field(default_factory=list)  # what the crash explains (all kept)
+    under_way: dict[str, list[str]] = field(default_factory=dict)  # model -> its households under way
+    torn_tails: list[dict] = field(default_factory=list)
+
+    def explain(self, invariant: int, file: str, line: int | None, message: str) -> None:
+        """What a run cut short at ``stage`` may lack: checked, kept for the
+        report's crash object, not a violation."""
+        self.checked[invariant] += 1
+        self.explained.append(Violation(invariant, file, line, message))
 
     def check(self, invariant: int, n: int = 1) -> None:
         self.checked[invariant] += n
@@ -214,8 +307,12 @@ class Findings:
             self.notes[i] = f"{self.notes[i]} {note}".strip() if i in self.notes else note
         self.unanchored += other.unanchored
         self.root.extend(other.root[: KEEP_PER_INVARIANT - len(self.root)])
+        self.explained.extend(other.explained)
+        for model, hh in other.under_way.items():
+            self.under_way.setdefault(model, []).extend(hh)
+        self.torn_tails.extend(other.torn_tails)
 
-    def report(self, run_dir: str) -> Report:
+    def report(self, run_dir: str, state: str = COMPLETE, crash: dict | None = None) -> Report:
         results = []
         for i, name in INVARIANTS.items():
             if self.count[i]:
@@ -231,4 +328,4 @@ class Findings:
                                   tuple(self.first[i]), note))
         return Report(run_dir, tuple(results), self.unanchored, tuple(self.root), self.witness,
                       self.witness_problems, self.outcome, self.households, self.households_count,
-                      self.households_problems)
+                      self.households_problems, state, crash)

@@ -42,6 +42,10 @@ class ModelState:
     # what can have been counted by the crossing (money.check_totals)
     ceiling_upper_nusd: int = 0
     outcome: str = ""  # how its households ended, for the report (outcome.model_outcome)
+    # record folders of households without a household line, in a run cut
+    # short: the crash's when the household was under way, else violations
+    # (household, file, line, message)
+    cut_short_records: list[tuple[str, str, int | None, str]] = field(default_factory=list)
     # arm results (each ended household's arms, by the class of each arm's
     # last attempt) and how many of them are an observation (ok or model)
     results: int = 0

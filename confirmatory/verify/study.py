@@ -20,7 +20,12 @@ from pydantic import ValidationError
 from confirmatory.design.load import validation_problems
 from confirmatory.design.model import Design, slug_problem
 from confirmatory.records.chain import open_regular
-from confirmatory.records.manifests import RUN_OPTIONAL, differences, model_fields, run_fields
+from confirmatory.records.manifests import (
+    RUN_OPTIONAL,
+    differences,
+    model_fields,
+    run_fields,
+)
 from confirmatory.verify.context import RunContext
 from confirmatory.verify.report import Findings
 
@@ -53,7 +58,11 @@ def design_data(ctx: RunContext, report: bool = True) -> tuple[bytes, dict] | No
     design = ctx.design if ctx.design is not None else read_design(ctx.layout.root)
     if isinstance(design, Exception):
         if report:
-            ctx.findings.fail(11, "design.toml", None, f"unreadable: {design}")
+            if ctx.logs.making:  # missing, or cut short mid-write (its copy is not atomic)
+                ctx.findings.explain(11, "design.toml", None, "not written yet: the run was cut short while its "
+                                                               "directory was made")
+            else:
+                ctx.findings.fail(11, "design.toml", None, f"unreadable: {design}")
         return None
     return design
 
@@ -102,6 +111,9 @@ def check_design(ctx: RunContext, man: dict) -> None:
     if read is None:
         return
     raw, data = read
+    if ctx.logs.making and man.get("design_sha256") != hashlib.sha256(raw).hexdigest():
+        f.explain(11, "design.toml", None, "not whole yet: the run was cut short while its directory was made")
+        return
     f.expect(11, man.get("design_sha256") == hashlib.sha256(raw).hexdigest(), "manifest.json", None,
              "design_sha256 is not design.toml's")
     harness = data.get("harness") if isinstance(data.get("harness"), dict) else {}

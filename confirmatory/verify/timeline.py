@@ -16,6 +16,7 @@ from confirmatory.records.layout import model_log
 from confirmatory.verify.clocks import CALL_SLACK_S, stepped_back_through
 from confirmatory.verify.context import RunContext
 from confirmatory.verify.procedure import lane_in
+from confirmatory.verify.report import UNDER_WAY
 from confirmatory.verify.state import ModelState
 
 DECISION_FIELDS = ("lane", "household", "t", "admit", "finished_nusd", "under_way", "reserve_nusd", "cap_nusd")
@@ -52,6 +53,7 @@ def check_admission(ctx: RunContext, st: ModelState) -> None:
     i, finished_nusd, left = 0, 0, 0
     admitted, refused = 0, False
     decided: dict[str, int] = {}
+    cut_short: list[tuple[int, int, str]] = []  # (lane, seq, household) admitted with no household line
     lane_next: dict[int, int] = {}  # for the lanes seen (lane k's first is k)
     lane_closed: set[int] = set()
     checked = f.checked
@@ -112,7 +114,9 @@ def check_admission(ctx: RunContext, st: ModelState) -> None:
             end = st.ends.get(h)
             lane_prev[lane] = None if end is None else (h, end)
             checked[4] += 1
-            if end is None:
+            if end is None and ctx.logs.stage == UNDER_WAY:
+                cut_short.append((lane, seq, h))  # the crash's, if nothing came after it on its lane
+            elif end is None:
                 f.fail(4, log, seq, f"admitted {h} never ended (no household line)")
             if end is not None and end.first_start is not None:
                 checked[3] += 1
@@ -121,6 +125,17 @@ def check_admission(ctx: RunContext, st: ModelState) -> None:
         else:
             refused = True
             lane_closed.add(lane)
+    # A household under way when the run was cut short is its lane's last
+    # decision; one its lane decided past is a household that never ended.
+    last_on_lane = {}
+    for _, seq, d in decisions:
+        last_on_lane[d[0]] = seq  # DECISION_FIELDS: lane first
+    for lane, seq, h in cut_short:
+        if last_on_lane.get(lane) == seq:
+            f.explain(4, log, seq, f"admitted {h} was under way when the run was cut short (no household line)")
+            f.under_way.setdefault(st.name, []).append(h)
+        else:
+            f.fail(4, log, seq, f"admitted {h} never ended (no household line)")
     lanes_end(ctx, st, index, lanes, lane_next, lane_prev, lane_closed)
     admitted_set = {d[1] for _, _, d in decisions if d[3]}  # (household, admit)
     checked[4] += len(st.ends)
@@ -179,7 +194,9 @@ def lanes_end(ctx: RunContext, st: ModelState, index: dict, lanes: int, lane_nex
                 "stopped": "nothing stopped its model or the run", "ceiling": "the ceiling was not crossed"}[reason])
     halted = min(st.halt_t, st.trigger_t) < float("inf")
     for lane in range(min(lanes, n)):
-        if lane not in said and not ctx.run_stop_ts:
+        if lane not in said and not ctx.run_stop_ts and ctx.logs.stage == UNDER_WAY:
+            f.explain(3, log, None, f"lane {lane} has no lane-end line: the run was cut short")
+        elif lane not in said and not ctx.run_stop_ts:
             if f.keeps(3):
                 f.fail(3, log, None, f"lane {lane} has no lane-end line")
             else:
@@ -191,7 +208,11 @@ def lanes_end(ctx: RunContext, st: ModelState, index: dict, lanes: int, lane_nex
             continue  # admitted and never ended (failed above), or cut short (checked with its household)
         nxt = lane_next.get(lane, lane)
         f.check(3)
-        if nxt < n:
+        if nxt < n and lane not in said and ctx.logs.stage == UNDER_WAY:
+            f.explain(3, model_log(st.name, "admission.jsonl"), None,
+                      f"lane {lane} had not decided on {draw[nxt] if nxt < len(draw) else nxt!r} yet (draw index "
+                      f"{nxt}) when the run was cut short")
+        elif nxt < n:
             if f.keeps(3):
                 f.fail(3, model_log(st.name, "admission.jsonl"), None,
                        f"lane {lane} took no decision on {draw[nxt] if nxt < len(draw) else nxt!r} (draw index "

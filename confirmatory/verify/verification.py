@@ -14,21 +14,50 @@ foresee is a violation of its invariant (`guarded`), never a traceback.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
+import stat
 from pathlib import Path
 
 from confirmatory.records.layout import MODEL_LOG_NAMES, load_layout, model_log
+from confirmatory.records.reader import iter_objects
 from confirmatory.verify.context import RulesView, RunContext
 from confirmatory.verify.draws import check_households, check_shared_draw
-from confirmatory.verify.hostlog import _column_files, _host_span, _log_part, host_spans, join_host_spans, read_host
-from confirmatory.verify.logs import LogPass
+from confirmatory.verify.hostlog import (
+    _column_files,
+    _host_span,
+    _log_part,
+    host_spans,
+    join_host_spans,
+    read_host,
+)
+from confirmatory.verify.logs import LogPass, still_making
 from confirmatory.verify.model import ModelCheck
 from confirmatory.verify.money import check_totals
 from confirmatory.verify.outcome import model_outcome, outcome
-from confirmatory.verify.report import Findings, Report
+from confirmatory.verify.report import (
+    CLOSED,
+    COMPLETE,
+    CRASHED,
+    RUNNING,
+    UNDER_WAY,
+    Findings,
+    Report,
+)
 from confirmatory.verify.state import ModelState
-from confirmatory.verify.study import check_design, check_slugs, design_evidence_sources, manifest_arms, read_design
-from confirmatory.verify.timeline import check_admission, check_resumes, check_run_stops, check_stops
+from confirmatory.verify.study import (
+    check_design,
+    check_slugs,
+    design_evidence_sources,
+    manifest_arms,
+    read_design,
+)
+from confirmatory.verify.timeline import (
+    check_admission,
+    check_resumes,
+    check_run_stops,
+    check_stops,
+)
 from confirmatory.verify.workers import _collect, _fork, _worker_count
 
 
@@ -59,17 +88,32 @@ def verify_run(run_dir: Path | str, witness: Path | str | None = None, *, worker
 def _verify_run(root: Path, witness: Path | str | None, workers: int | None, files: list,
                 households: Path | str | None = None) -> Report:
     f = Findings()
+    live, stage = run_stage(root)
+    if not live and not (root / "manifest.json").exists() and not any(
+            (root / rel).exists() for rel in ("run.jsonl", "anchors.jsonl", "models")):
+        # cut short before its manifest: nothing was started, nothing spent
+        return f.report(str(root), CRASHED, {"stage": UNDER_WAY, "manifest": False, "final_anchor": False,
+                                             "last_durable_t": None,
+                                             "under_way": {}, "torn_tails": [], "unanchored_tail": {},
+                                             "explained": []})
+    f.stage = stage
     layout = load_layout(root)
     man = layout.manifest.obj if isinstance(layout.manifest.obj, dict) else {}
     f.check(11)
     if layout.manifest.problem is not None:
         f.fail_root(11, "manifest.json", None, f"run manifest: {layout.manifest.problem}")
+    making = still_making(stage, root)
     for name in layout.models:  # the manifests first: the anchors' pass below compares their hashes
         f.check(11)
-        if layout.models[name].problem is not None:
-            f.fail_root(11, f"models/{name}/manifest.json", None, f"model manifest: {layout.models[name].problem}")
-    logs = LogPass(layout, f)
+        problem = layout.models[name].problem
+        if problem is not None and making and not (root / "models" / name / "manifest.json").exists():
+            f.explain(11, f"models/{name}/manifest.json", None,
+                      "not written yet: the run was cut short while its directory was made")
+        elif problem is not None:
+            f.fail_root(11, f"models/{name}/manifest.json", None, f"model manifest: {problem}")
+    logs = LogPass(layout, f, stage)
     run_events = list(logs.lines("run.jsonl"))
+    logs.close_seq = next((s for s, o in run_events if o.get("event") == "close"), None)
     rv = RulesView.from_manifest(man, f)
     design = read_design(root)  # read once: the checks of invariant 11, the evidence sources, the households
     rv = dataclasses.replace(rv, evidence_sources=design_evidence_sources(design))
@@ -153,7 +197,69 @@ def _verify_run(root: Path, witness: Path | str | None, workers: int | None, fil
         f.outcome = outcome(run_events, states, "run.jsonl" in logs.broken)
     except Exception:  # noqa: BLE001 - a description only; the checks above judge the lines
         f.outcome = None
-    return f.report(str(root))
+    if stage is None or (stage == CLOSED and not logs.final_missing):
+        return f.report(str(root), RUNNING if live else COMPLETE, None)
+    crash = {
+        "stage": stage,
+        "manifest": True,
+        "final_anchor": bool(logs.last_anchor and logs.last_anchor[1].get("final") is True),
+        "last_durable_t": last_durable_t(root, layout),
+        "under_way": {m: sorted(hh) for m, hh in sorted(f.under_way.items())},
+        "torn_tails": f.torn_tails,
+        "unanchored_tail": dict(sorted(logs.crash_tail.items())),
+        "explained": [dataclasses.asdict(v) for v in f.explained],
+    }
+    return f.report(str(root), RUNNING if live else CRASHED, crash)
+
+
+def run_stage(root: Path) -> tuple[bool, str | None]:
+    """Whether a runner holds the run's lock, and how far the run got:
+    UNDER_WAY (no close line in run.jsonl: running, or cut short), CLOSED (a
+    close line: complete, unless its final anchor is missing), decided
+    before any check reads a log (the checks of a run cut short read
+    what it may lack differently)."""
+    from confirmatory.records import (
+        lock as runlock,  # filelock only: nothing of the runner
+    )
+
+    live = runlock.held(root)
+    closed = False
+    try:
+        if stat.S_ISREG(os.lstat(root / "run.jsonl").st_mode):  # never a FIFO's open, which waits for a writer
+            closed = any(o.get("event") == "close" for o in iter_objects(root / "run.jsonl"))
+    except (OSError, ValueError):
+        closed = False
+    return live, (UNDER_WAY if live or not closed else CLOSED)
+
+
+def last_durable_t(root: Path, layout) -> float | None:
+    """The latest ``t`` among the last complete lines of the run's logs: the
+    instant after which the crash may have lost what was not yet on disk."""
+    latest = None
+    for spec in layout.logs():
+        path = root / spec.relpath
+        try:
+            if not stat.S_ISREG(os.lstat(path).st_mode):
+                continue
+            with open(path, "rb") as fh:
+                size = fh.seek(0, 2)
+                fh.seek(max(0, size - (1 << 16)))
+                tail = fh.read()
+        except OSError:
+            continue
+        for raw in reversed(tail.split(b"\n")[:-1] if b"\n" in tail else []):
+            try:
+                obj = json.loads(raw)
+                t = obj.get("t", obj.get("end"))  # an attempt line's time is its end
+            except (ValueError, AttributeError):
+                continue
+            if isinstance(t, (int, float)) and t == t:
+                latest = t if latest is None else max(latest, t)
+            break
+    if latest is None:  # no log line yet: the run manifest's own time
+        created = layout.manifest.obj.get("created_t") if isinstance(layout.manifest.obj, dict) else None
+        latest = created if isinstance(created, (int, float)) else None
+    return latest
 
 
 def least_first(ts: list) -> list:
@@ -193,7 +299,7 @@ def guarded(f: Findings, invariant: int, where: str, check, *args):
 
 def _check_one(ctx: RunContext, name: str) -> tuple[Findings, dict, ModelState]:
     """One model's checks with findings of its own; what the run-level checks need back."""
-    own = Findings()
+    own = Findings(stage=ctx.logs.stage)
     ctx.findings = ctx.logs.f = own
     log = model_log(name, "run.jsonl")
     st = guarded(own, 1, log, lambda: ModelCheck(name, ctx).run())
@@ -201,6 +307,12 @@ def _check_one(ctx: RunContext, name: str) -> tuple[Findings, dict, ModelState]:
         st = ModelState(name, {}, [])
     else:
         guarded(own, 4, model_log(name, "admission.jsonl"), check_admission, ctx, st)
+        under_way = set(own.under_way.get(name, ()))
+        for h, where, line, message in st.cut_short_records:
+            if h in under_way:
+                own.explain(1, where, line, f"{message}: {h} was under way when the run was cut short")
+            else:
+                own.fail(1, where, line, message)
         guarded(own, 9, log, check_stops, ctx, st)
         guarded(own, 10, log, check_resumes, ctx, st)
     slim = ModelState(st.name, {}, st.control, attempt_cost=st.attempt_cost,

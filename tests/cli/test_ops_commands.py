@@ -304,12 +304,13 @@ def test_verify_of_a_run_whose_runner_holds_its_lock_is_provisional_and_fails(fi
     assert verify_command(finished_run) == 0  # the same run, not running: it passes
     capsys.readouterr()
     with held_by_another_process(runlock.lock_path(finished_run)):
-        assert verify_command(finished_run) == 1
+        assert verify_command(finished_run) == 3  # no violation, but not complete
     out = capsys.readouterr().out
     notice = "THE RUN IS STILL RUNNING"
     assert out.count(notice) == 2 and "this report is provisional" in out
     assert out.splitlines()[0].startswith("***") and out.rstrip().splitlines()[-1].startswith("***")
-    assert "ALL INVARIANTS HOLD" in out  # the report itself is kept
+    assert out.splitlines()[1].startswith("state: running")
+    assert "NO VIOLATION, BUT THE RUN IS NOT COMPLETE (running)" in out  # the report itself is kept
 
 
 def test_verify_of_a_finished_run_the_reviewer_may_not_write_to_is_not_called_still_running(finished_run,
@@ -340,10 +341,11 @@ def test_verify_of_a_finished_run_the_reviewer_may_not_write_to_is_not_called_st
 
 def test_verify_json_of_a_running_run_says_provisional(finished_run, capsys):
     with held_by_another_process(runlock.lock_path(finished_run)):
-        assert verify_command(finished_run, as_json=True) == 1
+        assert verify_command(finished_run, as_json=True) == 3
     out, err = capsys.readouterr()
     report = json.loads(out)
     assert report["provisional"] is True and report["ok"] is True
+    assert (report["state"], report["crash"]) == ("running", None) and report["under_way"] is not None
     assert "THE RUN IS STILL RUNNING" in err
 
 
@@ -376,6 +378,7 @@ def test_verify_json_has_exactly_the_keys_its_page_documents(finished_run, capsy
     assert set(live) == {k for k in docs if k != "violation"}
     assert set(live["witness"]) == docs["witness"] and set(live["households"]) == docs["households"]
     assert all(set(inv) == docs["invariants"] for inv in live["invariants"])
+    assert set(live["under_way"]) == docs["crash"]
     assert [inv["invariant"] for inv in live["invariants"]] == list(range(1, 12))
     damaged = finished_run.parent / "damaged"
     shutil.copytree(finished_run, damaged)

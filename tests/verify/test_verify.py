@@ -60,7 +60,7 @@ def test_the_report_says_how_the_records_say_the_run_ended(run, tmp_path):
 
     # The module's run: gamma's harness failure stops gamma; the cap stops admission.
     report = verify_run(run)
-    assert report.to_table().splitlines()[1] == f"the records say: {report.outcome}"
+    assert report.to_table().splitlines()[2] == f"the records say: {report.outcome}"
     assert report.outcome.startswith("stopped; alpha: "), report.outcome
     assert re.search(r"; gamma: \d+ of 24 households ended \(\d+ unfinished\), stopped \(harness\)$",
                      report.outcome), report.outcome
