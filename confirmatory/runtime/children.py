@@ -87,21 +87,19 @@ while True:
             n = int(line)
             (groups.add if n > 0 else groups.discard)(abs(n))
     groups = {g for g in groups if alive(g)}
+def kill(gs, sig):
+    for g in gs:
+        try:
+            os.killpg(g, sig)
+        except OSError:
+            pass
 left = [g for g in groups if alive(g)]
-for g in left:
-    try:
-        os.killpg(g, signal.SIGTERM)
-    except OSError:
-        pass
+kill(left, signal.SIGTERM)
 end = time.monotonic() + grace
 while left and time.monotonic() < end:
     time.sleep(0.02)
     left = [g for g in left if alive(g)]
-for g in left:
-    try:
-        os.killpg(g, signal.SIGKILL)
-    except OSError:
-        pass
+kill(left, signal.SIGKILL)
 """
 
 _reaper_lock = threading.Lock()

@@ -214,7 +214,13 @@ def test_the_json_report_has_exactly_one_of_the_three_states(crashed, tmp_path):
     assert report["state"] == "crashed" and report["under_way"] is None
     assert report["crash"]["under_way"], "the run was killed with households under way"
     for model, households in report["crash"]["under_way"].items():
-        assert all(not (crashed / "models" / model / "records" / h).exists() or True for h in households)
+        ended = {json.loads(line).get("household") for line in _lines(crashed / "models" / model / "run.jsonl")
+                 if b'"event":"household"' in line}
+        admitted = {json.loads(line).get("household") for line in _lines(crashed / "models" / model /
+                                                                          "admission.jsonl")
+                    if b'"admit":true' in line}
+        # under way: admitted, and no household line
+        assert households and set(households) <= admitted - ended, (model, households)
 
 
 def test_a_torn_last_line_is_the_crashs_with_its_offset_length_and_hash(crashed, tmp_path):
