@@ -280,6 +280,20 @@ class Anchorer:
             self._final_rc = self._done_rc if ok else -1
         return self._final_rc
 
+    def wait_pushed(self, seq: int, timeout: float) -> int | None:
+        """Wait until a push covering anchor ``seq`` has ended; its rc, or None
+        (no command, the wait ran out, or the push worker failed)."""
+        if self._command is None:
+            return None
+        deadline = time.monotonic() + timeout
+        with self._push_cv:
+            while self._done_seq < seq and self.failure is None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self._push_cv.wait(left)
+            return self._done_rc if self._done_seq >= seq else None
+
     @property
     def end_wait(self) -> EndWait | None:
         """While ``finish`` waits for a push: which anchor's push runs (an

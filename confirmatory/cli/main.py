@@ -76,6 +76,28 @@ def verify(run_dir: Path, as_json: bool, witness: Path | None, households: Path 
     sys.exit(verify_command(run_dir, as_json=as_json, witness=witness, households=households))
 
 
+@main.command("continue")
+@click.argument("run_dir", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option("--reason", required=True, help="Why the run is carried on (written into every log).")
+@click.option("--design", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
+              help="The design file, when it is no longer in the directory the run was started from.")
+@click.option("--workers", type=int, default=None, help="Must equal the design's engine workers_per_model.")
+@click.option("--quiet", is_flag=True, help="No progress display.")
+def continue_(run_dir: Path, reason: str, design: Path | None, workers: int | None, quiet: bool) -> None:
+    """Carry a crashed run on in its own directory, appending only (refused,
+    exit 3, writing nothing, unless verify finds it crashed with no violation,
+    the design and its pins unchanged and the witness holding every anchor).
+
+    \b
+    Examples:
+      confirmatory continue runs/study-20261206 --reason "the machine rebooted"
+      confirmatory verify runs/study-20261206      # then lists the continuation
+    """
+    from confirmatory.cli.continue_run import continue_command
+
+    sys.exit(continue_command(run_dir, reason=reason, design=design, workers=workers, quiet=quiet))
+
+
 @main.command("push-anchor")
 @click.argument("run_dir", type=click.Path(file_okay=False, exists=True, path_type=Path))
 @click.option("--run-id", default=None,

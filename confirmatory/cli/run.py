@@ -368,7 +368,7 @@ def _preflight_and_execute(design: Path, run_dir: Path, *, workers: int | None, 
 
 
 def _execute(loaded: Any, design: Path, run_dir: Path, *, quiet: bool, exiting: bool = False,
-             restore_to: dict[int, Any] | None = None) -> int:
+             restore_to: dict[int, Any] | None = None, continuation: dict[str, Any] | None = None) -> int:
     from confirmatory.engine import llm
     from confirmatory.engine.config import build_config
     from confirmatory.cli.progress import Progress
@@ -377,7 +377,8 @@ def _execute(loaded: Any, design: Path, run_dir: Path, *, quiet: bool, exiting: 
     # Before any lane thread, and before the config records the prices:
     # litellm's globals, every price the design or the simulator gives.
     llm.prepare(loaded.design.models)
-    config = build_config(loaded, argv=list(sys.argv), registry_path=registry_path(design))
+    # (a continuation keeps the config.json its run wrote)
+    config = None if continuation else build_config(loaded, argv=list(sys.argv), registry_path=registry_path(design))
     sim = None
     api_bases: dict[str, str] = {}
     simulated = [m for m in loaded.design.models if m.api_base == "simulator"]
@@ -388,13 +389,13 @@ def _execute(loaded: Any, design: Path, run_dir: Path, *, quiet: bool, exiting: 
         sim = SimProvider(FaultPlan.from_table(loaded.design.simulator)).start()
         api_bases = {m.name: sim.url for m in simulated}
     run = Run(loaded, run_dir, config=config, api_bases=api_bases, restore_signals=not exiting,
-              restore_to=restore_to)
+              restore_to=restore_to, continuation=continuation)
     # Events (a pause, a stop, a failed push) are shown even with --quiet:
     # an unattended run's log must say what needs a person.
     progress = Progress(run, table=not quiet)
     try:
         run.start()
-        _say(f"run started: {run_dir}")
+        _say(f"run {'continued' if continuation else 'started'}: {run_dir}")
         progress.start()
         result = run.wait()
     finally:

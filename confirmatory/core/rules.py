@@ -192,6 +192,10 @@ ACTION_OF: dict[Cls, Action] = {
 STOP_SCOPE: dict[str, str] = {
     "harness": "model", "inconclusive": "model", "deadline": "model", "pool": "model",
     "runner-error": "run", "interrupt": "run", "sampler": "run",
+    # written by a continuation at the last durable instant of a runner that
+    # died (docs/RUN.md "Continuing a crashed run"): it ends nothing after
+    # the continuation, which carries the run on
+    "crash": "run",
 }
 
 TRIGGER_CAUSES: tuple[str, ...] = ("harness", "deadline", "inconclusive")

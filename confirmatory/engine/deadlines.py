@@ -43,6 +43,7 @@ class Deadlines:
             "model": m.name, "household": r.household, "arm": r.arm, "pass": r.pass_index, "lane": r.lane,
             "start": r.start, "end": end, "status": "deadline", "cost_nusd": cost,
             "error": describe_exception(exc), "calls": calls, "answer": None,
+            **({"round": r.round_index} if r.round_index else {}),
         }
         try:
             rel, sha = self.write_record(m, record)
@@ -58,12 +59,16 @@ class Deadlines:
             # the run stops (runner-error). No deadline trigger: it would
             # name a record that does not exist. The lane, when it wakes,
             # ends its household without the attempt (or is settled so).
-            self.fatal("runner-error", f"the deadline record models/{m.name}/records/{r.household}/{r.arm}/"
-                                       f"{r.pass_index}.json could not be written: {r.record_lost}")
+            from confirmatory.records.layout import record_relpath
+
+            self.fatal("runner-error", f"the deadline record models/{m.name}/"
+                                       f"{record_relpath(r.household, r.arm, r.pass_index, r.round_index)} "
+                                       f"could not be written: {r.record_lost}")
             if cost:
-                self.late_cost(m, r.household, r.arm, r.pass_index, cost, reason=r.record_lost)
+                self.late_cost(m, r.household, r.arm, r.pass_index, cost, reason=r.record_lost,
+                               round_index=r.round_index)
             return
-        self.trigger(m, "deadline", r.household, r.arm, r.pass_index,
+        self.trigger(m, "deadline", r.household, r.arm, r.pass_index, round_index=r.round_index,
                      detail=f"models/{m.name}/{rel}: the attempt passed its deadline "
                             f"({self.design.rules.attempt_deadline_s:g} s) and was abandoned")
 

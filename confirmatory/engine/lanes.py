@@ -72,9 +72,15 @@ class Lane:
     # -- the thread body -------------------------------------------------
     def run_lane(self) -> None:
         reason = "done"
+        # A continued run: a lane whose last decision refused ends at once;
+        # the others carry on from the draw index their records reached.
+        first = self.m.lane_start.get(self.index, 0)
         try:
+            if self.index in self.m.lane_done:
+                reason = self.m.lane_done[self.index]
+                return
             for k, household in enumerate(self.m.draw):
-                if k % self.spec.lanes != self.index:
+                if k % self.spec.lanes != self.index or k < first:
                     continue
                 verdict = self.decide(household)
                 if verdict in ("ceiling", "stopped", "refused"):
@@ -132,8 +138,9 @@ class Lane:
                 record, rel, sha, end = running.deadline_record
                 if not any(a.record_rel == rel for a in attempts):
                     attempts = attempts + [Attempt(household, running.arm, running.pass_index, self.index,
-                                                   running.start, end, record, rel, sha, running.pass_index)]
-            self.end_household(household, attempts, False)
+                                                   running.start, end, record, rel, sha, running.pass_index,
+                                                   round_index=running.round_index)]
+            self.end_household(household, attempts, False, round_index=self.m.rounds.get(household, 0))
         self._write_lane_end("stopped")
 
     def _end_reason(self) -> str:
@@ -193,6 +200,7 @@ class Lane:
         """Run every pass of ``household``; True when it finished, False when cut short."""
         m = self.m
         order = m.arm_orders[household]
+        round_index = m.rounds.get(household, 0)
         attempts: list[Attempt] = []
         with m.cond:
             self.household_now = (household, attempts)
@@ -206,7 +214,8 @@ class Lane:
                 ended: list[Attempt] = []
                 for i, arm in enumerate(arms):
                     last = i == len(arms) - 1
-                    attempt = self.run_attempt(household, arm, pass_index, reruns_used[arm], last_in_pass=last)
+                    attempt = self.run_attempt(household, arm, pass_index, reruns_used[arm], last_in_pass=last,
+                                               round_index=round_index)
                     if attempt is None:  # nothing started: the model or run stopped
                         finished = False
                         break
@@ -254,10 +263,11 @@ class Lane:
             finished = False
             raise
         finally:
-            self.end_household(household, attempts, finished)
+            self.end_household(household, attempts, finished, round_index=round_index)
         return finished
 
-    def end_household(self, household: str, attempts: list[Attempt], finished: bool) -> None:
+    def end_household(self, household: str, attempts: list[Attempt], finished: bool, *,
+                      round_index: int = 0) -> None:
         m = self.m
         if not self._claim("_household_claimed"):
             return  # settled by the main thread, which wrote these lines
@@ -286,6 +296,7 @@ class Lane:
                     "t": t,
                     "finished": finished,
                     "spend_nusd": spend,
+                    **({"round": round_index} if round_index else {}),
                 }
             )
             try:
@@ -310,7 +321,7 @@ class Lane:
         return None
 
     def run_attempt(self, household: str, arm: str, pass_index: int, reruns_used: int, *,
-                    last_in_pass: bool = False) -> Attempt | None:
+                    last_in_pass: bool = False, round_index: int = 0) -> Attempt | None:
         """Run one attempt; None when none started (the model or run had stopped).
 
         ``last_in_pass``: the pass's classes become pending at the instant this
@@ -325,7 +336,11 @@ class Lane:
             # after its record is written, or known lost, whose costs must
             # then say so (Run._abandon).
             running.deadline_written.wait()
-            self.run.late_cost(m, household, arm, pass_index, nusd, reason=running.record_lost)
+            self.run.late_cost(m, household, arm, pass_index, nusd, reason=running.record_lost,
+                               round_index=round_index)
+
+        def journal(nusd: int) -> None:
+            self.run.journal_cost(m, household, arm, pass_index, nusd, round_index)
 
         aspend = AttemptSpend(
             self.run.spend,
@@ -335,6 +350,8 @@ class Lane:
             pass_index=pass_index,
             stop_reason=self._stop_reason,
             on_late_cost=on_late_cost,
+            journal=journal,
+            round_index=round_index,
         )
         with m.cond:
             while True:
@@ -345,7 +362,7 @@ class Lane:
                     # crossing taken under it is strictly before or after `start`.
                     if not (m.paused or self._halted()):
                         running = Running(aspend, household, arm, pass_index, self.index, start,
-                                          last_in_pass=last_in_pass)
+                                          last_in_pass=last_in_pass, round_index=round_index)
                         m.running[key] = running
                         m.attempts += 1
                         m.reruns += pass_index > 0  # a rerun counts once it starts
@@ -423,7 +440,8 @@ class Lane:
                 raise RuntimeError(f"attempt {key} was abandoned but its deadline record was not written")
             record, rel, sha, dl_end = deadline
             self._done_running(key, last_in_pass)
-            return Attempt(household, arm, pass_index, self.index, start, dl_end, record, rel, sha, reruns_used)
+            return Attempt(household, arm, pass_index, self.index, start, dl_end, record, rel, sha, reruns_used,
+                           round_index=round_index)
         cost, calls = aspend.snapshot()
         record = {
             "model": m.name,
@@ -441,6 +459,8 @@ class Lane:
         }
         if extra:
             record["extra"] = extra
+        if round_index:
+            record["round"] = round_index
         try:
             rel, sha = self.run.write_record(m, record)
         except BaseException as exc:
@@ -448,10 +468,11 @@ class Lane:
             # reviewer sees it (conservation), then fail as a runner error.
             if cost:
                 self.run.late_cost(m, household, arm, pass_index, cost,
-                                   reason=f"record not written: {exc!r}")
+                                   reason=f"record not written: {exc!r}", round_index=round_index)
             raise
         self._done_running(key, last_in_pass)
-        return Attempt(household, arm, pass_index, self.index, start, end, record, rel, sha, reruns_used)
+        return Attempt(household, arm, pass_index, self.index, start, end, record, rel, sha, reruns_used,
+                       round_index=round_index)
 
     def _count_pending(self, running: Running) -> None:
         """(m.cond held) The pass's classes are now pending, once per pass."""
@@ -506,11 +527,12 @@ class Lane:
             cause = rules.stop_cause_for(cls, a.record) or "harness"
             if cause == "harness":  # a deadline was triggered by the watcher already
                 self.run.trigger(self.m, "harness", a.household, a.arm, a.pass_index,
-                                 detail=a.failure(self.m.name))
+                                 detail=a.failure(self.m.name), round_index=a.round_index)
             return True
         if cls == rules.Cls.OPERATOR:
             a.acted = True
-            self.run.pause(self.m, a.household, a.arm, a.pass_index, detail=a.failure(self.m.name))
+            self.run.pause(self.m, a.household, a.arm, a.pass_index, detail=a.failure(self.m.name),
+                           round_index=a.round_index)
         return False
 
     def classify_pass(self, ended: list[Attempt]) -> None:
@@ -543,7 +565,8 @@ class Lane:
                 n = len(self.m.inconclusive.get(rules.error_signature(a.record.get("error")), ()))
             detail = (f"{n} households failed inconclusively with one error signature (limit "
                       f"{self.rules.inconclusive_household_limit}); the last: {a.failure(self.m.name)}")
-            self.run.trigger(self.m, "inconclusive", a.household, a.arm, a.pass_index, detail=detail)
+            self.run.trigger(self.m, "inconclusive", a.household, a.arm, a.pass_index, detail=detail,
+                             round_index=a.round_index)
         else:
             self._consequence(a, d.cls)
 

@@ -35,6 +35,8 @@ class Attempt:
     signature: str | None = None
     acted: bool = False  # its stop or pause has been carried out
     host_lines: int | None = None  # how many host.jsonl lines its class was decided on
+    round_index: int = 0  # the household's run it belongs to: 1 and up after a continuation re-ran it
+    replaced: bool = False  # cut short by the runner's crash; its household runs again whole
 
     @property
     def cost_nusd(self) -> int:
@@ -72,6 +74,8 @@ class Attempt:
             "signature": self.signature,
             "reruns_used": self.reruns_used,
             "host_lines": self.host_lines,
+            **({"round": self.round_index} if self.round_index else {}),
+            **({"replaced": True} if self.replaced else {}),
         }
 
 
@@ -98,6 +102,7 @@ class Running:
     # holds the run's clock still) keep one running past its deadline.
     start_mono: float = field(default_factory=time.monotonic)
     last_in_pass: bool = False
+    round_index: int = 0
     pending_counted: bool = False  # its pass's classes counted as pending (under m.cond)
 
 
@@ -145,3 +150,10 @@ class ModelState:
     reruns: int = 0  # attempts started in a pass after the first
     lane_ends: list[str] = field(default_factory=list)  # each ended lane's reason (written or not)
     lane_end_lines: int = 0  # how many of those lanes' lane-end lines were written
+    # A continued run (docs/RUN.md "Continuing a crashed run"): the round each
+    # household runs at (a household the crash cut short runs again whole at
+    # its next round), each lane's first draw index, and the lanes that end
+    # at once (their last decision refused: reason "refused").
+    rounds: dict[str, int] = field(default_factory=dict)
+    lane_start: dict[int, int] = field(default_factory=dict)
+    lane_done: dict[int, str] = field(default_factory=dict)

@@ -29,6 +29,7 @@ from typing import Any
 from confirmatory.core import rules
 from confirmatory.core.money import usd_to_nusd
 from confirmatory.engine.deadlines import Deadlines
+from confirmatory.engine.lines import RecordLines, _round
 from confirmatory.engine.lanes import Lane
 from confirmatory.engine.modelstate import ModelState
 from confirmatory.engine.pool import not_a_pool
@@ -40,7 +41,7 @@ from confirmatory.engine.signals import (
 from confirmatory.engine.spend import Spend
 from confirmatory.records.chain import ChainError
 from confirmatory.records.rundir import RunFiles, create_run_dir
-from confirmatory.records.writer import Guard, write_json_durable
+from confirmatory.records.writer import Guard
 from confirmatory.runtime.clock import Clock
 
 POLL_S = 0.05
@@ -71,7 +72,7 @@ class RunResult:
     final_push_problem: str = ""
 
 
-class Run(Deadlines):
+class Run(Deadlines, RecordLines):
     """One execution of a loaded design into a new run directory."""
 
     def __init__(
@@ -87,8 +88,12 @@ class Run(Deadlines):
         restore_to: dict[int, Any] | None = None,
         api_bases: dict[str, str] | None = None,
         disk_floor_bytes: int | None = None,
+        continuation: dict[str, Any] | None = None,
     ) -> None:
         self.loaded = loaded
+        # Carrying a crashed run on (engine.continuation): its position, the
+        # operator's reason and the torn tails already moved aside.
+        self.continuation = continuation
         self.design = loaded.design
         self.clock = clock or Clock()
         self.guard = Guard()  # the secret values no record may hold (redaction.Guard)
@@ -154,7 +159,13 @@ class Run(Deadlines):
                                   if not _inherited_ignore(s)}
         self.harness = resolve_entry(self.design.harness.entry, self.loaded.base_dir)
         factory = resolve_entry(self.design.engine.factory, self.loaded.base_dir)
-        self.files = create_run_dir(self.loaded, self.run_dir, clock=self.clock, config=self._config)
+        if self.continuation is not None:
+            from confirmatory.records.rundir import open_run_dir
+
+            self.clock.start_above(self.continuation["position"].crash_t)
+            self.files = open_run_dir(self.run_dir)
+        else:
+            self.files = create_run_dir(self.loaded, self.run_dir, clock=self.clock, config=self._config)
         for spec in self.design.models:
             mf = self.files.models[spec.name]
             if spec.name in self._api_bases:
@@ -171,8 +182,15 @@ class Run(Deadlines):
                 cap_nusd=mf.manifest["cap_nusd"],
                 reserve_nusd=mf.manifest["reserve_nusd"],
             )
+        if self.continuation is not None:
+            from confirmatory.engine.continuation import begin
+
+            begin(self, self.continuation["position"], reason=self.continuation["reason"],
+                  torn=self.continuation["torn"])
         self._start_host()
         for m in self.models.values():
+            if m.stopped or self.stopped:
+                continue  # stopped before a crash: its lanes only end
             try:
                 pool = factory(self.design.engine.workers_per_model)
                 problem = not_a_pool(pool, self.design.engine.factory)
@@ -186,6 +204,8 @@ class Run(Deadlines):
         self._start_anchorer()
         for m in self.models.values():
             for i in range(m.spec.lanes):
+                if self.continuation and i in self.continuation["position"].models[m.name].lane_ended:
+                    continue  # its lane-end line is on disk
                 lane = Lane(self, m, i)
                 t = threading.Thread(target=lane.run_lane, name=f"lane-{m.name}-{i}", daemon=False)
                 self._threads.append(t)
@@ -225,8 +245,13 @@ class Run(Deadlines):
             cwd=self.loaded.base_dir,
         )
         # The first anchor comes before the first admission decision.
-        self.anchorer.anchor(final=False)
+        seq = self.anchorer.anchor(final=False)
         self.anchorer.start()
+        if self.continuation is not None:  # its first anchor is with the witness before any attempt
+            rc = self.anchorer.wait_pushed(seq, self.anchorer.push_timeout_s + 5)
+            if rc != 0 and cmd:
+                self.stop_run("runner-error", detail=f"the witness did not take the continuation's first anchor "
+                                                     f"({seq}): push rc {rc}; see anchor-pushes.jsonl")
 
     # -- the main thread ------------------------------------------------------
     def wait(self) -> RunResult:
@@ -330,6 +355,9 @@ class Run(Deadlines):
             self._signal = signum
         self.signals_received += 1
 
+    def resume_seen(self, n: int) -> None:  # requests a crashed runner had read
+        self._resume_seen = n
+
     def wake(self) -> None:
         self._wake.set()
 
@@ -344,23 +372,8 @@ class Run(Deadlines):
         self.fatal("runner-error", f"lane {m.name}/{lane}: {detail}")
 
     # -- events the lanes and the main loop write --------------------------
-    def write_record(self, m: ModelState, record: dict[str, Any]) -> tuple[str, str]:
-        rel = f"records/{record['household']}/{record['arm']}/{record['pass']}.json"
-        sha = write_json_durable(m.model_dir / rel, record, guard=self.guard)
-        return rel, sha
-
-    def late_cost(self, m: ModelState, household: str, arm: str, pass_index: int, nusd: int,
-                  *, reason: str | None = None) -> None:
-        """A cost outside any record: spent after a deadline, or by an attempt whose record was lost."""
-        t = self.clock.now()
-        line = {"event": "late-cost", "household": household, "arm": arm, "pass": pass_index,
-                "cost_nusd": nusd, "t": t}
-        if reason:
-            line["reason"] = reason
-        m.run_log.append(line)
-
     def trigger(self, m: ModelState, cause: str, household: str, arm: str, pass_index: int,
-                *, detail: str = "") -> None:
+                *, detail: str = "", round_index: int = 0) -> None:
         """Log a trigger and stop the model with its cause (at once: well within stop_follow_s).
 
         Every attempt whose action is ``stop`` gets its trigger and a stop of
@@ -373,7 +386,7 @@ class Run(Deadlines):
                 m.stop_cause = cause
                 m.stop_detail = detail
         m.run_log.append({"event": "trigger", "cause": cause, "household": household, "arm": arm,
-                          "pass": pass_index, "t": t})
+                          "pass": pass_index, "t": t, **_round(round_index)})
         self._write_stop(m, cause, detail=detail)
 
     def stop_model(self, m: ModelState, cause: str, *, detail: str = "") -> None:
@@ -439,14 +452,16 @@ class Run(Deadlines):
             self.fatal("runner-error", "the ceiling's line could not be written to " + "; ".join(refused))
         self._wake.set()
 
-    def pause(self, m: ModelState, household: str, arm: str, pass_index: int, *, detail: str = "") -> None:
+    def pause(self, m: ModelState, household: str, arm: str, pass_index: int, *, detail: str = "",
+              round_index: int = 0) -> None:
         """``detail`` (the failure, for the person who must act) is shown, not logged:
         the record holds it."""
         with self.spend.ordered() as t:
             m.paused = True
             m.pause_t = t
             m.pause_detail = detail
-        m.run_log.append({"event": "pause", "household": household, "arm": arm, "pass": pass_index, "t": t})
+        m.run_log.append({"event": "pause", "household": household, "arm": arm, "pass": pass_index, "t": t,
+                          **_round(round_index)})
         self._wake.set()
 
     def _check_resume(self) -> None:

@@ -92,6 +92,22 @@ class Spend:
                 if self._on_crossing is not None:
                     self._on_crossing(self.crossed_t, self._total)
 
+    def restore(self, total_nusd: int, by_model: dict[str, int], crossed_t: float | None) -> None:
+        """A continued run's account as its records leave it (docs/RUN.md
+        "Continuing a crashed run"). A total the crash's lost costs took past
+        the ceiling, with no crossing on record, is a crossing now."""
+        with self.lock:
+            self._total = total_nusd
+            self._by_model = dict(by_model)
+            if crossed_t is not None:
+                self.crossed_t = crossed_t
+                self.crossed.set()
+            elif self._total > self.ceiling_nusd:
+                self.crossed_t = self._clock.now()
+                self.crossed.set()
+                if self._on_crossing is not None:
+                    self._on_crossing(self.crossed_t, self._total)
+
     @contextmanager
     def ordered(self) -> Iterator[float]:
         """Hold the ceiling's lock and yield a clock time taken under it."""
@@ -174,8 +190,16 @@ class AttemptSpend:
         pass_index: int,
         stop_reason: Callable[[], str | None],
         on_late_cost: Callable[[int], None],
+        journal: Callable[[int], None] | None = None,
+        round_index: int = 0,
     ) -> None:
         self._spend = spend
+        # Makes a cost durable (a fsynced call-cost line) before it counts
+        # or its reply reaches the harness: a runner killed mid-attempt
+        # loses no dollar the ceiling counted (docs/RUN.md "The spend journal").
+        self._journal = journal
+        self._journaled = 0  # nano-dollars of this attempt already journaled
+        self.round_index = round_index
         self.model = model
         self.household = household
         self.arm = arm
@@ -207,8 +231,13 @@ class AttemptSpend:
 
     def note_llm_cost(self, cost_usd: float) -> None:
         """confirmatory.engine.llm returned a reply priced at ``cost_usd`` (counted only when reported)."""
+        nusd = to_nusd(cost_usd)
         with self._lock:
-            self._llm_seen += to_nusd(cost_usd)
+            self._llm_seen += nusd
+            due = nusd if self._journal is not None else 0
+            self._journaled += due
+        if due:
+            self._journal(due)
 
     def note_direct_call(self) -> None:
         """litellm was called in this thread, not through confirmatory.engine.llm."""
@@ -303,6 +332,13 @@ class AttemptSpend:
         }
         if extra:
             call["extra"] = extra
+        # Journaled before it counts: the part of this attempt's reported
+        # spend no reply of confirmatory.engine.llm journaled already.
+        with self._lock:
+            due = max(0, self._llm_reported + nusd - self._journaled) if self._journal is not None else 0
+            self._journaled += due
+        if due:
+            self._journal(due)
         # Race: the deadline watcher may abandon the attempt between two calls.
         # Under this lock a cost is either inside the deadline record or a
         # late cost, never both and never neither.

@@ -34,9 +34,12 @@ def model_manifest(model: str) -> str:
     return f"models/{model}/manifest.json"
 
 
-def record_relpath(household: str, arm: str, pass_index: int) -> str:
-    """A record's path relative to its model's folder."""
-    return f"records/{household}/{arm}/{pass_index}.json"
+def record_relpath(household: str, arm: str, pass_index: int, round_index: int = 0) -> str:
+    """A record's path relative to its model's folder. A household a
+    continuation runs again (round r >= 1) keeps its earlier records and
+    writes ``<pass>.r<r>.json`` beside them (no pass is named so)."""
+    tail = f".r{round_index}" if round_index else ""
+    return f"records/{household}/{arm}/{pass_index}{tail}.json"
 
 
 @dataclass(frozen=True, slots=True)

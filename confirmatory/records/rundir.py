@@ -17,7 +17,7 @@ from typing import Any
 
 from confirmatory.core.streams import arm_orders, draw_order
 from confirmatory.records import manifests
-from confirmatory.records.chain import RECORD_FORMAT, log_seed
+from confirmatory.records.chain import RECORD_FORMAT, log_seed, sha256_hex
 from confirmatory.records.writer import ChainWriter, write_json_durable
 
 
@@ -137,6 +137,33 @@ def create_run_dir(loaded: Any, run_dir: Path, *, clock: Any, config: dict[str, 
             run_log=_open_log(run_dir, f"models/{spec.name}/run.jsonl", msha, t),
             admission_log=_open_log(run_dir, f"models/{spec.name}/admission.jsonl", msha, t),
         )
+    return files
+
+
+def open_run_dir(run_dir: Path) -> RunFiles:
+    """The writers of an existing run directory's logs, to carry a crashed run
+    on (``confirmatory continue``): each opens where its last complete line
+    ends, after checking its chain from the seed (a torn tail must have been
+    moved aside first). resume.jsonl stays another process's."""
+    import json
+
+    run_dir = Path(run_dir)
+    raw = (run_dir / "manifest.json").read_bytes()
+    manifest, sha = json.loads(raw), sha256_hex(raw)
+
+    def writer(rel: str, msha: str) -> ChainWriter:
+        return ChainWriter(run_dir / rel, log_seed(msha, rel))
+
+    files = RunFiles(dir=run_dir, manifest_sha256=sha, manifest=manifest,
+                     run_log=writer("run.jsonl", sha), host_log=writer("host.jsonl", sha),
+                     anchors_log=writer("anchors.jsonl", sha), pushes_log=writer("anchor-pushes.jsonl", sha))
+    for name in manifest["models"]:
+        mdir = run_dir / "models" / name
+        mraw = (mdir / "manifest.json").read_bytes()
+        msha = sha256_hex(mraw)
+        files.models[name] = ModelFiles(name=name, dir=mdir, manifest_sha256=msha, manifest=json.loads(mraw),
+                                        run_log=writer(f"models/{name}/run.jsonl", msha),
+                                        admission_log=writer(f"models/{name}/admission.jsonl", msha))
     return files
 
 

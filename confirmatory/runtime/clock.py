@@ -54,6 +54,14 @@ class Clock:
             self._last = raw
             return raw
 
+    def start_above(self, t: float) -> None:
+        """Never return ``t`` or anything below it from now on: a continued
+        run's clock starts above every time its crashed runner recorded,
+        whatever the wall clock says after a reboot."""
+        with self._lock:
+            if t > self._last:
+                self._last = float(t)
+
     def take_back_max(self) -> float:
         """The largest backward step corrected since the last take; resets it."""
         with self._lock:

@@ -23,6 +23,7 @@ from hashlib import sha256
 
 from confirmatory.records.chain import NotRegularFile, parse_document
 from confirmatory.records.layout import record_relpath
+from confirmatory.verify.state import line_hkey
 from confirmatory.records.readers import (
     CALL_FIELDS,
     CALL_KINDS,
@@ -91,8 +92,11 @@ class AttemptChecks:
         checked = f.checked
         checked[1] += 2
         rel = a["record"]
-        if rel != f"records/{a['household']}/{a['arm']}/{a['pass']}.json":
-            f.fail(1, log, seq, f"record path {rel} is not {record_relpath(a['household'], a['arm'], a['pass'])}")
+        rnd = a.get("round", 0)
+        if rel != (f"records/{a['household']}/{a['arm']}/{a['pass']}.json" if not rnd
+                   else record_relpath(a["household"], a["arm"], a["pass"], rnd)):
+            f.fail(1, log, seq, f"record path {rel} is not "
+                   f"{record_relpath(a['household'], a['arm'], a['pass'], rnd if type(rnd) is int else 0)}")
         want = a["record_sha256"]
         try:
             data = self.read_record(rel, False)
@@ -124,7 +128,7 @@ class AttemptChecks:
         else:
             f.fail(1, f"models/{st.name}/{rel}", None, record_problem(r))
             agrees = r.get("model") == st.name and tuple(r.get(k) for k in _AS_LINE) == _SHARED_FIELDS(a)
-        if not agrees:
+        if not agrees or r.get("round", 0) != a.get("round", 0):
             f.fail(1, f"models/{st.name}/{rel}", None, "record disagrees with its attempt line")
         calls = r.get("calls")
         if type(calls) is not list:
@@ -212,6 +216,10 @@ class AttemptChecks:
         checked[9] += 1
         if start > st.halt_t:
             f.fail(6, log, seq, f"attempt starts at {start} after a stop or the ceiling ({st.halt_t})")
+        for crash_t, resumed_t in self.ctx.crash_windows:
+            if crash_t < start < resumed_t:
+                f.fail(6, log, seq, f"attempt starts at {start}, while its runner was dead (from the crash at "
+                       f"{crash_t} to the continuation at {resumed_t})")
         if self.pause_at and start == start:
             j = bisect.bisect_left(self.pause_at, start)           # the pauses begun before start
             i = bisect.bisect_right(self.pause_until, start, 0, j)  # ... from the first to end after it
@@ -228,7 +236,7 @@ class AttemptChecks:
             f.fail(9, log, seq, f"attempt starts at {start} after a trigger at {st.trigger_t}")
         cause = None if d is None else d.stop_cause
         if cause is not None or a["action"] == "stop":
-            key = (a["household"], a["arm"], a["pass"])
+            key = (line_hkey(a), a["arm"], a["pass"])
             if cause == "deadline":
                 self.deadline_keys.add(key)
             if a["action"] == "stop":

@@ -120,6 +120,8 @@ class RunContext:
     run_events: list[tuple[int, dict]]
     resume_requests: dict[tuple[str, float], int]  # (model, t) -> how many requests of resume.jsonl
     run_stop_ts: list[float] = field(default_factory=list)
+    crash_windows: list[tuple[float, float]] = field(default_factory=list)
+    crash_ts: set = field(default_factory=set)
     ceiling_t: float = float("inf")
     clock_drift: Any = None  # clocks.ClockDrift of host.jsonl's samples (set once host.jsonl is read)
     design: Any = None  # design.toml's (bytes, table), or why it cannot be read (study.read_design)

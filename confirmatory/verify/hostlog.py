@@ -82,7 +82,7 @@ def summarize_checked(pairs, summary: HostSummary, found: Findings, drift: Clock
 _HOST_NOTES = ("evidence", "sample-failed")
 # ... and the lines no rule reads: the open line, a source's note (a file
 # replaced or truncated) and a source that could not be read
-_HOST_OTHER = ("open", "evidence-note", "evidence-failed")
+_HOST_OTHER = ("open", "evidence-note", "evidence-failed", "continuation")
 
 
 def host_line_problem(obj: dict, sources: frozenset | None) -> str | None:

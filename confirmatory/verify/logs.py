@@ -137,6 +137,8 @@ class LogPass:
         last_t = float("-inf")
         anchored = set(self.anchored)
         for seq, obj in self.lines(ANCHORS_LOG):
+            if obj.get("event") == "continuation":
+                continue
             if obj.get("event") != "anchor":
                 f.expect(8, seq == 0 and obj.get("event") == "open", ANCHORS_LOG, seq,
                          f"line of no known event ({obj.get('event')!r})")
@@ -393,6 +395,8 @@ class LogPass:
         anchor_t = self.anchor_t
         last = None
         for seq, o in self.lines(PUSHES_LOG):
+            if o.get("event") == "continuation":
+                continue
             if o.get("event") != "push":
                 self.f.expect(8, seq == 0 and o.get("event") == "open", PUSHES_LOG, seq,
                               f"line of no known event ({o.get('event')!r})")

@@ -38,12 +38,12 @@ from confirmatory.verify.clocks import (
 from confirmatory.verify.context import RunContext
 from confirmatory.verify.procedure import ProcedureChecks
 from confirmatory.verify.report import UNDER_WAY
-from confirmatory.verify.state import ModelState
+from confirmatory.verify.state import ModelState, line_hkey
 
 # The events of a model's run.jsonl besides attempt and household lines, and
 # the invariant that reads each one's time.
 CONTROL_EVENTS = {"open": 8, "late-cost": 7, "trigger": 9, "stop": 9, "ceiling": 6, "pause": 6, "resume": 10,
-                  "lane-end": 3, "close": 7}
+                  "lane-end": 3, "close": 7, "call-cost": 7, "continuation": 8}
 _INT = (lambda v: type(v) is int, "an integer")
 _STR = (lambda v: type(v) is str, "a string")
 _NUMBER = (lambda v: type(v) in (int, float), "a number")
@@ -60,6 +60,8 @@ CONTROL_FIELDS = {
     "lane-end": {"lane": _INT, "reason": (lambda v: v in ("done", "refused", "stopped", "ceiling"),
                                           "done, refused, stopped or ceiling")},
     "close": {"spend_nusd": _INT},
+    "call-cost": {"household": _STR, "arm": _STR, "pass": _INT, "cost_nusd": _COST},
+    "continuation": {"continuation": _INT, "crash_t": _NUMBER, "lost_nusd": _COST},
 }
 _SKIP = (b'"event":"attempt"', b'"event":"household"')
 
@@ -112,6 +114,7 @@ class ModelCheck(ProcedureChecks, AttemptChecks, ClassChecks):
         self.host_is = ctx.host.is_host
         self.root_fd: int | None = None  # the model folder, while the stream is read
         self.listed: set[str] = set()  # the households whose records folder was listed
+        self.recorded: dict[str, set[str]] = {}  # household -> the records its attempt lines name (every round)
         self._times()
         # the pauses' beginnings, and the latest end of any pause begun by
         # each: an attempt's start is looked up, not compared with every pause
@@ -125,6 +128,12 @@ class ModelCheck(ProcedureChecks, AttemptChecks, ClassChecks):
         self.pause_until = [r for _, r in self.pauses_kept]
         self._money_times()
         self._procedure_keys()
+        # the spend journal: (household run, arm, pass) -> [nano-dollars, first seq]
+        self.journal: dict[tuple, list[int]] = {}
+        for seq, o in self.st.control:
+            if o.get("event") == "call-cost" and type(o.get("cost_nusd")) is int:
+                entry = self.journal.setdefault((line_hkey(o), o.get("arm"), o.get("pass")), [0, seq])
+                entry[0] += o["cost_nusd"]
 
     def _money_times(self) -> None:
         """The bounds `attempt` compares with, set once: the ceiling's cut,
@@ -169,7 +178,8 @@ class ModelCheck(ProcedureChecks, AttemptChecks, ClassChecks):
 
     def _times(self) -> None:
         st, ctx = self.st, self.ctx
-        stops = [o["t"] for _, o in st.events("stop") if isinstance(o.get("t"), (int, float))]
+        stops = [o["t"] for _, o in st.events("stop") if isinstance(o.get("t"), (int, float))
+                 and o.get("cause") != "crash"]  # a crash's stop ends nothing its continuation runs
         ceilings = [o["t"] for _, o in st.events("ceiling") if isinstance(o.get("t"), (int, float))]
         st.halt_t = min([*stops, *ceilings, *ctx.run_stop_ts, ctx.ceiling_t])
         st.trigger_t = min([o["t"] for _, o in st.events("trigger") if isinstance(o.get("t"), (int, float))],
@@ -219,6 +229,9 @@ class ModelCheck(ProcedureChecks, AttemptChecks, ClassChecks):
                                                   f"attempt lines of {h} without a household line"))
             else:
                 self.f.fail(1, self.log, lines[0][0], f"attempt lines of {h} without a household line")
+        for h, named in self.recorded.items():
+            self.dir_matches(h, named, 0)
+        self.journal_left()
         self.orphans()
         self.unexplained_pauses()
         self.late_costs()
@@ -226,6 +239,42 @@ class ModelCheck(ProcedureChecks, AttemptChecks, ClassChecks):
         self.short_prefixes()
         self.control_times()
         return self.st
+
+    def journaled(self, seq: int, a: dict, cost: int) -> None:
+        """Invariant 7: an attempt's record counts at least what was journaled
+        for it (a call-cost line is written before its cost counts), less
+        what it spent after its deadline (late costs)."""
+        entry = self.journal.pop((line_hkey(a), a["arm"], a["pass"]), None)
+        if entry is None:
+            return
+        late = sum(o.get("cost_nusd") or 0 for _, o in self.late_named.get(line_hkey(a), ())
+                   if o.get("arm") == a["arm"] and o.get("pass") == a["pass"])
+        self.f.check(7)
+        if entry[0] > cost + late:
+            self.f.fail(7, self.log, seq, f"attempt {line_hkey(a)}/{a['arm']}/{a['pass']} counts {cost} "
+                        f"nano-dollars (and {late} late), but {entry[0]} were journaled for it")
+
+    def journal_left(self) -> None:
+        """Invariant 7: the journaled cost of the attempts that have no line
+        (a crash killed them in flight) is the lost cost of the continuation
+        that followed the crash, each continuation its own; after the last
+        one, it is the crash's in a run cut short, else a violation."""
+        conts = sorted((seq, o) for seq, o in self.st.events("continuation"))
+        sums = [0] * (len(conts) + 1)
+        for key, (nusd, seq) in self.journal.items():
+            k = next((i for i, (cseq, _) in enumerate(conts) if seq < cseq), len(conts))
+            sums[k] += nusd
+        for (cseq, o), lost in zip(conts, sums):
+            self.f.check(7)
+            if o.get("lost_nusd") != lost:
+                self.f.fail(7, self.log, cseq, f"continuation says {o.get('lost_nusd')!r} nano-dollars were lost "
+                            f"with the attempts the crash killed; their journal says {lost}")
+        if sums[-1]:
+            where = f"{sums[-1]} nano-dollars journaled for attempts that have no attempt line"
+            if self.ctx.logs.stage == UNDER_WAY:
+                self.f.explain(7, self.log, None, f"{where}: in flight when the run was cut short")
+            else:
+                self.f.fail(7, self.log, None, where)
 
     def control_times(self) -> None:
         """Every control event carries a time and its contract fields, each of

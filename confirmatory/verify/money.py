@@ -43,15 +43,22 @@ def check_totals(ctx: RunContext, states: list[ModelState], ceilings: list[dict]
                 t = o.get("t")
                 if (type(t) is float or type(t) is int) and t < ceiling_t:
                     known += o["cost_nusd"]
+        lost = 0  # what each continuation found lost with the attempts its crash killed
+        for seq, o in st.events("continuation"):
+            if f.expect(7, type(o.get("lost_nusd")) is int, log, seq, "continuation's lost_nusd is not an integer"):
+                lost += o["lost_nusd"]
+                upper += o["lost_nusd"]
+                if _num(o.get("crash_t")) and o["crash_t"] < ceiling_t:
+                    known += o["lost_nusd"]
         closes = st.events("close")
-        share = st.attempt_cost + late
+        share = st.attempt_cost + late + lost
         total += share
         if not closes and ctx.logs.stage == UNDER_WAY:
             f.explain(7, log, None, "no close line: the run was cut short")
         elif f.expect(7, len(closes) == 1, log, None, f"{len(closes)} close lines"):
             seq, close = closes[0]
             f.expect(7, type(close.get("spend_nusd")) is int and close.get("spend_nusd") == share, log, seq,
-                     f"close spend {close.get('spend_nusd')} is not attempts + late costs {share}")
+                     f"close spend {close.get('spend_nusd')} is not attempts + late costs + lost costs {share}")
         mine = sorted(key(o) for _, o in st.events("ceiling"))
         if want is None:
             want = sorted(key(o) for o in ceilings)
@@ -70,8 +77,8 @@ def check_totals(ctx: RunContext, states: list[ModelState], ceilings: list[dict]
         # The status says how the run ended (Run._finish): ceiling when the
         # spend crossed it, else stopped when the run or a model stopped (or
         # a write failed: stopped with no stop line is taken), else completed.
-        stopped = any(o.get("event") == "stop" for _, o in ctx.run_events) or any(
-            st.events("stop") or st.events("trigger") for st in states)
+        stopped = any(o.get("event") == "stop" and o.get("cause") != "crash" for _, o in ctx.run_events) or any(
+            [s for s in st.events("stop") if s[1].get("cause") != "crash"] or st.events("trigger") for st in states)
         status = close.get("status")
         if status in RUN_STATUSES:
             want = ("ceiling",) if ceilings else ("stopped",) if stopped else ("completed", "stopped")
@@ -105,3 +112,7 @@ def check_totals(ctx: RunContext, states: list[ModelState], ceilings: list[dict]
                 f.fail(6, "run.jsonl", None, f"the ceiling event at {ceiling_t} says {said} nano-dollars had been "
                        f"counted; the calls that ended by then ({CALL_SLACK_S:g} s of slack) and every late cost "
                        f"come to {upper}: the spend had not crossed the ceiling then")
+
+
+def _num(v) -> bool:
+    return type(v) in (int, float) and v == v

@@ -26,9 +26,14 @@ def outcome(run_events: list[tuple[int, dict]], states: list[ModelState], run_lo
         head = "no close line (the runner did not end the run: killed, or still running)"
     else:
         head = str(closes[-1].get("status"))
-        causes = sorted({str(o.get("cause")) for _, o in run_events if o.get("event") == "stop"})
+        causes = sorted({str(o.get("cause")) for _, o in run_events if o.get("event") == "stop"
+                         and o.get("cause") != "crash"})
         if causes:
             head += f" ({', '.join(causes)})"
+    conts = [o for _, o in run_events if o.get("event") == "continuation"]
+    if conts:
+        head += "; " + "; ".join(f"continued after a crash at {o.get('crash_t')} ({o.get('reason')!r})"
+                                 for o in conts)
     return "; ".join([head, *(st.outcome for st in states if st.outcome)])
 
 
@@ -39,7 +44,7 @@ def model_outcome(st: ModelState) -> str:
     the model's own, as the runner's end summary says it."""
     try:
         draw = st.manifest.get("draw") if isinstance(st.manifest.get("draw"), list) else []
-        unfinished = sum(1 for e in st.ends.values() if not e.finished)
+        unfinished = sum(1 for e in st.ends.values() if not e.finished and not e.crash)
         text = f"{st.name}: {len(st.ends)} of {len(draw)} households ended"
         if unfinished:
             text += f" ({unfinished} unfinished)"

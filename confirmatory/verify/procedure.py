@@ -15,7 +15,7 @@ from __future__ import annotations
 from confirmatory.core import rules
 from confirmatory.core.streams import arm_orders, draw_order
 from confirmatory.verify.clocks import DEADLINE_DRIFT, RERUN_WAIT_SLACK_S, _num
-from confirmatory.verify.state import HouseholdEnd
+from confirmatory.verify.state import HouseholdEnd, hkey, line_hkey
 
 ATTEMPT_FIELDS = ("lane", "household", "arm", "pass", "start", "end", "cost_nusd", "record",
                   "record_sha256", "class", "action", "signature")
@@ -57,11 +57,12 @@ class ProcedureChecks:
             h, arm, p = o.get("household"), o.get("arm"), o.get("pass")
             if not (type(h) is str and type(arm) is str and type(p) is int):
                 continue
+            hk = line_hkey(o)
             if ev == "pause":
                 if _num(o.get("t")):
-                    self.pause_of.setdefault((h, arm, p), []).append((seq, o["t"]))
+                    self.pause_of.setdefault((hk, arm, p), []).append((seq, o["t"]))
             else:
-                self.late_named.setdefault(h, []).append((seq, o))
+                self.late_named.setdefault(hk, []).append((seq, o))
 
     # -- the manifest's draw ------------------------------------------------------
     def check_draw(self) -> None:
@@ -79,6 +80,8 @@ class ProcedureChecks:
     def household(self, seq: int, hl: dict, lines: list[tuple[int, dict]]) -> None:
         f, st, log = self.f, self.st, self.log
         h, lane = str(hl.get("household")), hl.get("lane")
+        rnd = hl.get("round", 0)
+        hk = hkey(h, rnd)
         k = self.index.get(h)
         # asked before the check is counted: for an unhashable lane it raises, uncounted
         in_draw = k is not None and lane_in(lane, self.lanes)
@@ -91,9 +94,16 @@ class ProcedureChecks:
         expected = self.lane_next.get(lane, int(lane))
         if k != expected:
             f.fail(3, log, seq, f"lane {lane} took {h} (draw index {k}), expected draw index {expected}")
-        self.lane_next[lane] = k + self.lanes
-        if h in st.ends:
-            f.fail(3, log, seq, f"second household line for {h}")
+        crash = hl.get("cut_by") == "crash"
+        # a household the crash cut short is its lane's next again: it runs again whole
+        self.lane_next[lane] = k if crash else k + self.lanes
+        if hk in st.ends:
+            f.fail(3, log, seq, f"second household line for {hk}")
+        if rnd:
+            before = st.ends.get(hkey(h, rnd - 1)) if type(rnd) is int else None
+            if before is None or not before.crash:
+                f.fail(3, log, seq, f"household {h} runs at round {rnd!r} without its round before cut short "
+                       "by a crash")
         attempts = []
         for aseq, a in lines:  # nothing here can raise, so its checks are counted after it
             if not a.keys() >= _ATTEMPT_FIELD_SET:
@@ -101,6 +111,8 @@ class ProcedureChecks:
                 continue
             if a["lane"] != lane:
                 f.fail(3, log, aseq, f"attempt on lane {a['lane']} of a lane-{lane} household")
+            if a.get("round", 0) != rnd:
+                f.fail(1, log, aseq, f"attempt of round {a.get('round', 0)!r} in round {rnd!r} of {h}")
             attempts.append((aseq, a))
         checked[1] += len(lines)
         checked[3] += len(attempts)
@@ -116,10 +128,12 @@ class ProcedureChecks:
                 cost = int(cost) if isinstance(cost, (int, float)) else 0
             spend += cost
             attempt(aseq, a, reruns)
+            if self.journal:
+                self.journaled(aseq, a, cost)
             if a["action"] == "pause":
                 self.paused(aseq, a, hl.get("t"))
-        if h in self.late_named:  # (rare) late costs name this household: its attempts' keys
-            self.late_lines.update((h, a["arm"], a["pass"]) for _, a in attempts)
+        if hk in self.late_named:  # (rare) late costs name this household: its attempts' keys
+            self.late_lines.update((hk, a["arm"], a["pass"]) for _, a in attempts)
         if attempts:
             last = attempts[-1][1]
             self.lane_last[lane] = (h, last["pass"])
@@ -130,9 +144,10 @@ class ProcedureChecks:
         if type(hl.get("spend_nusd")) is not int or hl.get("spend_nusd") != spend:
             f.fail(7, log, seq, f"household spend {hl.get('spend_nusd')} is not its attempts' {spend}")
         st.attempt_cost += spend
-        self.dir_matches(h, {a["record"] for _, a in attempts}, seq)
-        st.ends[h] = HouseholdEnd(seq, lane, hl.get("t"), hl.get("finished") is True, spend,
-                                  attempts[0][1]["start"] if attempts else None)
+        # (its folder is listed once every round of it is read: ModelCheck._run)
+        self.recorded.setdefault(h, set()).update(a["record"] for _, a in attempts)
+        st.ends[hk] = HouseholdEnd(seq, lane, hl.get("t"), hl.get("finished") is True, spend,
+                                   attempts[0][1]["start"] if attempts else None, crash)
         if attempts:
             f.expect(3, hl.get("t", 0) >= attempts[-1][1]["end"], log, seq, "household ended before its last attempt")
 
@@ -226,6 +241,13 @@ class ProcedureChecks:
         if finished is not False:
             f.fail(3, self.log, seq, f"household {h}: finished is {finished!r}, not true or false")
             return
+        if hl.get("cut_by") == "crash":
+            # cut short by a crash: at the crash's stop (a continuation's
+            # crash_t), whatever its attempts' actions were
+            f.expect(3, hl.get("t") in self.ctx.crash_ts, self.log, seq,
+                     f"household {h} says a crash cut it short at {hl.get('t')!r}, but no continuation names a "
+                     "crash at that instant")
+            return
         if stop_seen:
             return
         t, st = hl.get("t"), self.st
@@ -240,7 +262,7 @@ class ProcedureChecks:
         line names it, dated after the attempt ended and no later than its
         household's end (the lane pauses as the attempt ends, or when it
         classifies the pass, before it ends the household: `Lane._consequence`)."""
-        key = (a["household"], a["arm"], a["pass"])
+        key = (line_hkey(a), a["arm"], a["pass"])
         end = a["end"]
         self.f.checked[6] += 1
         self.paused_keys.add(key)

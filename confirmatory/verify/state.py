@@ -19,6 +19,18 @@ class HouseholdEnd:
     finished: bool
     spend: int
     first_start: float | None
+    crash: bool = False  # cut short by a crash (`cut_by: crash`): its lane runs it again whole
+
+
+def hkey(household, round_index) -> str:
+    """A household's run as the checks key it: ``h`` for its first, ``h@r``
+    for round r >= 1 (a continuation ran it again; ``@`` is in no slug)."""
+    return household if not round_index else f"{household}@{round_index}"
+
+
+def line_hkey(obj: dict):
+    """``hkey`` of a line that names a household (its optional ``round``)."""
+    return hkey(obj.get("household"), obj.get("round", 0))
 
 
 @dataclass
@@ -46,6 +58,7 @@ class ModelState:
     # short: the crash's when the household was under way, else violations
     # (household, file, line, message)
     cut_short_records: list[tuple[str, str, int | None, str]] = field(default_factory=list)
+    lost_nusd: int = 0  # the crashes' lost costs (continuation lines), part of its share
     # arm results (each ended household's arms, by the class of each arm's
     # last attempt) and how many of them are an observation (ok or model)
     results: int = 0

@@ -17,7 +17,7 @@ from confirmatory.verify.clocks import CALL_SLACK_S, stepped_back_through
 from confirmatory.verify.context import RunContext
 from confirmatory.verify.procedure import lane_in
 from confirmatory.verify.report import UNDER_WAY
-from confirmatory.verify.state import ModelState
+from confirmatory.verify.state import ModelState, hkey, line_hkey
 
 DECISION_FIELDS = ("lane", "household", "t", "admit", "finished_nusd", "under_way", "reserve_nusd", "cap_nusd")
 _DECISION_FIELD_SET = frozenset(DECISION_FIELDS)
@@ -32,6 +32,8 @@ def check_admission(ctx: RunContext, st: ModelState) -> None:
     index = {h: k for k, h in enumerate(mf.get("draw") or [])}
     decisions = []
     for seq, d in ctx.logs.lines(log):
+        if d.get("event") == "continuation":
+            continue
         if d.get("event") != "decision":
             f.expect(4, seq == 0 and d.get("event") == "open", log, seq, f"line of no known event ({d.get('event')!r})")
             continue
@@ -48,11 +50,15 @@ def check_admission(ctx: RunContext, st: ModelState) -> None:
     cut_until = st.halt_t
     leaves = []
     for h, e in st.ends.items():
-        leaves.append((e.t if e.finished else cut_until, e.spend if e.finished else 0))
+        # cut short by a crash: under way until the crash's stop, then its
+        # spend counts as finished (docs/RUN.md "Continuing a crashed run")
+        done = e.finished or e.crash
+        leaves.append((e.t if done else cut_until, e.spend if done else 0))
     leaves.sort()
     i, finished_nusd, left = 0, 0, 0
     admitted, refused = 0, False
     decided: dict[str, int] = {}
+    rounds: dict[str, int] = {}
     cut_short: list[tuple[int, int, str]] = []  # (lane, seq, household) admitted with no household line
     lane_next: dict[int, int] = {}  # for the lanes seen (lane k's first is k)
     lane_closed: set[int] = set()
@@ -85,6 +91,10 @@ def check_admission(ctx: RunContext, st: ModelState) -> None:
             f.fail(4, log, seq, f"admit={admit}, the rule gives {expect}")
         if t > ceiling_t:
             f.fail(6, log, seq, f"decision at {t} after the ceiling's crossing")
+        for crash_t, resumed_t in ctx.crash_windows:
+            if crash_t < t < resumed_t:
+                f.fail(6, log, seq, f"decision at {t}, while its runner was dead (from the crash at {crash_t} to "
+                       f"the continuation at {resumed_t})")
         k = index.get(h)
         ok = (k is not None and lane not in lane_closed and lane_in(lane, lanes)
               and k == lane_next.get(lane, int(lane)))
@@ -101,17 +111,21 @@ def check_admission(ctx: RunContext, st: ModelState) -> None:
             if not (_num(pe.t) and pe.t < t):
                 f.fail(3, log, seq, f"lane {lane} decided on {h} at {t}, before its previous household {ph} "
                                     f"ended ({pe.t!r})")
-            elif not pe.finished:
+            elif not pe.finished and not (pe.crash and ph == h):
                 f.fail(3, log, seq, f"lane {lane} decided on {h} after its household {ph} was cut short "
                                     "(a lane ends with a household it did not finish)")
+        rnd = rounds.get(h, -1) + 1  # the household's run this decision admits (a crash may repeat it)
+        rounds[h] = rnd
+        end = st.ends.get(hkey(h, rnd))
         if k is not None and lane_in(lane, lanes):
-            lane_next[lane] = k + lanes
+            lane_next[lane] = k if (end is not None and end.crash) else k + lanes
         if h in decided:
-            f.fail(4, log, seq, f"second decision on {h}")
+            before = st.ends.get(hkey(h, rnd - 1))
+            if before is None or not before.crash:
+                f.fail(4, log, seq, f"second decision on {h}")
         decided[h] = seq
         if admit:
             admitted += 1
-            end = st.ends.get(h)
             lane_prev[lane] = None if end is None else (h, end)
             checked[4] += 1
             if end is None and ctx.logs.stage == UNDER_WAY:
@@ -140,7 +154,7 @@ def check_admission(ctx: RunContext, st: ModelState) -> None:
     admitted_set = {d[1] for _, _, d in decisions if d[3]}  # (household, admit)
     checked[4] += len(st.ends)
     for h, e in st.ends.items():
-        if h not in admitted_set:
+        if h.partition("@")[0] not in admitted_set:
             f.fail(4, model_log(st.name, "run.jsonl"), e.seq, f"household {h} ran without an admission")
 
 
@@ -271,7 +285,7 @@ def check_stops(ctx: RunContext, st: ModelState) -> None:
                 k = bisect.bisect_left(ts, t)
                 ok = k < len(ts) and ts[k] <= t + follow
         f.expect(9, ok, log, seq, f"trigger ({cause}) not followed by its stop within {follow} s")
-        key = (tr.get("household"), tr.get("arm"), tr.get("pass"))
+        key = (line_hkey(tr), tr.get("arm"), tr.get("pass"))
         attempt = st.stop_attempts.pop(key, None)
         f.expect(9, attempt is not None, log, seq, f"trigger for {key} names no attempt with action stop")
         if attempt is not None:

@@ -138,6 +138,8 @@ def _verify_run(root: Path, witness: Path | str | None, workers: int | None, fil
         logs.f = rest
         requests: dict = {}  # (model, t) -> how many requests say so
         for seq, o in logs.lines("resume.jsonl"):
+            if o.get("event") == "continuation":
+                continue
             if o.get("event") != "resume-request":
                 rest.expect(10, seq == 0 and o.get("event") == "open", "resume.jsonl", seq,
                             f"line of no known event ({o.get('event')!r})")
@@ -151,7 +153,12 @@ def _verify_run(root: Path, witness: Path | str | None, workers: int | None, fil
         ctx.clock_drift = drift
         ctx.design = design
         ctx.run_stop_ts = least_first([o["t"] for _, o in run_events
-                                       if o.get("event") == "stop" and isinstance(o.get("t"), (int, float))])
+                                       if o.get("event") == "stop" and isinstance(o.get("t"), (int, float))
+                                       and o.get("cause") != "crash"])
+        # while a crashed runner was dead: from the crash's instant to its continuation
+        ctx.crash_windows = [(o["crash_t"], o["t"]) for _, o in run_events if o.get("event") == "continuation"
+                             and _is_num(o.get("crash_t")) and _is_num(o.get("t"))]
+        ctx.crash_ts = {w[0] for w in ctx.crash_windows}
         ceilings = [o for _, o in run_events if o.get("event") == "ceiling"]
         ctx.ceiling_t = min((o["t"] for o in ceilings if isinstance(o.get("t"), (int, float))), default=float("inf"))
         if not parallel:
@@ -260,6 +267,10 @@ def last_durable_t(root: Path, layout) -> float | None:
         created = layout.manifest.obj.get("created_t") if isinstance(layout.manifest.obj, dict) else None
         latest = created if isinstance(created, (int, float)) else None
     return latest
+
+
+def _is_num(v) -> bool:
+    return type(v) in (int, float) and v == v
 
 
 def least_first(ts: list) -> list:

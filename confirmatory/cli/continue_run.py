@@ -1,0 +1,222 @@
+"""`confirmatory continue RUN_DIR --reason TEXT`: carry a crashed run on.
+
+Refused, writing nothing, unless: verify finds the run crashed (no close
+line, no runner holding its lock) with no violation; a file in the design's
+directory (or ``--design``) hashes as the run's design and every pin and the
+households still hash as it says; the witness clone holds every anchor the
+directory holds; and the keys, the harness, the engine and the evidence
+sources pass `run`'s own checks. Then the run goes on in the same directory,
+appending only (docs/RUN.md "Continuing a crashed run").
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from confirmatory.cli.exits import EXIT_REFUSED
+
+
+def find_design(run_dir: Path, given: Path | None) -> tuple[Path | None, str]:
+    """The design file the run was made from: ``given``, else a ``*.toml`` in
+    the design's directory (the manifest's ``anchors.cwd``) that hashes as
+    the run's design; (None, why) when there is none."""
+    from confirmatory.records.chain import sha256_hex
+
+    manifest = json.loads((run_dir / "manifest.json").read_bytes())
+    want = manifest.get("design_sha256")
+    if given is not None:
+        try:
+            got = sha256_hex(Path(given).read_bytes())
+        except OSError as exc:
+            return None, f"{given}: cannot be read: {exc}"
+        if got != want:
+            return None, f"{given}: its sha256 {got} is not the run's design ({want}): the design changed"
+        return Path(given), ""
+    where = Path((manifest.get("anchors") or {}).get("cwd") or ".")
+    for path in sorted(where.glob("*.toml")) if where.is_dir() else []:
+        try:
+            if sha256_hex(path.read_bytes()) == want:
+                return path, ""
+        except OSError:
+            continue
+    return None, (f"no design file in {where} hashes as the run's design ({want}): it changed or moved; "
+                  "give it with --design PATH")
+
+
+def refusals(run_dir: Path, report: Any) -> list[str]:
+    """Why verify's view of the run forbids a continuation, if it does."""
+    from confirmatory.verify.report import COMPLETE, RUNNING
+
+    if report.state == COMPLETE:
+        return [f"{run_dir}: the run is complete (a close line and a pushed final anchor): there is nothing "
+                "to carry on"]
+    if report.state == RUNNING:
+        return [f"{run_dir}: a runner holds the run's lock: it is running, not crashed"]
+    if not report.ok:
+        shown = [f"invariant {v.invariant}: {v.where()}: {v.message}" for v in report.violations[:3]]
+        return [f"{run_dir}: verify finds {len(report.violations)} violation(s); a continuation would build "
+                "on records that break the procedure (run confirmatory verify for all of them):", *shown]
+    crash = report.crash or {}
+    if not crash.get("manifest", True):
+        return [f"{run_dir}: the run crashed before its run manifest was written: nothing was started and "
+                "nothing was spent; start the run anew in another directory"]
+    if crash.get("stage") == "closed":
+        step = report.next_step()
+        return [f"{run_dir}: the run had closed when it crashed: nothing is left to run"
+                + (f"; finish it with: {step}" if step else "")]
+    layout_missing = [e for e in crash.get("explained", ()) if "not written yet" in str(e.get("message", ""))]
+    if layout_missing:
+        return [f"{run_dir}: the run crashed while its directory was being made ({layout_missing[0]['file']} "
+                "missing): nothing was started and nothing was spent; start the run anew in another directory"]
+    return []
+
+
+def continue_command(run_dir: Path, *, reason: str, design: Path | None = None, workers: int | None = None,
+                     quiet: bool = False) -> int:
+    from confirmatory.cli.run import (
+        EarlyInterrupt,
+        early_interrupt_status,
+        take_early_interrupts,
+    )
+    from confirmatory.engine.run import ignore_interrupts
+
+    take_early_interrupts()
+    try:
+        return _continue(Path(run_dir), reason=reason, design=design, workers=workers, quiet=quiet)
+    except EarlyInterrupt as exc:
+        return early_interrupt_status(exc, Path(run_dir))
+    finally:
+        ignore_interrupts()
+
+
+def _refuse(problems: list[str]) -> int:
+    print("refused to continue (nothing written):", file=sys.stderr)
+    for p in problems:
+        print(f"  {p}", file=sys.stderr)
+    return EXIT_REFUSED
+
+
+def _continue(run_dir: Path, *, reason: str, design: Path | None, workers: int | None, quiet: bool) -> int:
+    from filelock import FileLock, Timeout
+
+    from confirmatory.cli.run import (
+        _execute,
+        entry_problems,
+        evidence_problems,
+        model_problems,
+        registry_problems,
+    )
+    from confirmatory.design.load import load_design
+    from confirmatory.design.model import DesignError
+    from confirmatory.records import lock as runlock
+    from confirmatory.verify import verify_run
+
+    if not reason.strip():
+        return _refuse(["--reason: say why the run is carried on (it is written into every log)"])
+    if not (run_dir / "manifest.json").is_file() and not (run_dir / "run.jsonl").exists():
+        return _refuse([f"{run_dir}: no run manifest: not a run directory, or one whose run never started"])
+    # verify first (it reads the lock as a reviewer would), then the lock: a
+    # runner that took it meanwhile makes the run running, not crashed.
+    report = verify_run(run_dir, workers=1)
+    problems = refusals(run_dir, report)
+    if problems:
+        return _refuse(problems)
+    lock = FileLock(str(runlock.lock_path(run_dir)))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        return _refuse([f"{run_dir}: a runner holds the run's lock: it is running, not crashed"])
+    try:
+        path, why = find_design(run_dir, design)
+        if path is None:
+            return _refuse([why])
+        try:
+            loaded = load_design(path, workers=workers)
+        except DesignError as exc:
+            return _refuse([f"{path}: {p}" for p in exc.problems])
+        manifest = json.loads((run_dir / "manifest.json").read_bytes())
+        problems = pin_problems(loaded, manifest)
+        problems.extend(entry_problems(loaded))
+        problems.extend(registry_problems(path))
+        problems.extend(model_problems(loaded, keys=True))
+        problems.extend(evidence_problems(loaded))
+        problems.extend(witness_problems(run_dir, manifest, loaded.base_dir))
+        if problems:
+            return _refuse(problems)
+        continuation = prepare(run_dir, loaded, report, reason)
+        return _execute(loaded, path, run_dir, quiet=quiet, exiting=True, continuation=continuation)
+    finally:
+        lock.release()
+
+
+def pin_problems(loaded: Any, manifest: dict) -> list[str]:
+    """The design's pins as verified now against those the run started with."""
+    was = (manifest.get("harness") or {}).get("pins") or {}
+    now = dict(loaded.pins)
+    return [f"harness.pins: {p}: was {was.get(p)} at the run's start, is {now.get(p)} now"
+            for p in sorted(set(was) | set(now)) if was.get(p) != now.get(p)]
+
+
+def witness_problems(run_dir: Path, manifest: dict, base_dir: Path, *, catch_up: bool = True) -> list[str]:
+    """The witness clone the anchor command pushes to must hold every anchor
+    the directory holds (checked read-only, as verify --witness does)."""
+    from confirmatory.anchors.check import check_witness
+    from confirmatory.anchors.witness import witness_args
+
+    command = (manifest.get("anchors") or {}).get("command")
+    if not command:
+        return []
+    args = witness_args(command)
+    if args is None or "--clone" not in args:
+        return [f"anchors.command: {command!r} is not the bundled witness script, so whether its witness "
+                "holds every anchor cannot be checked here; a continuation needs that"]
+    clone = Path(args[args.index("--clone") + 1])
+    clone = clone if clone.is_absolute() else Path((manifest.get("anchors") or {}).get("cwd") or base_dir) / clone
+    try:
+        found = check_witness(clone, run_dir)
+        if found and catch_up:
+            # The runner died before the witness took its last anchors (a
+            # push under way, or none yet): file the directory's anchors
+            # with the witness as push-anchor would, then look again. Only
+            # the witness is written; the continuation line names the anchor.
+            from confirmatory.anchors.check import run_id_from_pushes
+            from confirmatory.anchors.witness import WitnessError, publish
+
+            try:
+                publish(clone, run_dir / "anchors.jsonl", run_id_from_pushes(run_dir)
+                        or _manifest_run_id(manifest))
+            except WitnessError as exc:
+                return [f"witness: {clone}: it lacks anchors the directory holds, and filing them failed: {exc}"]
+            found = check_witness(clone, run_dir)
+    except OSError as exc:
+        return [f"witness: {clone}: cannot be checked: {exc}"]
+    return [f"witness: {p}" for p in found]
+
+
+def _manifest_run_id(manifest: dict) -> str | None:
+    command = list((manifest.get("anchors") or {}).get("command") or [])
+    return str(command[command.index("--run-id") + 1]) if "--run-id" in command[:-1] else None
+
+
+def prepare(run_dir: Path, loaded: Any, report: Any, reason: str) -> dict[str, Any]:
+    """Move each torn tail aside, then read where the records stand."""
+    from confirmatory.core import rules
+    from confirmatory.engine.continuation import move_torn_tail, read_position
+    from confirmatory.records.hostindex import HostSummary
+    from confirmatory.records.reader import iter_lines
+
+    crash = report.crash or {}
+    k = 1 + sum(1 for line in iter_lines(run_dir / "run.jsonl") if line.obj.get("event") == "continuation")
+    torn = [move_torn_tail(run_dir, t["log"], int(t["offset"]), k) for t in crash.get("torn_tails", ())]
+    r = loaded.design.rules
+    host = HostSummary(max_gap_s=float(loaded.design.host.max_gap_s),
+                       pressure_threshold=float(loaded.design.host.pressure_threshold))
+    for line in iter_lines(run_dir / "host.jsonl"):
+        host.add(dict(line.obj))
+    position = read_position(run_dir, precedence=r.precedence, class_lists=rules.CLASS_LISTS,
+                             max_reruns=r.max_reruns_per_arm, inconclusive_limit=r.inconclusive_household_limit,
+                             host_summary=host)
+    return {"position": position, "reason": reason, "torn": torn}
