@@ -56,9 +56,11 @@ def refusals(run_dir: Path, report: Any) -> list[str]:
     if report.state == RUNNING:
         return [f"{run_dir}: a runner holds the run's lock: it is running, not crashed"]
     if not report.ok:
-        shown = [f"invariant {v.invariant}: {v.where()}: {v.message}" for v in report.violations[:3]]
-        return [f"{run_dir}: verify finds {len(report.violations)} violation(s); a continuation would build "
-                "on records that break the procedure (run confirmatory verify for all of them):", *shown]
+        found = [v for r in report.results for v in r.first]
+        shown = [f"invariant {v.invariant}: {v.where()}: {v.message}" for v in (*report.start_here, *found)][:3]
+        count = sum(r.violations for r in report.results)
+        return [f"{run_dir}: verify finds {count} violation(s); a continuation would build on records that "
+                "break the procedure (confirmatory verify lists them all):", *shown]
     crash = report.crash or {}
     if not crash.get("manifest", True):
         return [f"{run_dir}: the run crashed before its run manifest was written: nothing was started and "

@@ -52,6 +52,7 @@ class Replaced:
     action: str = ""
     signature: str | None = None
     stop_cause: str | None = None
+    lined: bool = False  # its attempt line was written before the crash (its household line was not)
 
 
 @dataclass
@@ -235,8 +236,9 @@ def read_position(run_dir: Path, *, precedence: Any, class_lists: Any, max_rerun
                 record = iter_record(data)
                 if record is None or record.get("round", 0) != cut.round_index:
                     continue
-                on_disk.add((cut.household, cut.round_index, record.get("arm"), record.get("pass")))
-                cut.records.append(Replaced(record, rel, sha256_hex(data), 0))
+                key = (cut.household, cut.round_index, record.get("arm"), record.get("pass"))
+                on_disk.add(key)
+                cut.records.append(Replaced(record, rel, sha256_hex(data), 0, lined=key in lined))
             cut.records.sort(key=lambda x: (x.record.get("start"), x.record.get("pass")))
             used: dict[str, int] = {}
             for x in cut.records:
@@ -254,6 +256,8 @@ def read_position(run_dir: Path, *, precedence: Any, class_lists: Any, max_rerun
     host_lines = logs["host.jsonl"]["lines"]
     for pos, cut in replaced_all:
         for x in cut.records:
+            if x.lined:
+                continue  # classified, counted and lined before the crash
             verdict = host_summary.verdict(x.record["start"], x.record["end"], limit=host_lines)
             d = rules.decide(x.record, tuple(verdict.reasons), reruns_used=x.reruns_used, max_reruns=max_reruns,
                              precedence=precedence, class_lists=class_lists,
@@ -365,8 +369,10 @@ def begin(run: Any, position: Position, *, reason: str, torn: list[dict[str, Any
                 a = Attempt(cut.household, str(r["arm"]), int(r["pass"]), cut.lane, r["start"], r["end"], r,
                             x.rel, x.sha256, x.reruns_used, x.cls, x.action, x.signature,
                             host_lines=position.host_lines, round_index=cut.round_index, replaced=True)
-                lines.append(a.line())
                 spend += a.cost_nusd
+                if x.lined:
+                    continue
+                lines.append(a.line())
                 key = (cut.household, cut.round_index, a.arm, a.pass_index)
                 rnd = {"round": cut.round_index} if cut.round_index else {}
                 if x.action == rules.Action.STOP and key not in pos.triggered:

@@ -184,7 +184,6 @@ class Run(Deadlines, RecordLines):
             )
         if self.continuation is not None:
             from confirmatory.engine.continuation import begin
-
             begin(self, self.continuation["position"], reason=self.continuation["reason"],
                   torn=self.continuation["torn"])
         self._start_host()
@@ -597,5 +596,4 @@ class Run(Deadlines, RecordLines):
 
 def _seed(manifest_sha: str, rel: str) -> str:
     from confirmatory.records.chain import log_seed
-
     return log_seed(manifest_sha, rel)

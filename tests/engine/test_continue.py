@@ -1,0 +1,184 @@
+"""`confirmatory continue`: a crashed run carried on in its own directory.
+
+Real runner processes (the script, the bundled simulator's engine fakes, a
+real git witness) killed with SIGKILL at points chosen from their own
+progress on disk; each is then continued by the real command. Each time:
+verify says crashed (exit 3) before, the continuation completes, verify
+says complete with every invariant holding (exit 0) after and lists the
+continuation, and every line acknowledged before the kill is still there,
+byte for byte (a torn tail moved aside, whole, into its kept file).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from confirmatory.records.chain import sha256_hex
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "verify"))
+import test_states as states  # noqa: E402 - the kill harness and its points
+
+SCRIPT = states.SCRIPT
+
+# Points before which nothing was started: continue refuses (start anew).
+NOTHING_STARTED = ("run directory made", "run manifest written", "first model log open")
+
+EXTRA_POINTS = {
+    "first call journaled": lambda d: any(b'"event":"call-cost"' in p.read_bytes()
+                                          for p in states._model_logs(d, "run.jsonl")),
+    "second household ended": lambda d: sum(p.read_bytes().count(b'"event":"household"')
+                                            for p in states._model_logs(d, "run.jsonl")) >= 2,
+    "a quarter of the households ended": lambda d: sum(p.read_bytes().count(b'"event":"household"')
+                                          for p in states._model_logs(d, "run.jsonl")) >= 15,
+    "half the households ended": lambda d: sum(p.read_bytes().count(b'"event":"household"')
+                                               for p in states._model_logs(d, "run.jsonl")) >= 30,
+    "two thirds ended": lambda d: sum(p.read_bytes().count(b'"event":"household"')
+                                      for p in states._model_logs(d, "run.jsonl")) >= 40,
+    "a push under way": lambda d: len(states._lines(d / "anchors.jsonl")) >= 4
+    and len(states._lines(d / "anchor-pushes.jsonl")) < len(states._lines(d / "anchors.jsonl")) - 1,
+    "every household ended": lambda d: sum(p.read_bytes().count(b'"event":"household"')
+                                           for p in states._model_logs(d, "run.jsonl")) >= 60,
+    "every lane ended": lambda d: sum(p.read_bytes().count(b'"event":"lane-end"')
+                                      for p in states._model_logs(d, "run.jsonl")) >= 4,
+}
+POINTS = {**states.POINTS, **EXTRA_POINTS}
+for name, check in EXTRA_POINTS.items():
+    states.POINTS[name] = check
+
+
+def snapshot(run_dir: Path) -> dict[str, bytes]:
+    """Every log's complete lines (what was acknowledged), and its torn tail."""
+    out = {}
+    for path in sorted(run_dir.rglob("*.jsonl")):
+        out[path.relative_to(run_dir).as_posix()] = path.read_bytes()
+    return out
+
+
+def continue_cli(run_dir: Path, reason: str = "the machine was rebooted") -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), "continue", str(run_dir), "--reason", reason, "--quiet"],
+                          capture_output=True, text=True, timeout=300)
+
+
+def assert_kept(before: dict[str, bytes], run_dir: Path) -> None:
+    """Every acknowledged line is there byte for byte; a torn tail is in its kept file, whole."""
+    for rel, data in before.items():
+        now = (run_dir / rel).read_bytes()
+        complete = data[: data.rfind(b"\n") + 1]
+        assert now.startswith(complete), f"{rel}: an acknowledged line changed or went missing"
+        tail = data[len(complete):]
+        if tail:
+            kept = sorted(run_dir.glob(rel + ".torn-*"))
+            assert kept and kept[0].read_bytes() == tail, f"{rel}: its torn tail was not kept whole"
+            conts = [json.loads(x) for x in (run_dir / "run.jsonl").read_bytes().splitlines()
+                     if b'"event":"continuation"' in x]
+            named = [t for c in conts for t in c["torn_tails"] if t["log"] == rel]
+            assert named and named[0]["sha256"] == sha256_hex(tail) and named[0]["length"] == len(tail)
+
+
+def continued_ok(run_dir: Path, continuations: int = 1) -> dict:
+    rc, report = states.verify_cli(run_dir)
+    assert states.violations(report) == [], states.violations(report)
+    assert (rc, report["state"]) == (0, "complete"), report
+    assert report["outcome"].count("continued after a crash") == continuations, report["outcome"]
+    return report
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point", list(POINTS))
+def test_a_run_killed_at_any_point_is_continued_to_a_complete_run_that_verifies(tmp_path, point):
+    run_dir, ended = states.kill_at(tmp_path, point)
+    assert not ended, f"the run ended before {point}"
+    before = snapshot(run_dir)
+    rc, report = states.verify_cli(run_dir)
+    assert states.violations(report) == []
+    if report["state"] == "complete":  # killed after its final push: nothing to carry on
+        assert rc == 0 and continue_cli(run_dir).returncode == 3
+        return
+    assert (rc, report["state"]) == (3, "crashed")
+    done = continue_cli(run_dir)
+    if point in NOTHING_STARTED and not (run_dir / "models").exists() or report["crash"]["stage"] == "closed" \
+            or any("not written yet" in e["message"] for e in report["crash"]["explained"]):
+        # nothing was started (the directory was being made), or nothing is left to run (closed)
+        assert done.returncode == 3 and "nothing written" in done.stderr, done.stderr
+        assert snapshot(run_dir) == before
+        return
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert_kept(before, run_dir)
+    continued_ok(run_dir)
+
+
+@pytest.mark.slow
+def test_a_continuation_killed_in_its_turn_is_continued_again(tmp_path):
+    run_dir, _ = states.kill_at(tmp_path, "a third of the households ended")
+    first = snapshot(run_dir)
+    proc = subprocess.Popen([sys.executable, str(SCRIPT), "continue", str(run_dir), "--reason", "first", "--quiet"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        # killed once the continuation has run some households of its own
+        while sum(p.read_bytes().count(b'"event":"household"') for p in states._model_logs(run_dir, "run.jsonl")) \
+                < 14 + sum(d.count(b'"event":"household"') for r, d in first.items() if r.endswith("run.jsonl")):
+            assert proc.poll() is None, proc.stderr.read()
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    second = snapshot(run_dir)
+    rc, report = states.verify_cli(run_dir)
+    assert states.violations(report) == [] and (rc, report["state"]) == (3, "crashed")
+    done = continue_cli(run_dir, "second")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert_kept(first, run_dir)
+    assert_kept(second, run_dir)
+    continued_ok(run_dir, continuations=2)
+
+
+@pytest.mark.slow
+def test_continue_refuses_a_complete_run_a_running_one_and_a_damaged_one_writing_nothing(tmp_path):
+    run_dir, _ = states.kill_at(tmp_path, "a third of the households ended")
+    # damaged: an acknowledged line (not the last) edited
+    log = run_dir / "models" / "m0" / "admission.jsonl"
+    data = log.read_bytes()
+    lines = data.splitlines(keepends=True)
+    lines[1] = lines[1].replace(b'"admit":true', b'"admit":false')
+    log.write_bytes(b"".join(lines))
+    before = snapshot(run_dir)
+    done = continue_cli(run_dir)
+    assert done.returncode == 3 and "violation" in done.stderr and "nothing written" in done.stderr
+    assert snapshot(run_dir) == before
+    log.write_bytes(data)
+    assert continue_cli(run_dir).returncode == 0
+    done = continue_cli(run_dir)  # now complete
+    assert done.returncode == 3 and "complete" in done.stderr and "nothing to carry on" in done.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cut", ["first byte", "middle", "last byte"])
+def test_a_torn_last_line_is_moved_aside_whole_and_the_run_carried_on(tmp_path, cut):
+    run_dir, _ = states.kill_at(tmp_path, "a third of the households ended")
+    log = run_dir / "models" / "m1" / "run.jsonl"
+    data = log.read_bytes()
+    start = data.rstrip(b"\n").rfind(b"\n") + 1
+    n = len(data) - 1 - start  # the last line's bytes without its newline
+    keep = {"first byte": 1, "middle": n // 2, "last byte": n}[cut]
+    # a line whose write the kill cut short (never acknowledged): a prefix of one like the last
+    log.write_bytes(data + data[start: start + keep])
+    before = snapshot(run_dir)
+    rc, report = states.verify_cli(run_dir)
+    assert (rc, report["state"]) == (3, "crashed") and report["crash"]["torn_tails"], report
+    done = continue_cli(run_dir)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert_kept(before, run_dir)
+    continued_ok(run_dir)
