@@ -65,7 +65,7 @@ def model_state(run_dir: Path, model: str) -> tuple[str, float | None]:
     paused, paused_t = False, None
     for obj in _objects(Path(run_dir) / "models" / model / "run.jsonl"):
         event = obj.get("event")
-        if event == "stop":
+        if event == "stop" and obj.get("cause") != "crash":  # a crash's stop ends at its continuation
             return "stopped", obj.get("t")
         if event == "pause":
             paused, paused_t = True, obj.get("t")

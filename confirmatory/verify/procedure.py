@@ -15,6 +15,7 @@ from __future__ import annotations
 from confirmatory.core import rules
 from confirmatory.core.streams import arm_orders, draw_order
 from confirmatory.verify.clocks import DEADLINE_DRIFT, RERUN_WAIT_SLACK_S, _num
+from confirmatory.verify.report import UNDER_WAY
 from confirmatory.verify.state import HouseholdEnd, hkey, line_hkey
 
 ATTEMPT_FIELDS = ("lane", "household", "arm", "pass", "start", "end", "cost_nusd", "record",
@@ -292,6 +293,11 @@ class ProcedureChecks:
                 if key in self.paused_keys:
                     f.fail(6, self.log, seq, f"pause line at {t} names {key[0]}/{key[1]}/{key[2]}, but is not dated "
                            "from that attempt's end to its household's end")
+                elif self.ctx.logs.stage == UNDER_WAY and key[0] not in self.st.ends:
+                    # its household was under way when the run was cut short:
+                    # its attempt line was never written (a continuation writes it)
+                    f.explain(6, self.log, seq, f"pause line names {key[0]}/{key[1]}/{key[2]}, whose household "
+                              "was under way when the run was cut short (its attempt line is not written)")
                 else:
                     f.fail(6, self.log, seq, f"pause line names {key[0]}/{key[1]}/{key[2]}, which has no attempt "
                            "line with action pause")

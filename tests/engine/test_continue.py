@@ -182,3 +182,98 @@ def test_a_torn_last_line_is_moved_aside_whole_and_the_run_carried_on(tmp_path, 
     assert done.returncode == 0, done.stderr[-3000:]
     assert_kept(before, run_dir)
     continued_ok(run_dir)
+
+
+def _start(tmp_path: Path, households: list[dict], **design) -> tuple[subprocess.Popen, Path]:
+    from confirmatory.testing.designs import write_design
+
+    path = write_design(tmp_path / "design", households=households, models=2, anchors={"interval_s": 0.3},
+                        engine_factory="confirmatory.testing.fakes:null_engine", **design)
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, str(SCRIPT), "run", str(path), "--out", str(run_dir), "--quiet"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    return proc, run_dir
+
+
+def _kill_when(proc: subprocess.Popen, holds, what: str) -> None:
+    deadline = time.monotonic() + 120
+    try:
+        while not holds():
+            assert proc.poll() is None, f"the run ended before {what}: {proc.stderr.read()[-2000:]}"
+            assert time.monotonic() < deadline, f"{what} never came"
+            time.sleep(0.001)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _events(path: Path, event: str) -> list[dict]:
+    return [json.loads(x) for x in path.read_bytes().splitlines() if f'"event":"{event}"'.encode() in x]
+
+
+@pytest.mark.slow
+def test_the_cost_of_calls_in_flight_at_the_kill_is_counted_by_the_continuation(tmp_path):
+    """An attempt that made a call (journaled) and was killed before its
+    record: its cost is in no record, yet the ceiling counted it. The
+    continuation adds it (lost_nusd), so the continued total is the true one."""
+    hh = [{"id": f"hh-{i:03d}", "cost_usd": 0.25, "plan": {"alone/0": ["ok", "slow"]}, "slow_s": 3.0}
+          for i in range(4)]
+    proc, run_dir = _start(tmp_path, hh)
+    log = run_dir / "models" / "m0" / "run.jsonl"
+    _kill_when(proc, lambda: log.exists() and b'"event":"call-cost"' in log.read_bytes(), "a journaled call")
+    assert not any((run_dir / "models" / "m0" / "records").glob("*/alone/*.json")), "the attempt ended first"
+    done = continue_cli(run_dir)
+    assert done.returncode == 0, done.stderr[-3000:]
+    cont = _events(log, "continuation")[0]
+    assert cont["lost_nusd"] == 250_000_000 and cont["lost"], cont
+    report = continued_ok(run_dir)
+    close = _events(run_dir / "run.jsonl", "close")[0]
+    attempts = sum(a["cost_nusd"] for m in ("m0", "m1") for a in _events(run_dir / "models" / m / "run.jsonl",
+                                                                           "attempt"))
+    lost = sum(c["lost_nusd"] for m in ("m0", "m1") for c in _events(run_dir / "models" / m / "run.jsonl",
+                                                                      "continuation"))
+    assert close["spend_total_nusd"] == attempts + lost and lost >= 250_000_000, report["outcome"]
+
+
+@pytest.mark.slow
+def test_a_model_paused_at_the_kill_stays_paused_until_a_fresh_resume(tmp_path):
+    hh = [{"id": f"hh-{i:03d}", "latency_s": 0.02} for i in range(8)]
+    hh[0]["plan"] = {"m0:alone/0": "operator"}
+    proc, run_dir = _start(tmp_path, hh)
+    log = run_dir / "models" / "m0" / "run.jsonl"
+    _kill_when(proc, lambda: log.exists() and b'"event":"pause"' in log.read_bytes(), "the pause")
+    pause_t = _events(log, "pause")[0]["t"]
+    cont = subprocess.Popen([sys.executable, str(SCRIPT), "continue", str(run_dir), "--reason", "reboot",
+                             "--quiet"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        m1 = run_dir / "models" / "m1" / "run.jsonl"
+        deadline = time.monotonic() + 120
+        while len(_events(m1, "lane-end")) < 2:  # the other model runs to its end meanwhile
+            assert cont.poll() is None and time.monotonic() < deadline, cont.stderr.read()[-2000:]
+            time.sleep(0.05)
+        time.sleep(0.5)
+        started = [a for a in _events(log, "attempt") if a["start"] > pause_t]
+        assert started == [], "an attempt of the paused model started before any resume"
+        assert cont.poll() is None, "the continuation ended while its model was paused"
+        # resumed; its household runs again whole, where the fault plan pauses it once more
+        from confirmatory.engine.resume import model_state
+
+        deadline = time.monotonic() + 120
+        while cont.poll() is None:
+            assert time.monotonic() < deadline, "the continuation did not end"
+            if model_state(run_dir, "m0")[0] == "paused":
+                done = subprocess.run([sys.executable, str(SCRIPT), "resume", str(run_dir), "--model", "m0"],
+                                      capture_output=True, text=True, timeout=60)
+                assert done.returncode == 0, done.stderr
+            time.sleep(0.2)
+        assert cont.returncode == 0, cont.stderr.read()[-2000:]
+    finally:
+        if cont.poll() is None:
+            cont.kill()
+            cont.wait()
+    resumes = _events(log, "resume")
+    assert resumes and all(r["accepted"] for r in resumes) and resumes[0]["request_t"] > pause_t
+    continued_ok(run_dir)
