@@ -262,6 +262,14 @@ class ModelCheck(ProcedureChecks, AttemptChecks, ClassChecks):
         conts = sorted((seq, o) for seq, o in self.st.events("continuation"))
         sums = [0] * (len(conts) + 1)
         for key, (nusd, seq) in self.journal.items():
+            late = [o for _, o in self.late_named.get(key[0], ()) if (o.get("arm"), o.get("pass")) == key[1:]]
+            if late:
+                # a lost record: its cost is in late costs that say why (late_costs)
+                self.f.check(7)
+                if nusd > sum(o.get("cost_nusd") or 0 for o in late):
+                    self.f.fail(7, self.log, seq, f"{nusd} nano-dollars journaled for {key[0]}/{key[1]}/{key[2]}, "
+                                "whose record was lost, are more than its late costs")
+                continue
             k = next((i for i, (cseq, _) in enumerate(conts) if seq < cseq), len(conts))
             sums[k] += nusd
         for (cseq, o), lost in zip(conts, sums):

@@ -22,6 +22,7 @@ from pathlib import Path
 from confirmatory.records.layout import MODEL_LOG_NAMES, load_layout, model_log
 from confirmatory.records.reader import iter_objects
 from confirmatory.verify.context import RulesView, RunContext
+from confirmatory.verify.continuations import check_continuations
 from confirmatory.verify.draws import check_households, check_shared_draw
 from confirmatory.verify.hostlog import (
     _column_files,
@@ -190,6 +191,7 @@ def _verify_run(root: Path, witness: Path | str | None, workers: int | None, fil
         states.append(st)
     guarded(f, 7, "run.jsonl", check_totals, ctx, states, ceilings)
     guarded(f, 9, "run.jsonl", check_run_stops, ctx, states)
+    guarded(f, 8, "run.jsonl", check_continuations, ctx)
     guarded(f, 3, "manifest.json", check_shared_draw, ctx)
     guarded(f, 11, "design.toml", check_design, ctx, man)
     if households is not None:

@@ -592,8 +592,9 @@ def test_a_model_whose_lane_end_line_the_disk_refuses_is_not_shown_done(tmp_path
 
     from confirmatory.cli.progress import Progress
 
-    # run.jsonl of one lane, one arm, two households: open, then (attempt, household) twice, then lane-end
-    real_write = on_log_write(monkeypatch, "/models/m0/run.jsonl", 6)
+    # run.jsonl of one lane, one arm, two households: open, then (call-cost, attempt, household)
+    # twice (the spend journal's line comes first), then lane-end
+    real_write = on_log_write(monkeypatch, "/models/m0/run.jsonl", 8)
     run = make_run(tmp_path, households=2, models=[{"name": "m0", "lanes": 1}], arms=("alone",), **FAST)
     result = run.execute()
     monkeypatch.setattr(os, "write", real_write)
