@@ -164,7 +164,7 @@ class Engine(_Frozen):
     address: StrictStr | None = Field(default=None, min_length=1)
     num_cpus: Num | None = Field(default=None, ge=0, le=MAX_ACTOR_CPUS)
 
-    _e = field_validator("factory", "target")(_entry)
+    _e = field_validator("factory", "target")(lambda v: v if v is None else _entry(v))
 
     @property
     def entry(self) -> str:
