@@ -9,8 +9,10 @@ not installed.
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -140,6 +142,58 @@ def test_an_address_is_recorded_without_its_credentials():
 
 
 # -- runs whose engine is on the cluster ------------------------------------------
+
+
+def reference_on_ray(directory: Path) -> Path:
+    """The bundled reference design, its engine moved onto Ray: the same
+    harness, calculator and households (pinned where they are), the engine's
+    ``serve`` run by Ray actors instead of the factory's process pool."""
+    from confirmatory.cli.demo import REFERENCE_DESIGN
+
+    demo = REFERENCE_DESIGN.parent
+    directory.mkdir(parents=True)
+    rel = os.path.relpath(demo, directory)
+    text = REFERENCE_DESIGN.read_text()
+    for name in ("harness.py", "calculator.py", "engine.py"):
+        text = text.replace(f'"{name}" = ', f'"{rel}/{name}" = ')
+    text = text.replace('path = "households.jsonl"', f'path = "{rel}/households.jsonl"')
+    old = 'factory = "confirmatory.demo.engine:start"'
+    assert old in text
+    text = text.replace(old, 'target = "confirmatory.demo.engine:serve"\nbackend = "ray"\naddress = "local"\n'
+                             f"num_cpus = {CPUS}")
+    design = directory / "reference-ray.toml"
+    design.write_text(text)
+    return design
+
+
+@pytest.mark.slow
+def test_the_reference_study_on_ray_completes_and_verifies(cluster, tmp_path):
+    from confirmatory.anchors.witness import init_local_witness
+    from confirmatory.design.load import load_design
+    from confirmatory.engine import llm
+    from confirmatory.engine.config import build_config
+    from confirmatory.engine.run import Run
+    from confirmatory.sim.faults import FaultPlan
+    from confirmatory.sim.server import SimProvider
+
+    loaded = load_design(reference_on_ray(tmp_path / "study"))
+    run_dir = tmp_path / "runs" / "ref"
+    init_local_witness(run_dir.parent / ".witness")
+    config = build_config(loaded, argv=["confirmatory", "run"], registry_path=tmp_path / "models.json")
+    sim = SimProvider(FaultPlan.from_table(loaded.design.simulator)).start()
+    try:
+        llm.prepare(loaded.design.models)
+        result = Run(loaded, run_dir, install_signals=False, config=config,
+                     api_bases={m.name: sim.url for m in loaded.design.models}).execute()
+    finally:
+        sim.stop()
+    assert result.status == "completed", result
+    verified(run_dir)
+    backend = json.loads((run_dir / "manifest.json").read_text())["engine"]["backend"]
+    assert backend["name"] == "ray" and set(backend["pools"]) == {"careful", "sloppy", "truncates"}
+    # The calculator arms' answers came through the actors' engine calls.
+    tools = [json.loads(p.read_text()) for p in (run_dir / "models").rglob("calculator*/0.json")]
+    assert tools and any(c["kind"] == "tool" for r in tools for c in r["calls"])
 
 
 @pytest.mark.slow
