@@ -91,6 +91,8 @@ RAY_NOT_PINNED = (
     "operating system and installed packages may differ from each other and from the runner's machine).",
     "Ray's scheduler decided which actor served each engine call's turn and when; a call's timing, and "
     "an engine whose result depends on the node, are not fixed by this run.",
+    "On other nodes of the cluster the actors imported the engine installed there, which the runner "
+    "did not check against the design's pins (it checks the files on its own machine).",
 )
 
 
