@@ -11,9 +11,10 @@ engine: what is measured is the pool) and 0.05 (a 50 ms engine call).
 
 For each backend:
 
-* **pool start**: the 6 pools started one after another (``ProcessEnginePool``
-  spawns its processes; ``RayEnginePool`` creates its actors and waits for
-  each to import the engine), wall time; for Ray, the local cluster's start
+* **pool start**: the 6 pools started as the runner starts them, wall time:
+  one after another for processes (``ProcessEnginePool`` spawns its
+  processes), all at once for Ray (``RayEnginePool`` creates its actors and
+  waits for each to import the engine); for Ray, the local cluster's start
   (``ray.init(address="local", num_cpus=2)``) is reported apart, as is its
   shutdown. Ray actors ask for 0.1 CPU each so that 12 fit on 2 CPUs.
 * **calls/s**: every call of the 12 lanes / the wall time from the first
@@ -100,7 +101,13 @@ def measure(backend: str, sizes: tuple[int, int]) -> dict[str, Any]:
             return ProcessEnginePool(TARGET, WORKERS)
 
     t0 = time.perf_counter()
-    pools = [make() for _ in range(MODELS)]
+    if backend == "ray":  # as the runner starts them (engine.pools): every model's at once
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=MODELS) as ex:
+            pools = list(ex.map(lambda _: make(), range(MODELS)))
+    else:  # one after another, as the runner does
+        pools = [make() for _ in range(MODELS)]
     out["pool_start_s"] = time.perf_counter() - t0
     try:
         drive(pools, 5, 0.0)  # warm-up: imports, first frames
