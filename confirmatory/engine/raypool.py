@@ -281,7 +281,11 @@ class RayEnginePool:
         with self._lock:
             if self._closed or self._broken is not None:
                 return False
-        done, _ = ray.wait([a.watch for a in self._all], num_returns=1, timeout=0)
+        try:
+            done, _ = ray.wait([a.watch for a in self._all], num_returns=1, timeout=0)
+        except Exception as exc:  # noqa: BLE001 - the connection to the cluster is gone: so is the pool
+            self._mark_broken(f"the Ray cluster could not be asked about the actors: {_first_line(exc)}")
+            return False
         if done:
             dead = next(a for a in self._all if a.watch == done[0])
             self._mark_broken(f"engine actor {dead.index} died ({_watch_error(dead.watch)})")
