@@ -22,6 +22,7 @@ class Mutant:
 
 RULES = "tests/engine/test_run_rules.py"
 VIOLATIONS = "tests/verify/test_violations.py"
+RAYPOOL = "tests/engine/test_raypool.py"
 
 MUTANTS = (
     Mutant("skip a provider rerun", "confirmatory/engine/lanes.py",
@@ -572,6 +573,21 @@ MUTANTS = (
     Mutant("let commands outlive a killed runner", "confirmatory/runtime/children.py",
            '    _tell_reaper(f"+{proc.pid}")\n', "",
            "tests/runtime/test_orphans.py::test_a_runner_killed_with_sigkill_leaves_no_engine_worker_or_command_running"),
+    # the engine pool on Ray (tests/engine/test_raypool.py): a dead actor, an abandoned call
+    Mutant("leave a Ray pool alive when an actor died", "confirmatory/engine/raypool.py",
+           "        if done:\n            dead = next(", "        if False:\n            dead = next(",
+           f"{RAYPOOL}::test_an_idle_actor_killed_makes_the_pool_not_alive"),
+    Mutant("hand the harness Ray's error for an actor killed mid-call", "confirmatory/engine/raypool.py",
+           "        self._mark_broken(why)\n        return PoolFailure(why)",
+           "        self._mark_broken(why)\n        return RuntimeError(why)",
+           f"{RAYPOOL}::test_a_killed_actor_breaks_the_pool_and_fails_the_call_in_flight"),
+    Mutant("deliver an abandoned attempt's late engine result", "confirmatory/engine/raypool.py",
+           "            ended = _ended(attempt)\n            if ended is not None:\n                self._discard(",
+           "            ended = None\n            if ended is not None:\n                self._discard(",
+           f"{RAYPOOL}::test_an_ended_attempt_stops_waiting_and_its_late_result_is_discarded"),
+    Mutant("lend a Ray actor whose abandoned call still runs", "confirmatory/engine/raypool.py",
+           "            self._late.append((ref, actor))", "            self._idle.put(actor)",
+           f"{RAYPOOL}::test_an_ended_attempt_stops_waiting_and_its_late_result_is_discarded"),
     # a run cut short: what only the crash explains, and nothing more
     Mutant("take any household never ended as the crash's", "confirmatory/verify/timeline.py",
            "        if last_on_lane.get(lane) == seq:\n", "        if True:\n",

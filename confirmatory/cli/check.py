@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from confirmatory.design.model import DesignError, LoadedDesign
 from confirmatory.design.load import load_design
@@ -94,7 +94,7 @@ def render_plan(loaded: LoadedDesign) -> str:
         f"study: {d.study.id} (seed {d.study.seed})",
         f"design sha256: {loaded.sha256}",
         f"harness: {d.harness.entry} ({len(loaded.pins)} pinned file(s) verified)",
-        f"engine: {d.engine.factory}, {d.engine.workers_per_model} worker(s) per model",
+        f"engine: {engine_line(d.engine)}",
         f"households: {n_households} ({d.households.path}, sha256 {d.households.sha256[:12]}...)",
         f"arms: {n_arms}: {', '.join(a.name for a in d.arms)}",
         f"models: {n_models}",
@@ -155,3 +155,13 @@ def rerun_waits(base_s: float, max_reruns: int) -> str:
     waits = ", ".join(f"{rerun_wait_s(base_s, p):g} s before pass {p}" for p in range(1, max_reruns + 1))
     return f"reruns: a lane waits {waits} (rerun_wait_s = {base_s:g}, doubled each pass)"
 
+
+def engine_line(e: Any) -> str:
+    """The plan's engine line: what starts the pools, where, and how many workers."""
+    if e.factory is not None:
+        return f"{e.factory}, {e.workers_per_model} worker(s) per model"
+    if e.backend == "processes":
+        return f"{e.target} in {e.workers_per_model} process(es) per model"
+    cpus = 1.0 if e.num_cpus is None else e.num_cpus
+    return (f"{e.target} in {e.workers_per_model} Ray actor(s) per model, {cpus:g} CPU each, "
+            f"on the cluster at {e.address!r} (check does not contact it)")

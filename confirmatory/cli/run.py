@@ -211,14 +211,21 @@ def entry_problems(loaded: Any) -> list[str]:
 
     problems: list[str] = []
     factory = None
-    for key, entry in (("harness.entry", loaded.design.harness.entry),
-                       ("engine.factory", loaded.design.engine.factory)):
+    engine = loaded.design.engine
+    key_of_engine = "engine.factory" if engine.factory is not None else "engine.target"
+    for key, entry in (("harness.entry", loaded.design.harness.entry), (key_of_engine, engine.entry)):
         try:
             obj = resolve_entry(entry, loaded.base_dir, key=key)
         except DesignError as exc:
             problems.extend(exc.problems)
             continue
-        if key == "engine.factory":
+        if key == "engine.target":
+            if engine.backend == "processes":  # the pool the run would start, started and closed
+                from confirmatory.engine.pool import ProcessEnginePool
+
+                factory = lambda workers: ProcessEnginePool(engine.target, workers)  # noqa: E731
+            # backend "ray": its target imported (above), the cluster not contacted (docs/ENGINE.md)
+        elif key == "engine.factory":
             factory = obj
         else:
             # What the harness declares the model is shown goes to config.json: well formed.
@@ -228,24 +235,25 @@ def entry_problems(loaded: Any) -> list[str]:
                 problems.append(f"harness describe(): raised {type(exc).__name__}: {exc}")
     if factory is None:
         return problems
+    k = key_of_engine
     try:
         pool = factory(loaded.design.engine.workers_per_model)
     except Exception as exc:  # noqa: BLE001 - any failure to start is the design's problem
-        return problems + [f"engine.factory: starting a pool raised {type(exc).__name__}: {exc}"]
-    problem = not_a_pool(pool, loaded.design.engine.factory)
+        return problems + [f"{k}: starting a pool raised {type(exc).__name__}: {exc}"]
+    problem = not_a_pool(pool, engine.entry)
     if problem:
-        problems.append(f"engine.factory: {problem}")
+        problems.append(f"{k}: {problem}")
     else:
         try:
             if not pool.alive():
-                problems.append("engine.factory: the pool it started is not alive")
+                problems.append(f"{k}: the pool it started is not alive")
         except Exception as exc:  # noqa: BLE001
-            problems.append(f"engine.factory: the pool's alive() raised {type(exc).__name__}: {exc}")
+            problems.append(f"{k}: the pool's alive() raised {type(exc).__name__}: {exc}")
     if callable(getattr(pool, "close", None)):
         try:
             pool.close()
         except Exception as exc:  # noqa: BLE001
-            problems.append(f"engine.factory: closing the pool it started raised {type(exc).__name__}: {exc}")
+            problems.append(f"{k}: closing the pool it started raised {type(exc).__name__}: {exc}")
     return problems
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.machinery
+import importlib.util
 import json
 import math
 import os
@@ -404,6 +405,18 @@ def import_entry(entry: str, base_dir: Path | None = None) -> tuple[Any, Any, st
     return obj, module, None
 
 
+# How to install what backend = "ray" needs (pyproject's optional extra).
+RAY_EXTRA = "pip install -e '.[ray]' (or pip install 'confirmatory[ray]')"
+
+
+def ray_installed() -> bool:
+    """Whether ray can be imported here, found without importing it (3 s)."""
+    try:
+        return importlib.util.find_spec("ray") is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def _check_entries(data: dict[str, Any], base_dir: Path, problems: list[str]) -> None:
     """The harness and engine callables import and exist; the harness module is itself pinned.
 
@@ -412,7 +425,10 @@ def _check_entries(data: dict[str, Any], base_dir: Path, problems: list[str]) ->
     ``run``. A harness module must not import litellm at import time (the
     reference harness imports it lazily), or ``check`` stops being light.
     """
-    for table, key in (("harness", "entry"), ("engine", "factory")):
+    engine = data.get("engine")
+    if isinstance(engine, dict) and engine.get("backend") == "ray" and not ray_installed():
+        problems.append(f'engine.backend: "ray" needs the ray package, which is not installed here: {RAY_EXTRA}')
+    for table, key in (("harness", "entry"), ("engine", "factory"), ("engine", "target")):
         section = data.get(table)
         entry = section.get(key) if isinstance(section, dict) else None
         if not isinstance(entry, str) or not ENTRY_RE.fullmatch(entry):

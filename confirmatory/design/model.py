@@ -30,6 +30,8 @@ from pydantic import (
     model_validator,
 )
 
+from confirmatory.design.backends import MAX_ACTOR_CPUS, engine_problems
+
 # A slug becomes a path component under the run directory (RECORDS.md Layout);
 # "." and ".." match the character class but would walk the tree, so refuse them.
 SLUG_RE = re.compile(r"[A-Za-z0-9._-]+")
@@ -150,10 +152,24 @@ class Harness(_Frozen):
 
 
 class Engine(_Frozen):
-    factory: StrictStr
-    workers_per_model: StrictInt = Field(default=2, ge=1, le=MAX_WORKERS_PER_MODEL)
+    """``factory`` (a callable that starts the pool) or ``target`` (the
+    function every worker runs, in a pool the runner starts on ``backend``);
+    ``address`` and ``num_cpus`` only for ``backend = "ray"``. What spans the
+    keys is checked in ``cross_problems``, which names each key."""
 
-    _e = field_validator("factory")(_entry)
+    factory: StrictStr | None = None
+    target: StrictStr | None = None
+    workers_per_model: StrictInt = Field(default=2, ge=1, le=MAX_WORKERS_PER_MODEL)
+    backend: Literal["processes", "ray"] = "processes"
+    address: StrictStr | None = Field(default=None, min_length=1)
+    num_cpus: Num | None = Field(default=None, ge=0, le=MAX_ACTOR_CPUS)
+
+    _e = field_validator("factory", "target")(lambda v: v if v is None else _entry(v))
+
+    @property
+    def entry(self) -> str:
+        """The callable the design names: the factory, else the target."""
+        return self.factory or self.target or ""
 
 
 class HouseholdsFile(_Frozen):
@@ -432,6 +448,7 @@ def cross_problems(data: Any) -> list[str]:
                 folded.setdefault(name.casefold(), (i, name))
         return sorted(seen)
 
+    problems.extend(engine_problems(data.get("engine")))
     arms = entries(data.get("arms"))
     arm_names = names("arms", arms)
     models = entries(data.get("models"))

@@ -31,6 +31,7 @@ from confirmatory.core.redaction import HEADER_KEYS, is_secret_name, redact, red
 from confirmatory.design.load import entry_module
 from confirmatory.design.model import ENTRY_RE, LoadedDesign, ModelSpec
 from confirmatory.engine import llm
+from confirmatory.records.manifests import engine_fields
 
 CONFIG_FORMAT = "confirmatory-config/1"
 REGISTRY_FORMAT = "confirmatory-models/1"
@@ -66,7 +67,7 @@ def build_config(loaded: LoadedDesign, *, argv: list[str], registry_path: Path) 
         "design_sha256": loaded.sha256,
         "study": {"id": design.study.id, "seed": design.study.seed},
         "harness": harness,
-        "engine": {"factory": design.engine.factory, "workers_per_model": design.engine.workers_per_model},
+        "engine": engine_fields(design.engine),
         "households": {"path": design.households.path, "sha256": design.households.sha256,
                        "count": len(loaded.households)},
         "arms": {arm.name: arm.features for arm in design.arms},
@@ -81,6 +82,27 @@ def build_config(loaded: LoadedDesign, *, argv: list[str], registry_path: Path) 
     # A last pass over every string: a secret that slipped into a prompt, a
     # feature or a note is still not written.
     return redact_obj(cfg)
+
+
+# What Ray decides and nothing in the run fixes (config.json not_pinned_down).
+RAY_NOT_PINNED = (
+    "The engine ran on a Ray cluster, which placed each model's engine actors on nodes of its choosing: "
+    "engine.backend.pools names the nodes each pool got, not what those nodes were (their hardware, "
+    "operating system and installed packages may differ from each other and from the runner's machine).",
+    "Ray's scheduler decided which actor served each engine call's turn and when; a call's timing, and "
+    "an engine whose result depends on the node, are not fixed by this run.",
+    "On other nodes of the cluster the actors imported the engine installed there, which the runner "
+    "did not check against the design's pins (it checks the files on its own machine).",
+)
+
+
+def with_backend(cfg: dict[str, Any], backend: dict[str, Any]) -> dict[str, Any]:
+    """config.json with ``engine.backend`` (where the pools ran and what they got,
+    as the run manifest says it) and, on Ray, what Ray leaves open in ``not_pinned_down``."""
+    out = {**cfg, "engine": {**cfg.get("engine", {}), "backend": backend}}
+    if backend.get("name") == "ray":
+        out["not_pinned_down"] = [*cfg.get("not_pinned_down", []), *RAY_NOT_PINNED]
+    return redact_obj(out)
 
 
 def _sha256_or_none(path: Path) -> str | None:
@@ -258,7 +280,7 @@ def unpinned_local_modules(loaded: LoadedDesign) -> list[str]:
                 return origin
         return None
 
-    start = [loaded.design.harness.entry, loaded.design.engine.factory]
+    start = [loaded.design.harness.entry, loaded.design.engine.entry]
     todo = [f for f in (local_file(entry.split(":", 1)[0]) for entry in start) if f is not None]
     seen: set[Path] = set()
     while todo:

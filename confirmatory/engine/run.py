@@ -32,7 +32,8 @@ from confirmatory.engine.deadlines import Deadlines
 from confirmatory.engine.lines import RecordLines, _round
 from confirmatory.engine.lanes import Lane
 from confirmatory.engine.modelstate import ModelState
-from confirmatory.engine.pool import not_a_pool
+from confirmatory.engine.config import with_backend
+from confirmatory.engine.pools import EnginePools
 from confirmatory.engine.signals import (
     INTERRUPT_SIGNALS,
     _inherited_ignore,
@@ -138,6 +139,7 @@ class Run(Deadlines, RecordLines):
         self.host: Any = None
         self.anchorer: Any = None
         self.harness: Any = None
+        self.pools: EnginePools | None = None
         self.spend = Spend(
             ceiling_nusd=usd_to_nusd(self.design.ceiling.overall_cap_usd) + usd_to_nusd(self.design.ceiling.margin_usd),
             before_nusd=usd_to_nusd(self.design.study.spend_before_stage_usd),
@@ -158,14 +160,19 @@ class Run(Deadlines, RecordLines):
             self._old_handlers = {s: signal.signal(s, self._on_signal) for s in INTERRUPT_SIGNALS
                                   if not _inherited_ignore(s)}
         self.harness = resolve_entry(self.design.harness.entry, self.loaded.base_dir)
-        factory = resolve_entry(self.design.engine.factory, self.loaded.base_dir)
+        self.pools = pools = EnginePools(self.loaded)
+        early = pools.early and self.continuation is None  # on a cluster: started first, to be recorded
+        if early:
+            pools.start_all([spec.name for spec in self.design.models])
         if self.continuation is not None:
             from confirmatory.records.rundir import open_run_dir
 
             self.clock.start_above(self.continuation["position"].crash_t)
             self.files = open_run_dir(self.run_dir)
         else:
-            self.files = create_run_dir(self.loaded, self.run_dir, clock=self.clock, config=self._config)
+            backend = pools.record()
+            self.files = create_run_dir(self.loaded, self.run_dir, clock=self.clock, engine_backend=backend,
+                                        config=with_backend(self._config, backend) if self._config else None)
         for spec in self.design.models:
             mf = self.files.models[spec.name]
             if spec.name in self._api_bases:
@@ -187,19 +194,9 @@ class Run(Deadlines, RecordLines):
             begin(self, self.continuation["position"], reason=self.continuation["reason"],
                   torn=self.continuation["torn"])
         self._start_host()
-        for m in self.models.values():
-            if m.stopped or self.stopped:
-                continue  # stopped before a crash: its lanes only end
-            try:
-                pool = factory(self.design.engine.workers_per_model)
-                problem = not_a_pool(pool, self.design.engine.factory)
-                if problem:
-                    if callable(getattr(pool, "close", None)):
-                        pool.close()  # it may hold worker processes
-                    raise TypeError(problem)
-                m.pool = pool
-            except Exception as exc:  # noqa: BLE001 - a pool that fails to start stops its model
-                self.stop_model(m, "pool", detail=f"engine pool failed to start: {exc!r}")
+        if not early:  # a model stopped before a crash gets no pool: its lanes only end
+            pools.start_all([m.name for m in self.models.values() if not (m.stopped or self.stopped)])
+        pools.hand_out(self)
         self._start_anchorer()
         for m in self.models.values():
             for i in range(m.spec.lanes):
@@ -570,6 +567,8 @@ class Run(Deadlines, RecordLines):
                     m.pool.close()
                 except Exception:  # noqa: BLE001 - closing is best effort; records are written
                     pass
+        if self.pools is not None:
+            self.pools.close()  # a Ray cluster started for the run stops here
         if self.files is not None:
             self.files.close()
         if self._restore_signals:

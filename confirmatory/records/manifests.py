@@ -26,7 +26,7 @@ def run_fields(d: Any) -> dict[str, Any]:
         "ceiling_nusd": usd_to_nusd(d.ceiling.overall_cap_usd) + usd_to_nusd(d.ceiling.margin_usd),
         "spend_before_nusd": usd_to_nusd(d.study.spend_before_stage_usd),
         "harness": {"entry": d.harness.entry},
-        "engine": {"factory": d.engine.factory, "workers_per_model": d.engine.workers_per_model},
+        "engine": engine_fields(d.engine),
         "rules": {
             "precedence": list(d.rules.precedence),
             "max_reruns_per_arm": d.rules.max_reruns_per_arm,
@@ -43,6 +43,15 @@ def run_fields(d: Any) -> dict[str, Any]:
         },
         "anchors": {"interval_s": d.anchors.interval_s},
     }
+
+
+def engine_fields(e: Any) -> dict[str, Any]:
+    """The manifest's ``engine``: the design's ``factory`` (or ``target``) and
+    ``workers_per_model``. What the runner adds at start (``backend``: where
+    the pool ran and what it got) is not here: it does not follow from the
+    design alone."""
+    named = {"factory": e.factory} if e.factory is not None else {"target": e.target}
+    return {**named, "workers_per_model": e.workers_per_model}
 
 
 # Fields the runner writes that RECORDS.md does not name: compared when present.

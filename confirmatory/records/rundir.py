@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from confirmatory.core.redaction import redact_obj
 from confirmatory.core.streams import arm_orders, draw_order
 from confirmatory.records import manifests
 from confirmatory.records.chain import RECORD_FORMAT, log_seed, sha256_hex
@@ -101,13 +102,19 @@ def _open_log(run_dir: Path, rel: str, manifest_sha: str, t: float) -> ChainWrit
     return w
 
 
-def create_run_dir(loaded: Any, run_dir: Path, *, clock: Any, config: dict[str, Any] | None) -> RunFiles:
-    """Create ``run_dir`` (which must not exist) with manifests, design copy, config and open logs."""
+def create_run_dir(loaded: Any, run_dir: Path, *, clock: Any, config: dict[str, Any] | None,
+                   engine_backend: dict[str, Any] | None = None) -> RunFiles:
+    """Create ``run_dir`` (which must not exist) with manifests, design copy, config and open logs.
+
+    ``engine_backend``: where the engine pools run and what they got, the
+    run manifest's ``engine.backend`` (an extra field, docs/RUN.md)."""
     run_dir.mkdir(parents=True, exist_ok=False)
     created = clock.now()
     run_id = f"{loaded.design.study.id}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime(created))}-{_random.token_hex(3)}"
     manifest = run_manifest(loaded, run_id=run_id, created_t=created, anchors_cwd=str(loaded.base_dir),
                             run_dir=run_dir)
+    if engine_backend is not None:
+        manifest["engine"] = {**manifest["engine"], "backend": redact_obj(engine_backend)}
     sha = write_json_durable(run_dir / "manifest.json", manifest)
     (run_dir / "design.toml").write_bytes(loaded.raw)
     _fsync_file(run_dir / "design.toml")

@@ -52,6 +52,7 @@ def write_design(
     engine_factory: str = "confirmatory.testing.fakes:engine",
     workers: int = 1,
     household_defaults: Mapping[str, Any] | None = None,
+    engine: Mapping[str, Any] | None = None,
 ) -> Path:
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -72,7 +73,8 @@ def write_design(
         _table("ceiling", {"overall_cap_usd": overall_cap_usd, "margin_usd": margin_usd}),
         _table("harness", {"entry": "confirmatory.testing.fakes:harness"}),
         _table("harness.pins", {pin_rel: pin}),
-        _table("engine", {"factory": engine_factory, "workers_per_model": workers}),
+        _table("engine", dict(engine) if engine is not None
+               else {"factory": engine_factory, "workers_per_model": workers}),
         _table("households", {"path": "households.jsonl", "sha256": hh_sha}),
     ]
     for a in arms:

@@ -31,6 +31,7 @@ STUCK_RELEASE = threading.Event()
 FAULT_KINDS = (
     "ok", "provider", "unavailable", "timeout", "model", "truncated", "operator", "forbidden",
     "harness", "inconclusive", "hang", "interrupt", "expensive", "pool-kill", "slow", "echo-key", "stuck",
+    "engine-hang",
     # harness contract breaches: an answer JSON cannot hold, a result without
     # an answer, a SystemExit out of the harness, a call timed with the wrong clock
     "nan-answer", "no-answer", "system-exit", "monotonic-times",
@@ -152,6 +153,9 @@ def harness(model: Any, household: Any, arm: Any, pool: Any, spend: Any, clock: 
                 time.sleep(0.005)
         if kind == "pool-kill":
             pool.call("die", {}, dict(arm.features))
+        if kind == "engine-hang":
+            # An engine call that runs past the attempt's deadline (engine_hang_s, default 30 s).
+            pool.call("double", {"x": 1, "sleep_s": float(payload.get("engine_hang_s", 30.0))}, dict(arm.features))
         if kind == "truncated":
             spend.add_call("chat", start, time.time(), cost_usd=cost, finish_reason="length")
             raise TruncationSurvived("still truncated after escalation")
@@ -161,7 +165,8 @@ def harness(model: Any, household: Any, arm: Any, pool: Any, spend: Any, clock: 
         spend.add_call("chat", start, time.time(), cost_usd=cost, finish_reason="stop")
         if arm.features.get("tools"):
             t0 = time.time()
-            result = pool.call("double", {"x": len(household.id)}, dict(arm.features))
+            result = pool.call("double", {"x": len(household.id), "sleep_s": float(payload.get("engine_s", 0.0))},
+                               dict(arm.features))
             spend.add_call("tool", t0, time.time())
             answer = {"value": result}
         else:
@@ -176,6 +181,8 @@ def engine_op(op: str, payload: Mapping[str, Any], features: Mapping[str, Any]) 
     if op == "double":
         if not features.get("tools"):
             raise ValueError("this arm offers no tools")
+        if payload.get("sleep_s"):
+            time.sleep(float(payload["sleep_s"]))  # an engine call that takes a while
         return 2 * int(payload["x"])
     if op == "die":
         os._exit(17)

@@ -22,7 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 from confirmatory.cli.main import main
-from confirmatory.design.load import load_design
+from confirmatory.design.load import load_design, ray_installed
 from confirmatory.cli.run import run_command
 from runhelpers import minimal_design
 
@@ -227,6 +227,40 @@ CASES: dict[str, tuple[Callable[[Study], str | None], str]] = {
     "engine in a package whose __init__ raises": (engine_in_a_package_whose_init_raises, ""),
     "engine factory naming no attribute": (engine_missing_attribute, ""),
     "harness module shadowed by the standard library": (harness_shadowed_by_the_standard_library, ""),
+    # 4b. the engine's backend (docs/ENGINE.md)
+    "engine with a factory and a target": (
+        lambda s: s.edit('factory = "confirmatory.demo.engine:start"',
+                         'factory = "confirmatory.demo.engine:start"\ntarget = "confirmatory.demo.engine:serve"'),
+        "engine.target: give factory or target, not both"),
+    "engine with neither a factory nor a target": (
+        lambda s: s.edit('factory = "confirmatory.demo.engine:start"\n', ''),
+        "engine.factory: missing (or give engine.target"),
+    "engine target naming no attribute": (
+        lambda s: s.edit('factory = "confirmatory.demo.engine:start"', 'target = "confirmatory.demo.engine:serv"'),
+        'engine.target: module "confirmatory.demo.engine" has no attribute "serv"'),
+    "engine backend unknown": (
+        lambda s: s.edit("workers_per_model = 2", 'workers_per_model = 2\nbackend = "dask"'),
+        "engine.backend: must be one of 'processes' or 'ray' (got 'dask')"),
+    "ray backend with a factory": (
+        lambda s: s.edit("workers_per_model = 2", 'workers_per_model = 2\nbackend = "ray"\naddress = "auto"'),
+        'engine.factory: backend "ray" runs engine.target in Ray actors'),
+    "ray backend without an address": (
+        lambda s: s.edit('factory = "confirmatory.demo.engine:start"',
+                         'target = "confirmatory.demo.engine:serve"\nbackend = "ray"'),
+        'engine.address: missing: backend "ray" needs a cluster address'),
+    "ray address holding a password": (
+        lambda s: s.edit('factory = "confirmatory.demo.engine:start"',
+                         'target = "confirmatory.demo.engine:serve"\nbackend = "ray"\n'
+                         'address = "ray://ops:hunter2@head.example:10001"'),
+        "engine.address: holds a user or password before '@'"),
+    "num_cpus for the process backend": (
+        lambda s: s.edit("workers_per_model = 2", "workers_per_model = 2\nnum_cpus = 0.5"),
+        'engine.num_cpus: only for backend = "ray" (the backend is "processes")'),
+    "negative num_cpus": (
+        lambda s: s.edit('factory = "confirmatory.demo.engine:start"',
+                         'target = "confirmatory.demo.engine:serve"\nbackend = "ray"\naddress = "auto"\n'
+                         "num_cpus = -1"),
+        "engine.num_cpus: must be >= 0.0 (got -1)"),
     # 5. commands that cannot start
     "evidence command not installed": (evidence_command_not_installed, ""),
     "evidence command at a relative path that is missing": (evidence_command_relative_path_missing, ""),
@@ -679,3 +713,32 @@ def test_the_bundled_designs_still_load(design, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-openai-0123456789abcdef")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-0123456789abcdef")
     load_design(Path(__file__).parents[2] / "confirmatory" / "demo" / design)
+
+
+def test_check_and_run_refuse_backend_ray_without_ray_naming_the_extra(tmp_path, capsys, monkeypatch):
+    """ray is an optional extra: a design that needs it is refused, before
+    anything starts, with the line that installs it."""
+    study = make_study(tmp_path / "study")
+    study.edit('factory = "confirmatory.demo.engine:start"',
+               'target = "confirmatory.demo.engine:serve"\nbackend = "ray"\naddress = "local"')
+    monkeypatch.setitem(sys.modules, "ray", None)  # as where it is not installed: importing it fails
+    expected = "engine.backend: \"ray\" needs the ray package, which is not installed here: pip install -e '.[ray]'"
+    result = check(study.design)
+    assert result.exit_code == 3 and f"{study.design}: {expected}" in result.output, result.output
+    runs = tmp_path / "runs"
+    capsys.readouterr()
+    assert run_command(study.design, runs / "r1", quiet=True) == 3
+    assert expected in capsys.readouterr().err and not runs.exists()
+
+
+def test_check_plans_a_ray_design_without_contacting_a_cluster(tmp_path):
+    study = make_study(tmp_path / "study")
+    study.edit('factory = "confirmatory.demo.engine:start"',
+               'target = "confirmatory.demo.engine:serve"\nbackend = "ray"\naddress = "ray://head.invalid:10001"\n'
+               "num_cpus = 0.5")
+    if not ray_installed():
+        pytest.skip("ray is not installed: pip install -e '.[test,ray]'")
+    result = check(study.design)
+    assert result.exit_code == 0, result.output
+    assert ("engine: confirmatory.demo.engine:serve in 2 Ray actor(s) per model, 0.5 CPU each, on the cluster at "
+            "'ray://head.invalid:10001' (check does not contact it)") in result.output

@@ -140,3 +140,21 @@ def test_workers_outlive_the_interrupts_that_reach_the_whole_process_group(pool,
     time.sleep(0.3)
     assert pool.alive()
     assert pool.call("calculate", {"household": HOUSEHOLD}, {"tools": ["calculate"]})["net_income"] > 0
+
+
+def test_a_design_naming_a_target_runs_it_in_the_runners_process_pool(tmp_path):
+    """[engine] target instead of a factory: the runner starts the pool on the
+    design's backend (processes by default) and records it."""
+    import json
+
+    from runhelpers import execute, verified
+
+    engine = {"target": "confirmatory.testing.fakes:engine_op", "workers_per_model": 1}
+    result, run_dir = execute(tmp_path, households=3, models=1, engine=engine)
+    assert result.status == "completed", result
+    verified(run_dir)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["engine"] == {"target": "confirmatory.testing.fakes:engine_op", "workers_per_model": 1,
+                                  "backend": {"name": "processes"}}
+    answers = [json.loads(p.read_text())["answer"] for p in run_dir.rglob("calculator/0.json")]
+    assert answers == [{"value": 12}] * 3  # the engine doubled len("hh-00k") in a worker process
