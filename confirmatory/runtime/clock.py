@@ -61,6 +61,11 @@ class Clock:
         with self._lock:
             if t > self._last:
                 self._last = float(t)
+            # a wall clock now behind ``t`` stepped back across the crash: noted
+            # as any backward step (host samples' clock_back_max_s), so that a
+            # record's raw call times are judged with it (verify, invariant 5)
+            if t > self._wall_top:
+                self._wall_top = float(t)
 
     def take_back_max(self) -> float:
         """The largest backward step corrected since the last take; resets it."""

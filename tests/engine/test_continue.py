@@ -277,3 +277,31 @@ def test_a_model_paused_at_the_kill_stays_paused_until_a_fresh_resume(tmp_path):
     resumes = _events(log, "resume")
     assert resumes and all(r["accepted"] for r in resumes) and resumes[0]["request_t"] > pause_t
     continued_ok(run_dir)
+
+
+@pytest.mark.slow
+def test_the_continuation_clock_starts_above_every_recorded_time_when_the_wall_clock_is_behind(
+        tmp_path, monkeypatch):
+    """After a reboot the wall clock may read an hour earlier than the crashed
+    runner's last line. The continuation's times still follow every time
+    recorded (Clock.start_above): in-process, with time.time an hour behind."""
+    import signal as signals
+
+    from confirmatory.cli.continue_run import continue_command
+
+    run_dir, _ = states.kill_at(tmp_path, "a third of the households ended")
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() - 3600.0)
+    saved = {s: signals.getsignal(s) for s in (signals.SIGINT, signals.SIGTERM, signals.SIGHUP)}
+    try:
+        code = continue_command(run_dir, reason="the clock was set back", quiet=True)
+    finally:
+        for s, handler in saved.items():
+            signals.signal(s, handler)
+        monkeypatch.setattr(time, "time", real)
+    assert code == 0
+    (cont,) = _events(run_dir / "run.jsonl", "continuation")
+    close = _events(run_dir / "run.jsonl", "close")[0]
+    # the clock ran on above the crash, nudged up past every time it had given
+    assert cont["crash_t"] < cont["t"] < close["t"] < cont["crash_t"] + 60
+    continued_ok(run_dir)
