@@ -1,7 +1,8 @@
 """Real disk faults under a real runner: each helper runs ``confirmatory run``
 as a process on a small design against the bundled simulator, with one real
 fault, and returns what it left (``Faulted``): the run directory, the exit
-status, stderr, and (for EIO) strace's log of every fsync.
+status, stderr, and strace's log of every fsync, write, open and close of
+the run (always for EIO; for the others when strace is installed).
 
 - ``enospc_run``: the run directory on a small tmpfs that fills mid-run
   (ENOSPC). A context manager: the tmpfs stays mounted until it exits;
@@ -10,7 +11,7 @@ status, stderr, and (for EIO) strace's log of every fsync.
 - ``efbig_run``: the runner's files may not grow past a size
   (``RLIMIT_FSIZE``, SIGXFSZ ignored: the write fails with EFBIG).
 - ``eio_run``: strace injects EIO into the Nth fsync (of one file, or of
-  every thread), and logs every fsync, open and close.
+  every thread's).
 
 The runner's 64 MiB free-space floor (``engine.run.DISK_FLOOR_BYTES``) would
 stop these runs before any fault (it is what avoids them), so the process
@@ -30,7 +31,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -57,10 +58,10 @@ class Faulted:
     stderr: str
     strace_log: Path | None = None
     mount: Path | None = None  # the tmpfs the run directory is on (enospc_run)
-    notes: dict = field(default_factory=dict)
 
-    def grow(self, size_kib: int = 64 << 10) -> None:
-        """The disk fixed: remount the run's tmpfs at ``size_kib``."""
+    def grow(self, size_kib: int = 256 << 10) -> None:
+        """The disk fixed: remount the run's tmpfs at ``size_kib`` (the
+        default, 256 MiB, is above the runner's 64 MiB free-space floor)."""
         assert self.mount is not None, "not on a tmpfs"
         subprocess.run(["mount", "-o", f"remount,size={size_kib}k", str(self.mount)], check=True,
                        capture_output=True)

@@ -11,7 +11,6 @@ log), and ``confirmatory verify`` states the run honestly.
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import sys
