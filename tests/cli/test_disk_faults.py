@@ -185,3 +185,29 @@ def test_eio_on_an_fsync_stops_the_run_and_no_failed_descriptor_is_fsynced_again
         # Its line is on disk, unacknowledged: verify names it (an unanchored tail), never passes.
         assert detail.startswith("sampler: ") and "host.jsonl" in detail, detail
         assert rc == 1
+
+
+def test_eio_on_the_final_anchor_leaves_a_run_verify_calls_crashed_and_push_anchor_finishes(tmp_path):
+    """The main thread's 3rd fsync of anchors.jsonl (its open line, the first
+    anchor, then the final anchor) fails, after every close line: the run is
+    not stopped (its close says completed) but exits 4, saying the final
+    anchor could not be written. Its line is on disk, never acknowledged:
+    verify says crashed after the close line (exit 3) and names push-anchor,
+    which pushes it; verify then passes."""
+    f = eio_run(tmp_path, 3, only="anchors.jsonl")
+    assert f.returncode == 4 and "Traceback" not in f.stderr, f.stderr[-3000:]
+    assert (f"{END_FAILED} (1): the final anchor: {f.run_dir}/anchors.jsonl: fsync of line 2 failed: "
+            "EIO (Input/output error)") in f.stderr, f.stderr[-3000:]
+    assert _run_stops(f.run_dir) == []
+    (close,) = [e for e in _on_disk(f.run_dir / "run.jsonl") if e["event"] == "close"]
+    assert close["status"] == "completed"
+    audit = assert_no_fsync_retried(f, "EIO", "fsync")
+    assert audit is not None and len(audit.failed) == 1 and "anchors.jsonl" in audit.failed[0], audit
+    rc, state, out = verify(f.run_dir)
+    assert rc == 3 and state.startswith("state: crashed after its close line"), out[:3000]
+    assert f"confirmatory push-anchor {f.run_dir}" in state, state
+    pushed = subprocess.run([sys.executable, "-m", "confirmatory", "push-anchor", str(f.run_dir)],
+                            capture_output=True, text=True, timeout=120, env=_env())
+    assert pushed.returncode == 0, pushed.stderr
+    rc, state, out = verify(f.run_dir)
+    assert rc == 0 and state.startswith("state: complete"), out[:3000]
