@@ -116,11 +116,12 @@ def assert_verify_honest(f: Faulted) -> tuple[int, str]:
 def test_a_disk_that_fills_mid_run_stops_it_naming_enospc_and_verify_says_so(tmp_path):
     with enospc_run(tmp_path) as f:
         assert_stopped_naming(f, "ENOSPC")
-        assert END_FAILED in f.stderr  # the full disk refused lines of the end too, each tried on its own
         assert_mid_run(f)
         assert_no_fsync_retried(f, "ENOSPC")
-        rc, state = assert_verify_honest(f)
-        assert rc in (1, 3)
+        # Whether a log, and so a line of the end, was refused too depends on
+        # which file needed a new page first (so far the models' logs each
+        # time, torn at their first page's end): verify's account follows it.
+        assert_verify_honest(f)
 
 
 # ------------------------------------------------------------------ EFBIG
