@@ -67,12 +67,11 @@ class Faulted:
                        capture_output=True)
 
 
-def simulator_design(root: Path, *, one_lane: bool = False) -> Path:
+def simulator_design(root: Path) -> Path:
     """The bundled minimal design (3 models, 6 households, 3 arms, every call
     to the bundled simulator on 127.0.0.1) in ``root/study``, its harness
     pinned beside it, anchored to a local witness in ``root/witness``
-    (off the faulty disk). ``one_lane``: every model runs one lane (more
-    fsyncs per thread, for strace's per-thread count)."""
+    (off the faulty disk)."""
     from confirmatory.anchors.witness import init_local_witness
 
     (root / "study").mkdir(parents=True, exist_ok=True)
@@ -82,8 +81,6 @@ def simulator_design(root: Path, *, one_lane: bool = False) -> Path:
     text, n = re.subn(r"(?m)^command = \[.*\]$",
                       f'command = ["{{python}}", "-m", "confirmatory.anchors.witness", "--clone", "{clone}"]', text)
     assert n == 1
-    if one_lane:
-        text = text.replace("lanes = 2\n", "lanes = 1\n")
     design.write_text(text)
     return design
 
@@ -204,15 +201,14 @@ def efbig_run(root: Path, limit_bytes: int = EFBIG_BYTES) -> Faulted:
     return Faulted(run_dir, design, done.returncode, done.stderr, strace_log=log)
 
 
-def eio_run(root: Path, when: int, *, only: str | None = None, one_lane: bool = False) -> Faulted:
+def eio_run(root: Path, when: int, *, only: str | None = None) -> Faulted:
     """``root/run-eio``, with strace injecting EIO into the ``when``-th fsync.
     strace counts per thread: without ``only`` every thread's ``when``-th
-    fsync fails (``one_lane``: each model one lane, so that a lane, not the
-    main thread's set-up, reaches it first); with ``only`` (a path relative to
-    the run directory) only that file's fsyncs count and fail (strace -P,
-    which filters the log alike: it then holds that file's history)."""
+    fsync fails; with ``only`` (a path relative to the run directory) only
+    that file's fsyncs count and fail (strace -P, which filters the log
+    alike: it then holds that file's history)."""
     strace_or_skip()
-    design = simulator_design(root, one_lane=one_lane)
+    design = simulator_design(root)
     run_dir = root / "run-eio"
     inject = ("-e", f"inject=fsync:error=EIO:when={when}")
     if only is not None:
