@@ -600,4 +600,27 @@ MUTANTS = (
            "    if stage is None or (stage == CLOSED and not logs.final_missing):\n",
            "    if True:\n",
            "tests/verify/test_states.py::test_a_run_killed_at_any_point_verifies_as_crashed_with_no_violation[first attempt line]"),
+    Mutant("retry a log's failed fsync once", "confirmatory/records/writer.py",
+           "                os.fsync(self._fd)\n            except OSError as exc:\n                raise self._fail(\"fsync\", exc) from exc",
+           "                os.fsync(self._fd)\n            except OSError as exc:\n                try:\n                    os.fsync(self._fd)\n"
+           "                except OSError:\n                    raise self._fail(\"fsync\", exc) from exc",
+           "tests/cli/test_disk_faults.py::test_eio_on_an_fsync_stops_the_run_and_no_failed_descriptor_is_fsynced_again[log]"),
+    Mutant("retry a record's failed fsync once", "confirmatory/records/writer.py",
+           "                os.fsync(fd)  # once: a failed fsync is never retried (the module docstring)\n"
+           "            except OSError as exc:\n",
+           "                os.fsync(fd)  # once: a failed fsync is never retried (the module docstring)\n"
+           "            except OSError as exc:\n                os.fsync(fd)\n",
+           "tests/cli/test_disk_faults.py::test_eio_on_an_fsync_stops_the_run_and_no_failed_descriptor_is_fsynced_again[every-thread]"),
+    Mutant("drop the errno's name from a disk failure", "confirmatory/records/writer.py",
+           "    return f\"{errno.errorcode.get(code, f'errno {code}')} ({exc.strerror or os.strerror(code)})\"",
+           "    return f\"({exc.strerror or os.strerror(code)})\"",
+           "tests/cli/test_disk_faults.py::test_a_file_size_limit_stops_the_run_naming_efbig_and_verify_says_so"),
+    Mutant("keep a record whose directory fsync failed", "confirmatory/records/writer.py",
+           "        path.unlink(missing_ok=True)\n        raise _failed(",
+           "        raise _failed(",
+           "tests/cli/test_disk_faults.py::test_eio_on_an_fsync_stops_the_run_and_no_failed_descriptor_is_fsynced_again[record-directory]"),
+    Mutant("call a host.jsonl write failure a sampler failure", "confirmatory/host/sampler.py",
+           "            if isinstance(exc, ChainWriteFailed):",
+           "            if False:",
+           "tests/cli/test_disk_faults.py::test_eio_on_an_fsync_stops_the_run_and_no_failed_descriptor_is_fsynced_again[host-log]"),
 )

@@ -26,6 +26,7 @@ from typing import Any, Callable, Protocol, Sequence
 import psutil
 
 from confirmatory.records.reader import iter_lines, iter_objects
+from confirmatory.records.chain import ChainWriteFailed
 from confirmatory.core.hostrules import HostVerdict
 from confirmatory.records.hostindex import HostSummary
 from confirmatory.host.sources import (  # noqa: F401 - re-exported: the sources' types and factory
@@ -316,7 +317,13 @@ class HostMonitor:
             self._loop()
         except BaseException as exc:  # captured: the run must learn why its sampler ended
             self.outcome = exc
-            self._fatal("sampler", f"sampler thread died: {_describe(exc)}")
+            if isinstance(exc, ChainWriteFailed):
+                # host.jsonl could not be written (a full disk, an I/O
+                # error): the disk's failure, a runner error like any log's,
+                # not a host evidence problem.
+                self._fatal("runner-error", f"sampler: {_describe(exc)}")
+            else:
+                self._fatal("sampler", f"sampler thread died: {_describe(exc)}")
         else:
             if not self._stop_event.is_set():
                 self._fatal("sampler", "sampler thread ended without stop()")

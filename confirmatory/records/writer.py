@@ -98,6 +98,23 @@ def _make_dirs_durable(directory: Path) -> None:
         _fsync_dir(d.parent)
 
 
+def errno_text(exc: BaseException) -> str:
+    """An OS error as a reviewer searches for it: the errno's symbolic name,
+    then the system's words (``ENOSPC (No space left on device)``); any other
+    exception as ``str``."""
+    code = getattr(exc, "errno", None)
+    if not isinstance(exc, OSError) or code is None:
+        return str(exc)
+    return f"{errno.errorcode.get(code, f'errno {code}')} ({exc.strerror or os.strerror(code)})"
+
+
+def _failed(op: str, path: Path, exc: OSError) -> OSError:
+    """``exc`` again (same errno, hence the same OSError subclass), its text
+    naming the step and the file: a bare ``os.write`` or ``os.fsync`` error
+    names neither, and the stop line that reports it must."""
+    return OSError(exc.errno, f"{op} {path} failed: {errno_text(exc)}")
+
+
 def _write_all(fd: int, data: bytes) -> None:
     """Write all of ``data``; a short write is continued, a zero write is an error."""
     view = memoryview(data)
@@ -123,23 +140,52 @@ def write_json_durable(path: Path, obj: dict, *, guard: Any = None) -> str:
     directory (the rename itself survives a crash). Returns the sha256 of the
     file's bytes. No secret value is written (``writer.Guard``; one from
     the current environment unless ``guard`` is given).
+
+    Any step that fails raises an ``OSError`` of the same errno whose text
+    names the step, the file and the errno (``errno_text``); nothing is
+    retried, and the file is not left under its name (a failed directory
+    fsync removes it again: the caller counts it as not written).
     """
     path = Path(path)
     data = _guard(guard).clean(obj, dumps(obj)) + b"\n"
-    _make_dirs_durable(path.parent)
+    try:
+        _make_dirs_durable(path.parent)
+    except OSError as exc:
+        raise _failed("making the directory of", path, exc) from exc
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise _failed("creating the temporary file of", path, exc) from exc
     try:
         try:
-            _write_all(fd, data)
-            os.fsync(fd)
+            try:
+                _write_all(fd, data)
+            except OSError as exc:
+                raise _failed("write of", path, exc) from exc
+            try:
+                os.fsync(fd)  # once: a failed fsync is never retried (the module docstring)
+            except OSError as exc:
+                raise _failed("fsync of", path, exc) from exc
         finally:
             os.close(fd)
-        os.replace(tmp, path)
+        try:
+            os.replace(tmp, path)
+        except OSError as exc:
+            raise _failed("rename onto", path, exc) from exc
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    _fsync_dir(path.parent)
+    try:
+        _fsync_dir(path.parent)
+    except OSError as exc:
+        # The file has its name, but the name may not survive a crash: not
+        # acknowledged, and the caller counts the file as not written (a
+        # record's spend goes to a late-cost line). So the name goes again,
+        # rather than stay as a record no log line accounts for. The
+        # directory is not fsynced again: its failed fsync is not retried.
+        path.unlink(missing_ok=True)
+        raise _failed("fsync of the directory of", path, exc) from exc
     return sha256_hex(data)
 
 
@@ -175,7 +221,7 @@ class ChainWriter:
             except OSError as exc:
                 os.close(fd)
                 raise ChainWriteFailed(
-                    f"{self.path}: created, but fsync of its directory failed ({exc}); not opened"
+                    f"{self.path}: created, but fsync of its directory failed ({errno_text(exc)}); not opened"
                 ) from exc
             return fd
         result = _walk(self.path, self.seed)
@@ -228,7 +274,7 @@ class ChainWriter:
         """Enter the failed state (lock held); the fd is closed, never fsynced again."""
         self.failed = True
         self._failure = (
-            f"{op} of line {self.lines} failed: {exc}; the line is not acknowledged "
+            f"{op} of line {self.lines} failed: {errno_text(exc)}; the line is not acknowledged "
             "and the file may end in a torn or unconfirmed line"
         )
         try:
