@@ -93,13 +93,14 @@ def timeline(mv, axis: Axis, run_events: list[dict], ceiling_t: float | None) ->
     resumes, triggers, stops, the ceiling's crossing, lane ends."""
     lanes = mv.lanes
     index = {lane: i for i, lane in enumerate(lanes)}
-    top = 16
-    height = top + ROW * max(1, len(lanes)) + 30
-    bottom = top + ROW * max(1, len(lanes))
-    body = [axis.ticks(top, bottom)]
     attempts = [a for a in mv.attempts if _num(a.get("start")) is not None and _num(a.get("end")) is not None
                 and a.get("lane") in index]
+    top = 38
     aggregated = len(attempts) > BAR_CAP
+    row = 2 * ROW if aggregated else ROW  # a lane of stacked bins is drawn taller
+    height = top + row * max(1, len(lanes)) + 30
+    bottom = top + row * max(1, len(lanes))
+    body = [axis.ticks(top, bottom)]
     bars: dict[int, list[str]] = {i: [] for i in index.values()}
     data = None
     note = ""
@@ -127,7 +128,7 @@ def timeline(mv, axis: Axis, run_events: list[dict], ceiling_t: float | None) ->
             rows_json.append([a.get("lane"), a.get("household"), a.get("arm"), p, a.get("start"), a.get("end"),
                               a.get("cost_nusd"), a.get("class"), a.get("action"), a.get("signature"),
                               a.get("record")])
-        body.append(_lanes(lanes, top, bars))
+        body.append(_lanes(lanes, top, bars, row))
         body.append("".join(links))
         data = json.dumps(rows_json, separators=(",", ":"), ensure_ascii=True).replace("</", "<\\/")
     else:
@@ -140,9 +141,9 @@ def timeline(mv, axis: Axis, run_events: list[dict], ceiling_t: float | None) ->
         bw = round(WIDTH / BINS, 2)
         for (li, b), c in sorted(counts.items()):
             x = round(LEFT + b * bw, 1)
-            y = top + li * ROW + ROW - 2
+            y = top + li * row + row - 2
             total = sum(c.values())
-            h_all = max(2.0, (ROW - 4) * total / peak)
+            h_all = max(2.0, (row - 4) * total / peak)
             title = esc(f"lane {lanes[li]}, {_dur(b * span)} to {_dur((b + 1) * span)}: {total} attempts: "
                         + ", ".join(f"{k} {n}" for k, n in c.most_common()))
             for cls_name, n in sorted(c.items(), key=lambda kv: str(kv[0])):
@@ -150,34 +151,42 @@ def timeline(mv, axis: Axis, run_events: list[dict], ceiling_t: float | None) ->
                 y -= h
                 bars[li].append(f'<rect class="bin {klass(cls_name)}" data-n="{n}" x="{x}" y="{round(y, 2)}" '
                                 f'width="{bw}" height="{h}"><title>{title}</title></rect>')
-        body.append(_lanes(lanes, top, bars))
+        body.append(_lanes(lanes, top, bars, row))
         note = (f"{len(attempts)} attempts: more than {BAR_CAP}, so each lane is drawn in {BINS} time bins, "
                 "each a column stacked by class (its height: the bin's attempts, against the busiest bin); "
                 "hover a bin for its counts. Rerun links are not drawn.")
-    body.append(markers(mv, axis, run_events, ceiling_t, top, bottom, index))
+    body.append(markers(mv, axis, run_events, ceiling_t, top, bottom, index, row))
     svg = _svg("timeline", height, "".join(body), model=mv.name, t0=axis.t0, t1=axis.t1,
                lanes=len(lanes), aggregated=int(aggregated))
     return svg, data, note
 
 
-def _lanes(lanes: list, top: float, bars: dict[int, list[str]]) -> str:
+def _lanes(lanes: list, top: float, bars: dict[int, list[str]], row: int) -> str:
     out = []
     for i, lane in enumerate(lanes):
-        y = top + i * ROW
+        y = top + i * row
         out.append(f'<g class="lane" data-lane="{esc(lane)}"><rect class="lane-bg" x="{LEFT}" y="{y}" '
-                   f'width="{WIDTH}" height="{ROW - 2}"/><text class="lane-label" x="{LEFT - 6}" '
-                   f'y="{y + ROW - 7}">lane {esc(lane)}</text>{"".join(bars[i])}</g>')
+                   f'width="{WIDTH}" height="{row - 2}"/><text class="lane-label" x="{LEFT - 6}" '
+                   f'y="{y + row / 2 + 3}">lane {esc(lane)}</text>{"".join(bars[i])}</g>')
     return "".join(out)
 
 
 def markers(mv, axis: Axis, run_events: list[dict], ceiling_t: float | None, top: float, bottom: float,
-            index: dict) -> str:
+            index: dict, row: int = ROW) -> str:
     out = []
+    placed: list[list[float]] = [[], [], []]  # the x of the labels on each of three rows above the lanes
 
-    def vline(kind: str, t: float, label: str, title: str, y0: float = top - 12) -> None:
+    def label_y(x: float) -> float:
+        """The lowest row whose labels leave room at ``x`` (labels of markers close in time stack up)."""
+        row = next((k for k, xs in enumerate(placed) if all(abs(x - o) > 75 for o in xs)), len(placed) - 1)
+        placed[row].append(x)
+        return top - 4 - 11 * row
+
+    def vline(kind: str, t: float, label: str, title: str) -> None:
         x = axis.x(t)
-        out.append(f'<g class="marker m-{kind}" data-t="{t!r}"><line x1="{x}" x2="{x}" y1="{y0}" y2="{bottom}"/>'
-                   f'<text x="{x + 2}" y="{top - 4}">{esc(label)}</text><title>{esc(title)}</title></g>')
+        y = label_y(x)
+        out.append(f'<g class="marker m-{kind}" data-t="{t!r}"><line x1="{x}" x2="{x}" y1="{y + 2}" y2="{bottom}"/>'
+                   f'<text x="{x + 2}" y="{y}">{esc(label)}</text><title>{esc(title)}</title></g>')
 
     resumes = sorted((o for o in mv.events("resume") if _num(o.get("t")) is not None), key=lambda o: o["t"])
     for p in mv.events("pause"):
@@ -187,9 +196,10 @@ def markers(mv, axis: Axis, run_events: list[dict], ceiling_t: float | None, top
         end = next((r["t"] for r in resumes if r.get("accepted") is True and r["t"] >= t), None)
         x0 = axis.x(t)
         x1 = axis.x(end) if end is not None else LEFT + WIDTH
+        y = label_y(x0)
         out.append(f'<g class="marker m-pause" data-t="{t!r}" data-until="{"" if end is None else repr(end)}">'
                    f'<rect x="{x0}" y="{top}" width="{max(1.0, round(x1 - x0, 1))}" height="{bottom - top}"/>'
-                   f'<text x="{x0 + 2}" y="{top - 4}">paused</text><title>{esc(_pause_title(p, end))}</title></g>')
+                   f'<text x="{x0 + 2}" y="{y}">paused</text><title>{esc(_pause_title(p, end))}</title></g>')
     for r in resumes:
         ok = r.get("accepted") is True
         vline("resume" if ok else "resume-refused", r["t"], "resumed" if ok else "stale resume",
@@ -207,9 +217,9 @@ def markers(mv, axis: Axis, run_events: list[dict], ceiling_t: float | None, top
         t, lane = _num(o.get("t")), o.get("lane")
         if t is None or lane not in index:
             continue
-        x, y = axis.x(t), top + index[lane] * ROW
+        x, y = axis.x(t), top + index[lane] * row
         out.append(f'<g class="marker m-lane-end" data-t="{t!r}" data-lane="{esc(lane)}">'
-                   f'<path d="M{x} {y} l4 {ROW / 2 - 1} l-4 {ROW / 2 - 1} z"/>'
+                   f'<path d="M{x} {y} l4 {row / 2 - 1} l-4 {row / 2 - 1} z"/>'
                    f'<title>lane {esc(lane)} ended: {esc(o.get("reason"))}</title></g>')
     return "".join(out)
 
@@ -238,7 +248,7 @@ def line_chart(cls: str, axis: Axis, series: list[tuple[str, str, list[tuple[flo
     (``g.level``: name, colour, value), point marks (``g.mark``: kind, t, value,
     title) and shaded bands (``rect.band``: t0, t1, title)."""
     top, bottom = 14, height - 24
-    peak = max([v for _, _, pts in series for _, v in pts] + [v for _, _, v in marks] + [1e-12])
+    peak = max([v for _, _, pts in series for _, v in pts] + [v for _, _, v, _ in marks] + [1e-12])
     if ymax is None:
         # a level far above what was reached (a cap four times the spend) is named, not drawn:
         # drawn, it would flatten the line to the chart's floor

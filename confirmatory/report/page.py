@@ -104,6 +104,20 @@ SCRIPT = r"""
 """
 
 
+def _section(name: str, fn, *args):
+    """A section's HTML; if the records hold what it did not foresee, a line saying
+    so in its place (the rest of the page, the verdict first, is still shown)."""
+    try:
+        return fn(*args)
+    except Exception as exc:  # noqa: BLE001 - one section lost, never the page
+        return _broken(name, exc)
+
+
+def _broken(name: str, exc: Exception) -> str:
+    return (f'<section class="broken"><h2>{esc(name)}</h2><p class="warn">This section could not be drawn '
+            f"from the records: {esc(type(exc).__name__)}: {esc(exc)}</p></section>")
+
+
 def _utc(t: float) -> str:
     return _dt.datetime.fromtimestamp(t, _dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
@@ -130,7 +144,10 @@ def build_page(run_dir: Path, out_file: Path, *, witness: Path | None = None,
     tallies = (report.tallies or {}) if report is not None else {}
     ceilings = [o for o in view.run_events if o.get("event") == "ceiling" and type(o.get("t")) in (int, float)]
     ceiling = min(ceilings, key=lambda o: o["t"]) if ceilings else None
-    timeline_html, scripts = sections.timelines(view, axis, tallies, ceiling["t"] if ceiling else None)
+    try:
+        timeline_html, scripts = sections.timelines(view, axis, tallies, ceiling["t"] if ceiling else None)
+    except Exception as exc:  # noqa: BLE001 - one section lost, never the page
+        timeline_html, scripts = _broken("Lanes over time", exc), []
     href = evidence.record_href(run_dir, out_file)
     run_id = view.manifest.get("run_id") or Path(run_dir).name
     unread = "".join(f"<li>{esc(rel)}: {esc(p)}</li>" for rel, p in sorted(view.unread.items()))
@@ -152,12 +169,12 @@ def build_page(run_dir: Path, out_file: Path, *, witness: Path | None = None,
         (f'<div class="warn unread">What the page could not read (it shows the rest):<ul>{unread}</ul></div>'
          if unread else ""),
         timeline_html,
-        sections.spend(view, axis, ceiling),
-        sections.admission(view),
-        sections.results(view, tallies),
-        evidence.host(view, axis, href),
-        evidence.anchors(view, axis),
-        evidence.config(view),
+        _section("Spend", sections.spend, view, axis, ceiling),
+        _section("Admission", sections.admission, view),
+        _section("Arm results by class", sections.results, view, tallies),
+        _section("Host evidence", evidence.host, view, axis, href),
+        _section("Anchors", evidence.anchors, view, axis),
+        _section("Configuration", evidence.config, view),
         '<div id="tip" role="tooltip"></div>',
         *scripts,
         f"<script>{SCRIPT}</script>",

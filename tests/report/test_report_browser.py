@@ -1,0 +1,189 @@
+"""The report page in a real headless Chromium, JavaScript on: on the demo, a
+ceiling crossing, an operator pause and resume, a harness stop, a tampered
+run and a crashed one. Each page is checked against the records and against
+verify: one timeline row per lane, the bars by class equal to the attempt
+lines and to verify's counts, the results by class equal to verify's and to
+the runner's own end summary, markers where the records put them, and no
+request that could leave the page."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from confirmatory.cli.run import result_lines
+from confirmatory.report import write_report
+from confirmatory.report.charts import LEFT, WIDTH
+from confirmatory.verify import verify_run
+from pagedom import Node, needs_chromium, render, screenshot
+from runhelpers import events, of
+
+pytestmark = [needs_chromium, pytest.mark.slow]
+
+SCHEME = re.compile(r"^\s*([a-zA-Z][a-zA-Z0-9+.-]*:|//)")
+
+
+def page_of(run_dir: Path, **kw) -> tuple[Node, object]:
+    out, _ = write_report(run_dir, **kw)
+    return render(out), verify_run(run_dir, **kw)
+
+
+def attempt_lines(run_dir: Path, model: str) -> list[dict]:
+    return of(events(run_dir, model), "attempt")
+
+
+def summary_counts(run_dir: Path) -> dict[str, dict[str, int]]:
+    """The runner's end summary (cli.run.result_lines), an account of its own: model -> class -> arm results."""
+    out = {}
+    for line in result_lines(run_dir):
+        m = re.match(r"\s*(\S+): (\d+) arm results: (.*)$", line)
+        assert m, line
+        out[m.group(1)] = {c: int(n) for c, n in (part.rsplit(" ", 1) for part in m.group(3).split(", "))}
+    return out
+
+
+def check_page(dom: Node, run_dir: Path, report, *, summary: bool = True) -> None:
+    """What every page must hold, whatever the run."""
+    body = dom.one("body")
+    assert body.attrs.get("data-js") == "ready", body.attrs.get("data-js")  # its script ran, without error
+    # No request can leave the page: nothing names a scheme or a host, and the policy forbids any fetch.
+    csp = dom.one("meta", http_equiv="Content-Security-Policy").attrs["content"]
+    assert "default-src 'none'" in csp and "connect-src 'none'" in csp
+    for n in dom.all():
+        for attr in ("src", "href", "action", "data", "poster", "srcset", "xlink:href"):
+            if attr in n.attrs:
+                assert not SCHEME.match(n.attrs[attr]), (n.tag, attr, n.attrs[attr])
+    assert not dom.all("link") and not dom.all("img") and not dom.all("iframe")
+    assert all("src" not in s.attrs for s in dom.all("script"))
+    # The run directory holds no page: it stays what the runner wrote.
+    assert not list(run_dir.rglob("*.html"))
+    tallies = report.tallies
+    for model in json.loads((run_dir / "manifest.json").read_text())["models"]:
+        lanes = json.loads((run_dir / "models" / model / "manifest.json").read_text())["lanes"]
+        svg = dom.one("svg", "timeline", data_model=model)
+        assert [g.attrs["data-lane"] for g in svg.all("g", "lane")] == [str(i) for i in range(lanes)]
+        bars = Counter(next(c[2:] for c in r.classes if c.startswith("c-")) for r in svg.all("rect", "a"))
+        lines = attempt_lines(run_dir, model)
+        assert bars == Counter(a["class"] for a in lines)
+        ended = {h["household"] for h in of(events(run_dir, model), "household")}
+        if all(a["household"] in ended for a in lines):
+            assert dict(bars) == tallies[model]["attempts"]
+        # every bar's hover names its attempt (the page's JSON, read by its script)
+        assert len(svg.all("rect", "a")) == len(lines)
+        results = dom.one("table", "results").one("tr", data_model=model)
+        shown = {td.attrs["data-class"]: int(td.attrs["data-n"]) for td in results.all("td") if "data-class" in td.attrs}
+        assert {c: n for c, n in shown.items() if n} == tallies[model]["results"]
+        if summary:
+            assert tallies[model]["results"] == summary_counts(run_dir)[model]
+        reruns = dom.one("table", "reruns").one("tr", data_model=model)
+        assert {td.attrs["data-class"]: int(td.attrs["data-n"]) for td in reruns.all("td")
+                if "data-class" in td.attrs and td.attrs["data-n"] != "0"} == tallies[model]["reruns"]
+    verdict = dom.one("section", id="verdict")
+    assert verdict.attrs["data-state"] == report.state
+    assert [tr.attrs["data-status"] for tr in verdict.all("tr", "inv")] == [str(r.status) for r in report.results]
+
+
+def x_at(svg: Node, t: float) -> float:
+    t0, t1 = float(svg.attrs["data-t0"]), float(svg.attrs["data-t1"])
+    return round(LEFT + (t - t0) * WIDTH / (t1 - t0), 1)
+
+
+def test_the_demo_writes_its_report_beside_the_run_and_it_renders(demo_run, tmp_path):
+    run_dir, stdout = demo_run
+    page = run_dir.parent / f"{run_dir.name}.report.html"
+    assert f"Report:        runs/{page.name}" in stdout
+    assert "confirmatory report runs/demo" in stdout  # verify's table names the command
+    households = Path(__file__).resolve().parents[2] / "confirmatory" / "demo" / "households.jsonl"
+    dom, report = render(page), verify_run(run_dir, witness=run_dir.parent / ".witness" / "clone",
+                                           households=households)
+    check_page(dom, run_dir, report)
+    verdict = dom.one("section", id="verdict")
+    assert "ok" in verdict.classes and verdict.one("h2").content() == "ALL INVARIANTS HOLD"
+    assert "holds every anchor of the run, unchanged" in verdict.one("p", "witness").content()
+    assert len(dom.all("svg", "timeline")) == 3
+    not_pinned = dom.one("div", "not-pinned")
+    config = json.loads((run_dir / "config.json").read_text())
+    assert int(not_pinned.attrs["data-n"]) == len(config["not_pinned_down"]) == len(not_pinned.all("li"))
+    png = screenshot(page, tmp_path / "demo.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
+
+
+def test_the_ceiling_marker_is_where_the_records_put_the_crossing(ceiling_run):
+    dom, report = page_of(ceiling_run)
+    check_page(dom, ceiling_run, report)
+    (ceiling,) = of(events(ceiling_run), "ceiling")
+    svg = dom.one("svg", "timeline", data_model="m0")
+    marker = svg.one("g", "m-ceiling")
+    assert float(marker.attrs["data-t"]) == ceiling["t"]
+    assert float(marker.one("line").attrs["x1"]) == x_at(svg, ceiling["t"])
+    # ... inside the bar of the attempt whose call crossed it
+    crossing = next(a for a in attempt_lines(ceiling_run, "m0") if a["start"] <= ceiling["t"] <= a["end"]
+                    and a["household"] == "hh-001")
+    i = json.loads(dom.one("script", "attempts", data_model="m0").content())
+    bar = next(r for r in svg.all("rect", "a") if i[int(r.attrs["data-i"])][1:4] == ["hh-001", crossing["arm"], 0])
+    assert float(bar.attrs["x"]) <= float(marker.one("line").attrs["x1"]) <= float(bar.attrs["x"]) + float(bar.attrs["width"])
+    spend = dom.one("svg", "spend-total")
+    assert float(spend.one("g", "m-ceiling").attrs["data-t"]) == ceiling["t"]
+    assert float(spend.one("g", "level", data_name="ceiling").attrs["data-value"]) * 1e9 == pytest.approx(
+        ceiling["ceiling_nusd"])
+    assert "ceiling" in dom.one("p", "outcome").content()
+
+
+def test_an_operator_pause_is_drawn_until_its_accepted_resume_and_the_stale_one_is_shown(pause_run):
+    dom, report = page_of(pause_run)
+    check_page(dom, pause_run, report)
+    ev = events(pause_run, "m0")
+    (pause,) = of(ev, "pause")
+    stale, accepted = of(ev, "resume")
+    assert (stale["accepted"], accepted["accepted"]) == (False, True)
+    svg = dom.one("svg", "timeline", data_model="m0")
+    band = svg.one("g", "m-pause")
+    assert (float(band.attrs["data-t"]), float(band.attrs["data-until"])) == (pause["t"], accepted["t"])
+    assert float(svg.one("g", "m-resume").attrs["data-t"]) == accepted["t"]
+    assert float(svg.one("g", "m-resume-refused").attrs["data-t"]) == stale["t"]
+    assert report.tallies["m0"]["reruns"] == {"operator": 1}  # the resumed attempt replaced the paused one
+    assert len(svg.all("path", "rerun")) == 1
+
+
+def test_a_harness_stop_shows_its_trigger_and_stop_at_their_times(harness_run):
+    dom, report = page_of(harness_run)
+    check_page(dom, harness_run, report)
+    ev = events(harness_run, "m0")
+    (trigger,), (stop,) = of(ev, "trigger"), of(ev, "stop")
+    svg = dom.one("svg", "timeline", data_model="m0")
+    assert float(svg.one("g", "m-trigger").attrs["data-t"]) == trigger["t"]
+    marker = svg.one("g", "m-stop")
+    assert float(marker.attrs["data-t"]) == stop["t"] and "stop: harness" in marker.content()
+    assert [g.attrs["data-lane"] for g in svg.all("g", "m-lane-end")] == [
+        str(e["lane"]) for e in of(ev, "lane-end")]
+    assert "ok" in dom.one("section", id="verdict").classes
+
+
+def test_a_tampered_run_says_verify_failed_and_names_the_invariant(tampered_run):
+    run_dir, record = tampered_run
+    dom, report = page_of(run_dir)
+    assert 1 in report.failed()
+    check_page(dom, run_dir, report)
+    verdict = dom.one("section", id="verdict")
+    assert "failed" in verdict.classes and "1" in verdict.attrs["data-failed"].split(",")
+    banner = verdict.one("h2").content()
+    assert banner.startswith("VERIFY FAILED") and "invariant 1 (one attempt line per record, hashes match)" in banner
+    first = report.result(1).first[0]
+    said = verdict.one("p", "sub").content()  # its first violation, named
+    assert f"{first.where()}: {first.message}" in said and record.removeprefix("models/m0/") in said
+    assert verdict.one("tr", data_invariant="1").attrs["data-status"] == "fail"
+
+
+def test_a_crashed_run_says_it_is_not_complete_and_what_only_the_crash_explains(crashed_run):
+    dom, report = page_of(crashed_run)
+    assert report.state == "crashed" and report.ok, report.to_table()
+    check_page(dom, crashed_run, report, summary=False)
+    verdict = dom.one("section", id="verdict")
+    assert "incomplete" in verdict.classes and verdict.attrs["data-state"] == "crashed"
+    assert verdict.one("h2").content() == "NO VIOLATION, BUT THE RUN IS NOT COMPLETE (crashed)"
+    assert report.next_step() in verdict.one("p", "sub").content()
+    assert "crash" in verdict.one("div", "crash").content()
