@@ -73,6 +73,9 @@ SCRIPT = r"""
     function show(ev) {
       var r = ev.target;
       if (!r.classList || !r.classList.contains('a')) return;
+      showAttempt(r, ev.clientX, ev.clientY);
+    }
+    function showAttempt(r, x, y) {
       var model = r.closest('svg').dataset.model, a = (data[model] || [])[+r.dataset.i];
       if (!a) return;
       tip.textContent = '';
@@ -90,11 +93,19 @@ SCRIPT = r"""
         link.href = [body.dataset.runHref, 'models', model, a[10]].filter(Boolean).join('/');
         link.textContent = 'record: ' + a[10]; link.className = 'record'; tip.appendChild(link);
       }
-      tip.style.left = Math.min(ev.clientX + 12, window.innerWidth - 470) + 'px';
-      tip.style.top = (ev.clientY + 12) + 'px';
+      tip.style.left = Math.max(0, Math.min(x + 12, window.innerWidth - 470)) + 'px';
+      tip.style.top = (y + 12) + 'px';
       tip.style.display = 'block';
+      tip.dataset.model = model; tip.dataset.i = r.dataset.i;
     }
     document.addEventListener('mouseover', show);
+    // #attempt=MODEL:I opens attempt I of MODEL's timeline as its hover does (a link to one attempt)
+    var m = /^#attempt=(.+):(\d+)$/.exec(decodeURIComponent(location.hash));
+    if (m) {
+      var svg = document.querySelector('svg.timeline[data-model="' + CSS.escape(m[1]) + '"]');
+      var r = svg && svg.querySelector('rect.a[data-i="' + m[2] + '"]');
+      if (r) { r.scrollIntoView(); var b = r.getBoundingClientRect(); showAttempt(r, b.left, b.bottom); }
+    }
     document.addEventListener('keydown', function (e) { if (e.key === 'Escape') tip.style.display = 'none'; });
     body.dataset.js = 'ready';
   } catch (err) {

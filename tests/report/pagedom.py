@@ -93,9 +93,9 @@ def parse(html: str) -> Node:
     return p.root
 
 
-def render(page: Path) -> Node:
-    """The page's DOM after chromium loaded it and ran its script."""
-    done = subprocess.run([CHROMIUM, *BROWSER_FLAGS, "--dump-dom", page.resolve().as_uri()],
+def render(page: Path, fragment: str = "") -> Node:
+    """The page's DOM after chromium loaded it (at ``#fragment``) and ran its script."""
+    done = subprocess.run([CHROMIUM, *BROWSER_FLAGS, "--dump-dom", page.resolve().as_uri() + fragment],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "<body" in done.stdout, done.stderr[-2000:]
     return parse(done.stdout)

@@ -187,3 +187,20 @@ def test_a_crashed_run_says_it_is_not_complete_and_what_only_the_crash_explains(
     assert verdict.one("h2").content() == "NO VIOLATION, BUT THE RUN IS NOT COMPLETE (crashed)"
     assert report.next_step() in verdict.one("p", "sub").content()
     assert "crash" in verdict.one("div", "crash").content()
+
+
+def test_an_attempts_hover_shows_its_line_and_links_to_its_record_file(harness_run):
+    out, _ = write_report(harness_run)
+    dom = render(out)
+    svg = dom.one("svg", "timeline", data_model="m0")
+    rows = json.loads(dom.one("script", "attempts", data_model="m0").content())
+    i = next(int(r.attrs["data-i"]) for r in svg.all("rect", "a") if rows[int(r.attrs["data-i"])][7] == "harness")
+    tip = render(out, f"#attempt=m0:{i}").one("div", id="tip")  # opens it as the hover does
+    assert (tip.attrs["data-model"], tip.attrs["data-i"]) == ("m0", str(i))
+    fields = dict(tuple(td.content() for td in tr.all("td")) for tr in tip.all("tr"))
+    line = next(a for a in attempt_lines(harness_run, "m0") if a["class"] == "harness")
+    assert (fields["household"], fields["arm"], fields["pass"], fields["class"], fields["action"]) == (
+        line["household"], line["arm"], str(line["pass"]), "harness", line["action"])
+    assert fields["cost"] == f"${line['cost_nusd'] / 1e9:.6f}"
+    href = tip.one("a", "record").attrs["href"]
+    assert not SCHEME.match(href) and (out.parent / href).resolve() == (harness_run / "models" / "m0" / line["record"])
