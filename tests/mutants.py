@@ -606,4 +606,8 @@ MUTANTS = (
            'vline("ceiling", ceiling_t, ',
            'vline("ceiling", ceiling_t + 1.0, ',
            f"{REPORT}::test_the_ceiling_marker_is_where_the_records_put_the_crossing"),
+    Mutant("escape only a closing tag in the report's hover data", "confirmatory/report/charts.py",
+           '.replace("<", "\\\\u003c")',
+           '.replace("</", "<\\\\/")',
+           f"{REPORT}::test_markup_planted_in_the_records_stays_text_and_fetches_nothing"),
 )

@@ -130,7 +130,8 @@ def timeline(mv, axis: Axis, run_events: list[dict], ceiling_t: float | None) ->
                               a.get("record")])
         body.append(_lanes(lanes, top, bars, row))
         body.append("".join(links))
-        data = json.dumps(rows_json, separators=(",", ":"), ensure_ascii=True).replace("</", "<\\/")
+        # inside a script element: no "<" at all (no "</script>", no "<!--"); JSON reads \u003c as "<"
+        data = json.dumps(rows_json, separators=(",", ":"), ensure_ascii=True).replace("<", "\\u003c")
     else:
         span = (axis.t1 - axis.t0) / BINS
         counts: dict[tuple[int, int], Counter] = {}

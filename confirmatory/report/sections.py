@@ -15,7 +15,6 @@ from confirmatory.report.charts import (
     CLASS_COLOURS,
     MODEL_COLOURS,
     Axis,
-    anchors_strip,
     esc,
     klass,
     line_chart,
@@ -68,6 +67,9 @@ def verdict(report, problem: str | None) -> str:
         kind = "incomplete"
         words = f"NO VIOLATION, BUT THE RUN IS NOT COMPLETE ({report.state})"
         sub = report.next_step() or ""
+    if report.state == "running":
+        sub = ("THE RUN IS STILL RUNNING (a runner holds its lock): this page is provisional; its logs are "
+               "still being written. Build it again after the run has ended.")
     out = [f'<section id="verdict" class="verdict {kind}" data-ok="{str(report.ok).lower()}" '
            f'data-state="{esc(report.state)}" data-failed="{",".join(map(str, failed))}">',
            f'<h2 class="banner">{esc(words)}</h2>',

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -46,11 +47,11 @@ def summary_counts(run_dir: Path) -> dict[str, dict[str, int]]:
     return out
 
 
-def check_page(dom: Node, run_dir: Path, report, *, summary: bool = True) -> None:
-    """What every page must hold, whatever the run."""
+def check_offline(dom: Node) -> None:
+    """The page's script ran, and no request can leave it: nothing names a
+    scheme or a host, and its policy forbids any fetch."""
     body = dom.one("body")
     assert body.attrs.get("data-js") == "ready", body.attrs.get("data-js")  # its script ran, without error
-    # No request can leave the page: nothing names a scheme or a host, and the policy forbids any fetch.
     csp = dom.one("meta", http_equiv="Content-Security-Policy").attrs["content"]
     assert "default-src 'none'" in csp and "connect-src 'none'" in csp
     for n in dom.all():
@@ -59,6 +60,11 @@ def check_page(dom: Node, run_dir: Path, report, *, summary: bool = True) -> Non
                 assert not SCHEME.match(n.attrs[attr]), (n.tag, attr, n.attrs[attr])
     assert not dom.all("link") and not dom.all("img") and not dom.all("iframe")
     assert all("src" not in s.attrs for s in dom.all("script"))
+
+
+def check_page(dom: Node, run_dir: Path, report, *, summary: bool = True) -> None:
+    """What every page must hold, whatever the run."""
+    check_offline(dom)
     # The run directory holds no page: it stays what the runner wrote.
     assert not list(run_dir.rglob("*.html"))
     tallies = report.tallies
@@ -204,3 +210,23 @@ def test_an_attempts_hover_shows_its_line_and_links_to_its_record_file(harness_r
     assert fields["cost"] == f"${line['cost_nusd'] / 1e9:.6f}"
     href = tip.one("a", "record").attrs["href"]
     assert not SCHEME.match(href) and (out.parent / href).resolve() == (harness_run / "models" / "m0" / line["record"])
+
+
+def test_markup_planted_in_the_records_stays_text_and_fetches_nothing(harness_run, tmp_path):
+    run_dir = tmp_path / "run"
+    shutil.copytree(harness_run, run_dir)
+    log = run_dir / "models" / "m0" / "run.jsonl"
+    planted = ('</script><img src="http://127.0.0.1:9/x"><script src="http://127.0.0.1:9/s"></script>'
+               '<!--<script>fetch("http://127.0.0.1:9/")</script>')
+    lines = log.read_text().splitlines()
+    k = next(i for i, line in enumerate(lines) if '"event":"attempt"' in line)
+    obj = json.loads(lines[k])
+    obj["signature"] = planted
+    lines[k] = json.dumps(obj, sort_keys=True, separators=(",", ":"))
+    log.write_text("\n".join(lines) + "\n")
+    out, _ = write_report(run_dir)
+    dom = render(out)
+    check_offline(dom)
+    assert "failed" in dom.one("section", id="verdict").classes  # the edit breaks the chain
+    rows = json.loads(dom.one("script", "attempts", data_model="m0").content())
+    assert planted in [r[9] for r in rows]  # the hover shows it as the text it is
