@@ -19,6 +19,7 @@ import pytest
 from confirmatory.cli.run import result_lines
 from confirmatory.report import write_report
 from confirmatory.report.charts import LEFT, WIDTH
+from confirmatory.testing.rungen import Plan, generate_run
 from confirmatory.verify import verify_run
 from pagedom import Node, needs_chromium, render, screenshot
 from runhelpers import events, of
@@ -230,3 +231,42 @@ def test_markup_planted_in_the_records_stays_text_and_fetches_nothing(harness_ru
     assert "failed" in dom.one("section", id="verdict").classes  # the edit breaks the chain
     rows = json.loads(dom.one("script", "attempts", data_model="m0").content())
     assert planted in [r[9] for r in rows]  # the hover shows it as the text it is
+
+
+def test_every_section_counts_what_the_records_hold(tmp_path):
+    """A generated run with a little of everything (provider, model and host
+    failures, an operator pause, a harness stop, anchors): each section's
+    numbers against the lines they come from."""
+    run_dir = generate_run(tmp_path / "run", Plan())
+    dom, report = page_of(run_dir)
+    assert report.ok
+    check_page(dom, run_dir, report)
+    host = [json.loads(line) for line in (run_dir / "host.jsonl").read_text().splitlines()]
+    counts = dom.one("p", "host-counts")
+    hosts = [(m, a) for m in ("alpha", "beta", "gamma") for a in attempt_lines(run_dir, m) if a["class"] == "host"]
+    assert hosts and int(counts.attrs["data-host-attempts"]) == len(hosts)
+    assert int(counts.attrs["data-samples"]) == sum(1 for o in host if o["event"] == "sample")
+    links = [a.attrs["href"] for a in dom.one("table", "host-attempts").all("a", "record")]
+    assert sorted((run_dir.parent / h).resolve() for h in links) == sorted(
+        (run_dir / "models" / m / a["record"]).resolve() for m, a in hosts)
+    anchors = of(events(run_dir, log="anchors.jsonl"), "anchor")
+    pushes = of(events(run_dir, log="anchor-pushes.jsonl"), "push")
+    said = dom.one("p", "anchor-counts").attrs
+    assert (int(said["data-anchors"]), int(said["data-pushes"]), int(said["data-failed"])) == (
+        len(anchors), len(pushes), sum(1 for p in pushes if p["rc"] != 0))
+    strip = dom.one("svg", "anchors")
+    assert len(strip.all("g", "anchor")) == len(anchors) and len(strip.all("g", "push")) == len(pushes)
+    (close,) = of(events(run_dir), "close")
+    assert int(dom.one("b", "total").attrs["data-nusd"]) == close["spend_total_nusd"]
+    for m in ("alpha", "beta", "gamma"):
+        (own,) = of(events(run_dir, m), "close")
+        row = dom.one("table", "spend").one("tr", data_model=m)
+        assert [int(td.attrs["data-nusd"]) for td in row.all("td") if "data-nusd" in td.attrs] == [own["spend_nusd"]]
+        decisions = of(events(run_dir, m, "admission.jsonl"), "decision")
+        said = dom.one("p", "admission-counts", data_model=m).attrs
+        assert (int(said["data-admitted"]), int(said["data-refused"])) == (
+            sum(d["admit"] for d in decisions), sum(not d["admit"] for d in decisions))
+    assert "config.json missing" in dom.one("section", id="config").content()
+    gamma = dom.one("svg", "timeline", data_model="gamma")
+    assert "stop: harness" in gamma.one("g", "m-stop").content()
+    assert dom.one("svg", "timeline", data_model="beta").one("g", "m-pause")
