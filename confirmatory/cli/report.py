@@ -38,6 +38,8 @@ def report_command(run_dir: Path, out: Path | None = None, *, witness: Path | No
     if not target.parent.is_dir():
         print(f"report: --out {target}: its folder {target.parent} does not exist", file=sys.stderr)
         return EXIT_FAILED
+    if not quiet:  # verify runs first: seconds on a large run
+        print(f"report: verifying {run_dir}, then drawing its page", file=sys.stderr)
     try:
         written, times = write_report(run_dir, target, witness=witness, households=households)
     except OSError as exc:
