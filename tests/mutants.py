@@ -23,6 +23,7 @@ class Mutant:
 RULES = "tests/engine/test_run_rules.py"
 VIOLATIONS = "tests/verify/test_violations.py"
 RAYPOOL = "tests/engine/test_raypool.py"
+REPORT = "tests/report/test_report_browser.py"
 
 MUTANTS = (
     Mutant("skip a provider rerun", "confirmatory/engine/lanes.py",
@@ -623,4 +624,29 @@ MUTANTS = (
            "            if isinstance(exc, ChainWriteFailed):",
            "            if False:",
            "tests/cli/test_disk_faults.py::test_eio_on_an_fsync_stops_the_run_and_no_failed_descriptor_is_fsynced_again[host-log]"),
+    Mutant("draw no rerun on the report's timeline", "confirmatory/report/charts.py",
+           '                and a.get("lane") in index]\n',
+           '                and a.get("lane") in index and not a.get("pass")]\n',
+           f"{REPORT}::test_an_operator_pause_is_drawn_until_its_accepted_resume_and_the_stale_one_is_shown"),
+    Mutant("show the attempts as the report's arm results", "confirmatory/report/sections.py",
+           'table("results", "results", "arm results")',
+           'table("attempts", "results", "arm results")',
+           f"{REPORT}::test_an_operator_pause_is_drawn_until_its_accepted_resume_and_the_stale_one_is_shown"),
+    Mutant("let an arm's first attempt stand in verify's tallies", "confirmatory/verify/procedure.py",
+           "    for cls in standing.values():\n        st.standing[str(cls)] += 1\n",
+           "    for cls in {str(a[\"arm\"]): a[\"class\"] for _, a in reversed(attempts)}.values():\n"
+           "        st.standing[str(cls)] += 1\n",
+           f"{REPORT}::test_an_operator_pause_is_drawn_until_its_accepted_resume_and_the_stale_one_is_shown"),
+    Mutant("never say verify failed on the report's banner", "confirmatory/report/sections.py",
+           '    if failed:\n        kind = "failed"\n',
+           '    if False:\n        kind = "failed"\n',
+           f"{REPORT}::test_a_tampered_run_says_verify_failed_and_names_the_invariant"),
+    Mutant("mark the ceiling a second late on the report", "confirmatory/report/charts.py",
+           'vline("ceiling", ceiling_t, ',
+           'vline("ceiling", ceiling_t + 1.0, ',
+           f"{REPORT}::test_the_ceiling_marker_is_where_the_records_put_the_crossing"),
+    Mutant("escape only a closing tag in the report's hover data", "confirmatory/report/charts.py",
+           '.replace("<", "\\\\u003c")',
+           '.replace("</", "<\\\\/")',
+           f"{REPORT}::test_markup_planted_in_the_records_stays_text_and_fetches_nothing"),
 )

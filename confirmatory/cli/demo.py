@@ -106,10 +106,26 @@ def demo_command(run_dir: Path | None = None, design: Path | None = None, *, exi
     # ... and against the design's households file: every model's draw is its households
     households = households_file(design)
     verify_rc = verify_command(run_dir, witness=witness, households=households)
-    print(guide(run_dir, run_rc=run_rc, verify_rc=verify_rc, witness=witness, households=households))
+    report = write_demo_report(run_dir, witness, households)
+    print(guide(run_dir, run_rc=run_rc, verify_rc=verify_rc, witness=witness, households=households,
+                report=report))
     if run_rc != 0:
         return run_rc
     return verify_rc
+
+
+def write_demo_report(run_dir: Path, witness: Path | None, households: Path | None) -> Path | None:
+    """The reviewer's page of the run (``confirmatory report``), beside it; None
+    (and why, on stderr) when it could not be written: the demo's status is the run's and verify's."""
+    from confirmatory.report import write_report  # noqa: PLC0415
+
+    print("\nconfirmatory demo: writing the report page", file=sys.stderr)
+    try:
+        out, _ = write_report(run_dir, witness=witness, households=households)
+    except Exception as exc:  # noqa: BLE001 - the page is an extra: the demo's status stays the run's and verify's
+        print(f"confirmatory demo: the report could not be written: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return None
+    return out
 
 
 def _design_problems(design: Path) -> list[str]:
@@ -145,7 +161,7 @@ def households_file(design: Path) -> Path | None:
 
 
 def guide(run_dir: Path, *, run_rc: int, verify_rc: int, witness: Path | None = None,
-          households: Path | None = None) -> str:
+          households: Path | None = None, report: Path | None = None) -> str:
     """Where everything is, and the commands to go on with."""
     models_dir = run_dir / "models"
     models = sorted(p.name for p in models_dir.iterdir() if p.is_dir()) if models_dir.is_dir() else []
@@ -168,6 +184,8 @@ def guide(run_dir: Path, *, run_rc: int, verify_rc: int, witness: Path | None = 
         + (f" --witness {shlex.quote(str(witness))}" if witness is not None else "")
         + (f" --households {shlex.quote(str(households))}" if households is not None else ""),
     ]
+    if report is not None:
+        lines.append(f"Report:        {_shown(report)}   (open it in a browser; it fetches nothing)")
     paused = [m for m in models if b'"event":"pause"' in _read(models_dir / m / "run.jsonl")]
     if paused:
         lines.append(f"The pause:     its pause and resume lines are in models/{paused[0]}/run.jsonl")

@@ -98,6 +98,30 @@ def continue_(run_dir: Path, reason: str, design: Path | None, workers: int | No
     sys.exit(continue_command(run_dir, reason=reason, design=design, workers=workers, quiet=quiet))
 
 
+@main.command()
+@click.argument("run_dir", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="The page to write (default: RUN_DIR.report.html beside the run directory, never inside it).")
+@click.option("--witness", type=click.Path(file_okay=False, exists=True, path_type=Path), default=None,
+              help="A clone of the witness remote, for verify's witness check shown on the page.")
+@click.option("--households", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
+              help="The study's households file, for verify's households check shown on the page.")
+def report(run_dir: Path, out: Path | None, witness: Path | None, households: Path | None) -> None:
+    """Write one self-contained HTML page of a run for its reviewer: verify's
+    verdict, the lanes over time, spend, admission, results by class, host
+    evidence, anchors and what was not pinned down. Nothing on it is fetched.
+    Exit 0 when written, whatever the verdict (it is on the page).
+
+    \b
+    Examples:
+      confirmatory report runs/confirmatory-1
+      confirmatory report runs/confirmatory-1 --out review.html --witness WITNESS_CLONE
+    """
+    from confirmatory.cli.report import report_command
+
+    sys.exit(report_command(run_dir, out, witness=witness, households=households))
+
+
 @main.command("push-anchor")
 @click.argument("run_dir", type=click.Path(file_okay=False, exists=True, path_type=Path))
 @click.option("--run-id", default=None,

@@ -28,6 +28,23 @@ def _start_pass(item: tuple[int, dict]) -> tuple:
     return item[1]["start"], item[1]["pass"]
 
 
+def tally_classes(st, attempts: list[tuple[int, dict]], standing: dict) -> None:
+    """A household's counts for the report (``ModelState.standing`` and the
+    rest): its arm results by the class that stands, its attempts by class,
+    and each rerun (an attempt of pass >= 1) by the class of the attempt of
+    its arm it replaced. ``attempts`` in start order."""
+    for cls in standing.values():
+        st.standing[str(cls)] += 1
+    before: dict = {}
+    for _, a in attempts:
+        cls = str(a["class"])
+        st.attempt_classes[cls] += 1
+        arm = a["arm"]
+        if a["pass"] and arm in before:
+            st.rerun_classes[before[arm]] += 1
+        before[arm] = cls
+
+
 def lane_in(lane, lanes: int) -> bool:
     """``lane in {0: .., .., lanes - 1: ..}`` without the dictionary (a
     manifest can say any number of lanes): True for a number equal to one of
@@ -141,6 +158,7 @@ class ProcedureChecks:
             standing = {str(a["arm"]): a["class"] for _, a in attempts}  # in start order: the last stands
             st.results += len(standing)
             st.observed += sum(1 for cls in standing.values() if cls in rules.OBSERVED_CLASSES)
+            tally_classes(st, attempts, standing)
         checked[7] += 1
         if type(hl.get("spend_nusd")) is not int or hl.get("spend_nusd") != spend:
             f.fail(7, log, seq, f"household spend {hl.get('spend_nusd')} is not its attempts' {spend}")

@@ -10,6 +10,7 @@ the two renderings: a table for people and JSON for machines.
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 
@@ -94,6 +95,11 @@ class Report:
     # For a run that is not complete: what only the crash (or the run still
     # being under way) explains, never a violation (Findings.crash_report).
     crash: dict | None = None
+    # Per model, what verify counted of its ended households (the report's
+    # tables; not in to_json): "results" (arm results by the class that
+    # stands), "attempts" (by class), "reruns" (by the class of the attempt
+    # each replaced), "households" (ended), "unfinished".
+    tallies: dict | None = None
 
     @property
     def ok(self) -> bool:
@@ -210,6 +216,7 @@ class Report:
             rows.append(f"unanchored tail: {self.unanchored_tail} lines")
         if self.crash is not None and self.state != COMPLETE:
             rows.extend(self._crash_rows(shown))
+        rows.append(f"a page of this run for its reviewer: confirmatory report {shlex.quote(self.run_dir)}")
         if not self.ok:
             rows.append("VERIFY FAILED: " + ", ".join(str(i) for i in sorted(self.failed())))
         elif self.complete:
@@ -258,6 +265,7 @@ class Findings:
     explained: list[Violation] = field(default_factory=list)  # what the crash explains (all kept)
     under_way: dict[str, list[str]] = field(default_factory=dict)  # model -> its households under way
     torn_tails: list[dict] = field(default_factory=list)
+    tallies: dict[str, dict] = field(default_factory=dict)  # model -> ModelState.tallies() (Report.tallies)
 
     def explain(self, invariant: int, file: str, line: int | None, message: str) -> None:
         """What a run cut short at ``stage`` may lack: checked, kept for the
@@ -328,4 +336,4 @@ class Findings:
                                   tuple(self.first[i]), note))
         return Report(run_dir, tuple(results), self.unanchored, tuple(self.root), self.witness,
                       self.witness_problems, self.outcome, self.households, self.households_count,
-                      self.households_problems, state, crash)
+                      self.households_problems, state, crash, dict(self.tallies))

@@ -8,6 +8,7 @@ the admission replay (`timeline`) keeps of a household once it is checked.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 
@@ -63,6 +64,19 @@ class ModelState:
     # last attempt) and how many of them are an observation (ok or model)
     results: int = 0
     observed: int = 0
+    # the same arm results by class; every attempt of an ended household by
+    # class; each rerun by the class of the attempt it replaced (the report's
+    # tables: procedure.tally_classes)
+    standing: Counter = field(default_factory=Counter)
+    attempt_classes: Counter = field(default_factory=Counter)
+    rerun_classes: Counter = field(default_factory=Counter)
+    tally: dict = field(default_factory=dict)  # tallies(), kept when the state is slimmed for the run-level checks
+
+    def tallies(self) -> dict:
+        """What the report shows of this model's counts (``Report.tallies``)."""
+        return {"results": dict(self.standing), "attempts": dict(self.attempt_classes),
+                "reruns": dict(self.rerun_classes), "households": len(self.ends),
+                "unfinished": sum(1 for e in self.ends.values() if not e.finished)}
 
     def events(self, name: str) -> list[tuple[int, dict]]:
         return [(s, o) for s, o in self.control if o.get("event") == name]

@@ -189,6 +189,7 @@ def _verify_run(root: Path, witness: Path | str | None, workers: int | None, fil
         f.merge(found)
         _add_log_results(logs, valid)
         states.append(st)
+        f.tallies[name] = st.tally
     guarded(f, 7, "run.jsonl", check_totals, ctx, states, ceilings)
     guarded(f, 9, "run.jsonl", check_run_stops, ctx, states)
     guarded(f, 8, "run.jsonl", check_continuations, ctx)
@@ -330,5 +331,5 @@ def _check_one(ctx: RunContext, name: str) -> tuple[Findings, dict, ModelState]:
         guarded(own, 10, log, check_resumes, ctx, st)
     slim = ModelState(st.name, {}, st.control, attempt_cost=st.attempt_cost,
                       ceiling_known_nusd=st.ceiling_known_nusd,
-                      ceiling_upper_nusd=st.ceiling_upper_nusd, outcome=model_outcome(st))
+                      ceiling_upper_nusd=st.ceiling_upper_nusd, outcome=model_outcome(st), tally=st.tallies())
     return (*_log_part(own, ctx.logs, [model_log(name, n) for n in MODEL_LOG_NAMES]), slim)

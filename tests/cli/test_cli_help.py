@@ -11,7 +11,7 @@ def test_help_does_not_import_litellm():
         "from confirmatory.cli.main import main\n"
         "r = CliRunner().invoke(main, ['--help'])\n"
         "assert r.exit_code == 0, r.output\n"
-        "for cmd in ['check', 'run', 'verify', 'resume', 'demo']:\n"
+        "for cmd in ['check', 'run', 'verify', 'resume', 'demo', 'report']:\n"
         "    r = CliRunner().invoke(main, [cmd, '--help'])\n"
         "    assert r.exit_code == 0, r.output\n"
         "print('litellm' in sys.modules)\n"

@@ -187,8 +187,11 @@ def test_the_main_job_with_no_arguments_runs_the_demo_and_verifies_it(tmp_path):
     # ... against the witness too: the demo shows the whole machinery.
     witness = tmp_path / "runs" / ".witness" / "clone"
     assert f"witness: {witness} holds every anchor of the run, unchanged" in proc.stdout, proc.stdout[-3000:]
-    runs = [p for p in (tmp_path / "runs").iterdir() if not p.name.startswith(".")]
+    runs = [p for p in (tmp_path / "runs").iterdir() if not p.name.startswith(".") and p.is_dir()]
     assert len(runs) == 1 and (runs[0] / "manifest.json").is_file()
+    # ... and its page for a reviewer beside it (docs/REPORT.md)
+    page = runs[0].parent / f"{runs[0].name}.report.html"
+    assert sorted(p for p in (tmp_path / "runs").iterdir() if not p.name.startswith(".")) == sorted([runs[0], page])
     # The same again into that directory: refused, and the finished run (the
     # witness beside it holds its anchors) is not reported on as this demo's.
     again = subprocess.run(

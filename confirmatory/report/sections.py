@@ -1,0 +1,283 @@
+"""The page's sections, each HTML text made from the records and verify's report.
+
+Owns what each section says: the verdict (verify's state and every
+invariant, in words and colour), the lane timelines, spend, admission, arm
+results by class (verify's own tallies), host evidence, anchors and pushes,
+and config.json (what was not pinned down first). Long lists are cut to
+their first rows (`SHOWN`) and the page says how many there were.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from confirmatory.report.charts import (
+    CLASS_COLOURS,
+    MODEL_COLOURS,
+    Axis,
+    esc,
+    klass,
+    line_chart,
+    timeline,
+)
+
+SHOWN = 200  # rows of a long table shown (the page says how many there were)
+NUSD = 10**9
+
+
+def usd(nusd: object) -> str:
+    return f"${nusd / NUSD:,.6f}" if type(nusd) is int else esc(nusd)
+
+
+def rel_t(t: object, t0: float) -> str:
+    return f"{t - t0:.3f} s" if type(t) in (int, float) else esc(t)
+
+
+def _table(head: list[str], rows: list[str], cls: str = "") -> str:
+    return (f'<table class="{cls}"><thead><tr>{"".join(f"<th>{esc(h)}</th>" for h in head)}</tr></thead>'
+            f'<tbody>{"".join(rows)}</tbody></table>')
+
+
+def _cut(total: int, shown: int, what: str) -> str:
+    if total <= shown:
+        return ""
+    return f'<p class="cut" data-total="{total}" data-shown="{shown}">{shown} of {total} {esc(what)} shown.</p>'
+
+
+# ------------------------------------------------------------------ verdict
+
+def verdict(report, problem: str | None) -> str:
+    """verify's verdict: a banner in words and colour, the state, the outcome,
+    START HERE, every invariant's row, the witness and households lines and
+    what only a crash explains."""
+    if report is None:
+        return (f'<section id="verdict" class="verdict failed" data-ok="false" data-state="unknown">'
+                f'<h2 class="banner">VERIFY COULD NOT RUN: {esc(problem)}</h2></section>')
+    failed = sorted(report.failed())
+    names = {r.invariant: r.name for r in report.results}
+    if failed:
+        kind = "failed"
+        first = next((v for r in report.results if r.invariant == failed[0] for v in r.first), None)
+        words = "VERIFY FAILED: " + "; ".join(f"invariant {i} ({names[i]})" for i in failed)
+        sub = (f"first violation: {first.where()}: {first.message}" if first is not None
+               else next((r.note for r in report.results if r.invariant == failed[0] and r.note), ""))
+    elif report.complete:
+        kind, words, sub = "ok", "ALL INVARIANTS HOLD", "the run is complete and every invariant of RECORDS.md holds"
+    else:
+        kind = "incomplete"
+        words = f"NO VIOLATION, BUT THE RUN IS NOT COMPLETE ({report.state})"
+        sub = report.next_step() or ""
+    if report.state == "running":
+        sub = ("THE RUN IS STILL RUNNING (a runner holds its lock): this page is provisional; its logs are "
+               "still being written. Build it again after the run has ended.")
+    out = [f'<section id="verdict" class="verdict {kind}" data-ok="{str(report.ok).lower()}" '
+           f'data-state="{esc(report.state)}" data-failed="{",".join(map(str, failed))}">',
+           f'<h2 class="banner">{esc(words)}</h2>',
+           f'<p class="sub">{esc(sub)}</p>' if sub else "",
+           f'<p class="state">{esc(report.state_line())}</p>',
+           f'<p class="outcome">the records say: {esc(report.outcome)}</p>' if report.outcome else ""]
+    if report.start_here:
+        out.append('<div class="start-here"><h3>START HERE</h3><p>verify reads each log only up to its first '
+                   'break; the violations below may follow from these:</p><ul>'
+                   + "".join(f"<li>{esc(v.where())}: {esc(v.message)}</li>" for v in report.start_here[:10])
+                   + "</ul></div>")
+    rows = []
+    for r in report.results:
+        firsts = ([esc(r.note)] if r.note else []) + [f"{esc(v.where())}: {esc(v.message)}" for v in r.first[:3]]
+        if r.violations > len(r.first[:3]):
+            firsts.append(f"... {r.violations} violations in all")
+        rows.append(f'<tr class="inv s-{esc(r.status)}" data-invariant="{r.invariant}" data-status="{esc(r.status)}" '
+                    f'data-violations="{r.violations}"><td>{r.invariant}</td><td>{esc(r.name)}</td>'
+                    f'<td class="status">{esc(str(r.status).upper())}</td><td class="num">{r.checked}</td>'
+                    f'<td class="num">{r.violations}</td><td>{"<br>".join(firsts)}</td></tr>')
+    out.append(_table(["#", "invariant", "status", "checked", "violations", "first violations"], rows, "invariants"))
+    out.append(f'<p class="witness">{esc(report.witness_line())}</p>'
+               f'<p class="households">{esc(report.households_line())}</p>')
+    crash = report.crash if report.state != "complete" else None
+    if crash:
+        items = [f"{esc(m)}: households under way: {esc(', '.join(hh))}"
+                 for m, hh in sorted((crash.get("under_way") or {}).items())]
+        items += [f"torn tail of {esc(t['log'])}: {t['length']} bytes at offset {t['offset']}, never acknowledged"
+                  for t in crash.get("torn_tails") or []]
+        explained = crash.get("explained") or []
+        items += [f"{esc(e['file'])}{'' if e['line'] is None else ':' + str(e['line'])}: {esc(e['message'])}"
+                  for e in explained[:30]]
+        out.append(f'<div class="crash"><h3>What only the {"crash" if report.state == "crashed" else "run being under way"}'
+                   f' explains (not violations)</h3><ul>{"".join(f"<li>{i}</li>" for i in items)}</ul>'
+                   + _cut(len(explained), min(30, len(explained)), "explained items") + "</div>")
+    out.append("</section>")
+    return "".join(out)
+
+
+# ------------------------------------------------------------------ timelines
+
+def legend() -> str:
+    items = "".join(f'<span class="key"><i class="{klass(c)}"></i>{esc(c)}</span>' for c in CLASS_COLOURS)
+    return (f'<p class="legend">{items}<span class="key"><i class="c-ok p-rerun"></i>a rerun (pass &gt; 0; '
+            'an arc links it to the attempt it replaced)</span><span class="key"><i class="pause"></i>paused</span>'
+            '<span class="key"><i class="stopline"></i>trigger, stop, ceiling</span></p>')
+
+
+def timelines(view, axis: Axis, tallies: dict, ceiling_t: float | None) -> tuple[str, list[str]]:
+    """The timeline section, and the attempts' JSON scripts for the hover."""
+    out = ['<section id="timeline"><h2>Lanes over time</h2>', legend(),
+           "<p>Each bar is an attempt on its lane from its start to its end, coloured by its class; hover one "
+           "for its record's fields and a link to its record file. Times are seconds since the run began.</p>"]
+    scripts = []
+    for mv in view.models.values():
+        counts = Counter(str(a.get("class")) for a in mv.attempts)
+        verified = (tallies.get(mv.name) or {}).get("attempts")
+        agree = verified is not None and dict(counts) == verified
+        out.append(f'<div class="model" data-model="{esc(mv.name)}"><h3>{esc(mv.name)}</h3>'
+                   f'<p class="counts" data-attempts="{len(mv.attempts)}">{len(mv.attempts)} attempt lines: '
+                   + ", ".join(f'<span class="n {klass(c)}" data-class="{esc(c)}" data-n="{n}">{esc(c)} {n}</span>'
+                               for c, n in counts.most_common()) + "</p>")
+        if verified is not None and not agree:
+            out.append(f'<p class="warn disagree">verify counted other numbers among the chain-valid lines of '
+                       f'the ended households: {esc(", ".join(f"{c} {n}" for c, n in sorted(verified.items())))}'
+                       '; the verdict above says why.</p>')
+        svg, data, note = timeline(mv, axis, view.run_events, ceiling_t)
+        if note:
+            out.append(f'<p class="note aggregated">{esc(note)}</p>')
+        out.append(f'<div class="scroll">{svg}</div></div>')
+        if data is not None:
+            scripts.append(f'<script type="application/json" class="attempts" data-model="{esc(mv.name)}">'
+                           f'{data}</script>')
+    out.append("</section>")
+    return "".join(out), scripts
+
+
+# ------------------------------------------------------------------ spend
+
+def _cumulative(events: list[tuple[float, int]]) -> list[tuple[float, float]]:
+    total, pts = 0, []
+    for t, c in sorted(events):
+        total += c
+        pts.append((t, total / NUSD))
+    return pts
+
+
+def spend(view, axis: Axis, ceiling: dict | None) -> str:
+    """Cumulative spend: the run's total against the overall cap and the
+    ceiling (its crossing and late costs marked), then each model's against its cap."""
+    per_model: dict[str, list[tuple[float, int]]] = {}
+    late_marks = []
+    for mv in view.models.values():
+        evs = [(a["end"], a["cost_nusd"]) for a in mv.attempts
+               if type(a.get("end")) in (int, float) and type(a.get("cost_nusd")) is int]
+        for lc in mv.events("late-cost"):
+            if type(lc.get("t")) in (int, float) and type(lc.get("cost_nusd")) is int:
+                evs.append((lc["t"], lc["cost_nusd"]))
+                late_marks.append((mv.name, lc))
+        per_model[mv.name] = evs
+    before = view.spend_before_nusd
+    all_evs = [e for evs in per_model.values() for e in evs]
+    t0 = axis.t0
+    total_pts = [(t0, before / NUSD)] + [(t, v + before / NUSD) for t, v in _cumulative(all_evs)]
+    levels = []
+    if view.overall_cap_nusd is not None:
+        levels.append(("overall cap", "#555", view.overall_cap_nusd / NUSD))
+    if view.ceiling_nusd is not None:
+        levels.append(("ceiling", "#c62828", view.ceiling_nusd / NUSD))
+    marks = []
+    if ceiling is not None:
+        marks.append(("ceiling", ceiling["t"], ceiling.get("total_nusd", 0) / NUSD,
+                      f"ceiling crossed: total {usd(ceiling.get('total_nusd'))} over {usd(ceiling.get('ceiling_nusd'))}"))
+    for name, lc in late_marks:
+        v = max((v for t, v in total_pts if t <= lc["t"]), default=0.0)
+        marks.append(("late", lc["t"], v, f"late cost of {name} {lc.get('household')}/{lc.get('arm')} pass "
+                                         f"{lc.get('pass')}: {usd(lc.get('cost_nusd'))}"))
+    total = before + sum(c for _, c in all_evs)
+    out = ['<section id="spend"><h2>Spend</h2>',
+           f'<p>Total spent: <b class="total" data-nusd="{total}">{usd(total)}</b> (spend before the stage '
+           f'{usd(before)}, attempts and late costs of every model), against the overall cap '
+           f'{usd(view.overall_cap_nusd)} and the ceiling {usd(view.ceiling_nusd)}. '
+           f'{len(late_marks)} late cost(s), marked.</p>',
+           line_chart("spend-total", axis, [("run total", "#000", total_pts)], levels, marks, unit="usd",
+                      model="total")]
+    rows = []
+    for name, evs in per_model.items():
+        mv = view.models[name]
+        cap = mv.cap_nusd
+        own = sum(c for _, c in evs)
+        rows.append(f'<tr data-model="{esc(name)}"><td>{esc(name)}</td><td class="num" data-nusd="{own}">{usd(own)}'
+                    f'</td><td class="num">{usd(cap)}</td><td class="num">'
+                    f'{"" if not cap else f"{100 * own / cap:.1f} %"}</td></tr>')
+    out.append(_table(["model", "spent (attempts and late costs)", "cap", "of its cap"], rows, "spend"))
+    for i, (name, evs) in enumerate(per_model.items()):
+        cap = view.models[name].cap_nusd
+        colour = MODEL_COLOURS[i % len(MODEL_COLOURS)]
+        pts = [(t0, 0.0)] + _cumulative(evs)
+        lv = [("cap", "#555", cap / NUSD)] if cap is not None else []
+        out.append(f'<h3>{esc(name)}</h3>' + line_chart("spend-model", axis, [(name, colour, pts)], lv, [],
+                                                        unit="usd", height=110, model=name))
+    out.append("</section>")
+    return "".join(out)
+
+
+# ------------------------------------------------------------------ admission
+
+def admission(view) -> str:
+    out = ['<section id="admission"><h2>Admission</h2><p>A household is admitted iff finished + reserve &times; '
+           '(under way + 1) &le; cap. Each decision with what it saw:</p>']
+    t0 = view.span()[0]
+    for mv in view.models.values():
+        ds = sorted(mv.decisions, key=lambda d: d.get("t") if type(d.get("t")) in (int, float) else 0)
+        admitted = sum(1 for d in ds if d.get("admit") is True)
+        refused = len(ds) - admitted
+        shown = [d for d in ds if d.get("admit") is not True][:SHOWN]
+        shown = sorted(shown + [d for d in ds if d.get("admit") is True][:max(0, SHOWN - len(shown))],
+                       key=lambda d: d.get("t") if type(d.get("t")) in (int, float) else 0)
+        rows = []
+        for d in shown:
+            seen = [d.get(k) for k in ("finished_nusd", "reserve_nusd", "under_way", "cap_nusd")]
+            lhs = (seen[0] + seen[1] * (seen[2] + 1)) if all(type(v) is int for v in seen) else None
+            rows.append(f'<tr class="{"admit" if d.get("admit") is True else "refuse"}" data-household="{esc(d.get("household"))}">'
+                        f'<td class="num">{rel_t(d.get("t"), t0)}</td><td>{esc(d.get("lane"))}</td>'
+                        f'<td>{esc(d.get("household"))}</td><td>{"admitted" if d.get("admit") is True else "REFUSED"}</td>'
+                        f'<td class="num">{usd(seen[0])}</td><td class="num">{esc(seen[2])}</td>'
+                        f'<td class="num">{usd(seen[1])}</td><td class="num">{usd(lhs)}</td><td class="num">{usd(seen[3])}</td></tr>')
+        out.append(f'<h3>{esc(mv.name)}</h3><p class="admission-counts" data-model="{esc(mv.name)}" '
+                   f'data-admitted="{admitted}" data-refused="{refused}">{len(ds)} decisions: {admitted} admitted, '
+                   f'{refused} refused.</p>'
+                   + _table(["t", "lane", "household", "decision", "finished", "under way", "reserve",
+                             "finished + reserve × (under way + 1)", "cap"], rows, "admission")
+                   + _cut(len(ds), len(shown), "decisions (every refusal first, then the earliest admissions)"))
+    out.append("</section>")
+    return "".join(out)
+
+
+# ------------------------------------------------------------------ results
+
+def results(view, tallies: dict) -> str:
+    """Arm results, attempts and reruns by class per model: verify's own counts."""
+    if not tallies:
+        return ('<section id="results"><h2>Arm results by class</h2><p class="warn">verify counted nothing '
+                '(see the verdict).</p></section>')
+    classes = [c for c in CLASS_COLOURS if any(c in (t.get(k) or {}) for t in tallies.values()
+                                               for k in ("results", "attempts", "reruns"))]
+    classes += sorted({c for t in tallies.values() for k in ("results", "attempts", "reruns")
+                       for c in (t.get(k) or {}) if c not in CLASS_COLOURS})
+
+    def table(key: str, cls: str, label: str) -> str:
+        rows = []
+        for m, t in tallies.items():
+            counts = t.get(key) or {}
+            cells = "".join(f'<td class="num" data-class="{esc(c)}" data-n="{counts.get(c, 0)}">'
+                            f'{counts.get(c, 0) or ""}</td>' for c in classes)
+            rows.append(f'<tr data-model="{esc(m)}"><td>{esc(m)}</td><td class="num total" '
+                        f'data-n="{sum(counts.values())}">{sum(counts.values())}</td>{cells}</tr>')
+        return _table(["model", label, *classes], rows, cls)
+
+    return ('<section id="results"><h2>Arm results by class</h2>'
+            '<p>Counted by verify on the chain-valid lines of each model\'s ended households. An arm result is '
+            'the class of the last attempt of a household\'s arm (as the runner\'s end summary says it).</p>'
+            + table("results", "results", "arm results")
+            + "<h3>Reruns by class</h3><p>Each rerun (an attempt of pass &gt; 0) counted under the class of the "
+              "attempt of its arm it replaced (an operator pause's resumed attempt included).</p>"
+            + table("reruns", "reruns", "reruns")
+            + "<h3>Attempts by class</h3>" + table("attempts", "attempts", "attempts")
+            + _table(["model", "households ended", "of them unfinished"],
+                     [f'<tr data-model="{esc(m)}"><td>{esc(m)}</td><td class="num">{t.get("households")}</td>'
+                      f'<td class="num">{t.get("unfinished")}</td></tr>' for m, t in tallies.items()], "households")
+            + "</section>")
