@@ -190,6 +190,8 @@ def child(cfg: dict) -> dict:
     HostMonitor.wait_complete = timed_wait  # type: ignore[method-assign]
     rss_before_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     run = Run(loaded, base / "run", install_signals=False)
+    if cfg.get("journal") is False:  # the comparison run: no spend journal (not a way to run a study)
+        run.journal_calls = False
     os.fsync = counting_fsync  # type: ignore[assignment]
     cpu0 = time.process_time()
     t0 = time.perf_counter()
@@ -234,9 +236,9 @@ def child(cfg: dict) -> dict:
 
 
 def run_child(directory: Path, households: int, sample_interval: float, *, witness: bool,
-              slack: float | None = None) -> dict:
+              slack: float | None = None, journal: bool = True) -> dict:
     cfg = {"dir": str(directory), "households": households, "sample_interval": sample_interval,
-           "witness": witness, "slack": slack}
+           "witness": witness, "slack": slack, "journal": journal}
     proc = subprocess.run([sys.executable, __file__, "--child", json.dumps(cfg)], capture_output=True, text=True)
     if proc.returncode != 0:
         sys.stderr.write(proc.stdout + proc.stderr)
@@ -322,6 +324,11 @@ def main() -> int:
         for n in (small, large):
             runs.append(run_child(root / f"run-{n}", n, args.sample_interval, witness=args.verify))
             disk_round()
+        # The spend journal's cost (a fsynced call-cost line per provider
+        # call, docs/RUN.md): the small run again without it, in this run.
+        unjournaled = run_child(root / f"no-journal-{small}", small, args.sample_interval, witness=False,
+                                journal=False)
+        disk_round()
         what_if = None
         if args.what_if:
             what_if = run_child(root / f"what-if-{small}", small, args.sample_interval, witness=False,
@@ -346,6 +353,7 @@ def main() -> int:
         summaries = [report_run(f"run {i + 1}", r, raw) for i, r in enumerate(runs)]
         if what_if is not None:
             summaries.append(report_run("diagnostic", what_if, raw))
+        bare = report_run("run 1 again without the spend journal (comparison only)", unjournaled, raw)
 
         a, b = runs
         grow_kb = b["rss_after_kb"] - a["rss_after_kb"]
@@ -366,6 +374,9 @@ def main() -> int:
         if what_if is not None:
             print(f"  same run without the 0.1 s evidence slack (diagnostic): {summaries[2]['rate']:.0f} attempts/s")
         print(f"  memory growth                  {grow_kb * 1024 / d_att:8.0f} B per attempt")
+        print(f"  spend journal                  {summaries[0]['rate']:8.0f} attempts/s with it, {bare['rate']:.0f} "
+              f"without ({summaries[0]['rate'] / bare['rate']:.2f}x; fsyncs per attempt {summaries[0]['fpa']:.2f} "
+              f"and {bare['fpa']:.2f})")
 
         if args.verify:
             from confirmatory.verify import verify_run

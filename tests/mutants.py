@@ -22,6 +22,7 @@ class Mutant:
 
 RULES = "tests/engine/test_run_rules.py"
 VIOLATIONS = "tests/verify/test_violations.py"
+CONTINUE = "tests/engine/test_continue.py"
 RAYPOOL = "tests/engine/test_raypool.py"
 REPORT = "tests/report/test_report_browser.py"
 
@@ -649,4 +650,29 @@ MUTANTS = (
            '.replace("<", "\\\\u003c")',
            '.replace("</", "<\\\\/")',
            f"{REPORT}::test_markup_planted_in_the_records_stays_text_and_fetches_nothing"),
+    # confirmatory continue (docs/RUN.md "Continuing a crashed run")
+    Mutant("drop the in-flight spend from a continuation", "confirmatory/engine/continuation.py",
+           "        pos.spend_nusd += pos.lost_nusd\n",
+           "        pos.spend_nusd += 0\n",
+           f"{CONTINUE}::test_the_cost_of_calls_in_flight_at_the_kill_is_counted_by_the_continuation"),
+    Mutant("rewrite an acknowledged line when a torn tail is moved aside", "confirmatory/engine/continuation.py",
+           "os.ftruncate(fd, offset)",
+           "os.ftruncate(fd, max(0, offset - 1))",
+           f"{CONTINUE}::test_a_torn_last_line_is_moved_aside_whole_and_the_run_carried_on[middle]"),
+    Mutant("restart a continued lane at the wrong household", "confirmatory/engine/continuation.py",
+           "pos.lane_start[lane] = k + lanes",
+           "pos.lane_start[lane] = k + 2 * lanes",
+           f"{CONTINUE}::test_a_continuation_killed_in_its_turn_is_continued_again"),
+    Mutant("let a continuation's clock go back below the crash", "confirmatory/engine/run.py",
+           'self.clock.start_above(self.continuation["position"].crash_t)',
+           'self.clock.start_above(0.0)',
+           f"{CONTINUE}::test_the_continuation_clock_starts_above_every_recorded_time_when_the_wall_clock_is_behind"),
+    Mutant("forget a pause across a crash", "confirmatory/engine/continuation.py",
+           'pos.paused, pos.pause_t = True, o.get("t")',
+           'pos.paused, pos.pause_t = False, None',
+           f"{CONTINUE}::test_a_model_paused_at_the_kill_stays_paused_until_a_fresh_resume"),
+    Mutant("date the crash before its last durable line", "confirmatory/engine/continuation.py",
+           "crash_t = math.nextafter(latest, math.inf)",
+           "crash_t = latest - 1.0",
+           f"{CONTINUE}::test_a_continuation_killed_in_its_turn_is_continued_again"),
 )

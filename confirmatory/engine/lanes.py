@@ -350,7 +350,7 @@ class Lane:
             pass_index=pass_index,
             stop_reason=self._stop_reason,
             on_late_cost=on_late_cost,
-            journal=journal,
+            journal=journal if self.run.journal_calls else None,
             round_index=round_index,
         )
         with m.cond:

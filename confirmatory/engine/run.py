@@ -76,6 +76,8 @@ class RunResult:
 class Run(Deadlines, RecordLines):
     """One execution of a loaded design into a new run directory."""
 
+    journal_calls = True  # the spend journal (False: benchmarks/bench_runner.py's comparison only)
+
     def __init__(
         self,
         loaded: Any,
