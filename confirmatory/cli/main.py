@@ -76,6 +76,23 @@ def verify(run_dir: Path, as_json: bool, witness: Path | None, households: Path 
     sys.exit(verify_command(run_dir, as_json=as_json, witness=witness, households=households))
 
 
+@main.command()
+@click.argument("run_dir", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable.")
+def show(run_dir: Path, as_json: bool) -> None:
+    """Say what a run directory holds: its state, study, spend, results,
+    pauses, stops and anchors (a folder of runs: one line each).
+
+    \b
+    Examples:
+      confirmatory show runs/reference-calculator-20261206T101500Z
+      confirmatory show runs/ --json
+    """
+    from confirmatory.cli.show import show_command
+
+    sys.exit(show_command(run_dir, as_json=as_json))
+
+
 @main.command("push-anchor")
 @click.argument("run_dir", type=click.Path(file_okay=False, exists=True, path_type=Path))
 @click.option("--run-id", default=None,

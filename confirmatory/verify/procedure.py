@@ -126,6 +126,8 @@ class ProcedureChecks:
             standing = {str(a["arm"]): a["class"] for _, a in attempts}  # in start order: the last stands
             st.results += len(standing)
             st.observed += sum(1 for cls in standing.values() if cls in rules.OBSERVED_CLASSES)
+            for cls in standing.values():
+                st.by_class[str(cls)] = st.by_class.get(str(cls), 0) + 1
         checked[7] += 1
         if type(hl.get("spend_nusd")) is not int or hl.get("spend_nusd") != spend:
             f.fail(7, log, seq, f"household spend {hl.get('spend_nusd')} is not its attempts' {spend}")

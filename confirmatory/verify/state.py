@@ -50,6 +50,10 @@ class ModelState:
     # last attempt) and how many of them are an observation (ok or model)
     results: int = 0
     observed: int = 0
+    by_class: dict[str, int] = field(default_factory=dict)  # the arm results by class
+    # what the report's figures take of this model (verification._check_one): households ended,
+    # unfinished, arm results by class
+    figures: dict = field(default_factory=dict)
 
     def events(self, name: str) -> list[tuple[int, dict]]:
         return [(s, o) for s, o in self.control if o.get("event") == name]
