@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from confirmatory.anchors.witness import init_local_witness
@@ -90,7 +90,9 @@ def crossing_designs(draw):
 
 
 @pytest.mark.slow
-@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# each example is a real run (seconds): a few, and a failure reported as found, not shrunk
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow],
+          phases=[Phase.explicit, Phase.reuse, Phase.generate])
 @given(crossing_designs())
 def test_a_run_that_crosses_the_ceiling_never_spends_more_than_the_bound_check_printed(spec):
     with tempfile.TemporaryDirectory() as tmp:
