@@ -279,7 +279,7 @@ MUTANTS = (
            "last = dict(last)",
            "tests/engine/test_run_faults.py::test_the_summary_leaves_out_the_attempt_lines_of_a_household_whose_household_line_was_torn"),
     Mutant("call a model done whose lane-end line was not written", "confirmatory/cli/progress.py",
-           "m.lane_end_lines >= m.spec.lanes\n                           and ", "",
+           "m.lane_end_lines >= m.spec.lanes\n                   and ", "",
            "tests/engine/test_run_faults.py::test_a_model_whose_lane_end_line_the_disk_refuses_is_not_shown_done"),
     Mutant("keep quiet about a model's log that failed", "confirmatory/cli/progress.py",
            '            if getattr(log, "failed", False)]', "            if False]",

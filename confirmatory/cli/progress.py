@@ -229,7 +229,7 @@ class Progress:
                 if summary or final:
                     out.append(self.summary())
                 if final:
-                    out.extend(self.lines()[1:])
+                    out.extend(self.lines())
             self._write(out)
 
     def _stamp(self) -> str:

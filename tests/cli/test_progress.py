@@ -176,7 +176,9 @@ def test_not_on_a_terminal_each_change_of_state_is_one_plain_line(tmp_path):
     assert [s for s in said if s.startswith("m0: ")][1:] in (["m0: resumed, running", "m0: done"],
                                                              ["m0: resumed, done"]), said
     assert sum("PAUSED" in s for s in said) == 1
-    assert said[-1].startswith("spend $") and "m0 2/2 ended" in said[-1], said  # the summary, at the end
+    # at the end: the summary line, then the table (its head and a row per model)
+    assert said[-2].startswith("spend $") and "m0 2/2 ended" in said[-2], said
+    assert said[-1].startswith("run spend $") and text.rstrip().splitlines()[-1].startswith("  m0 "), text
 
 
 def test_time_left_is_the_remaining_households_at_the_pace_so_far():
