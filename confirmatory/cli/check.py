@@ -11,13 +11,15 @@ runner counts it, so the plan's figures are the ones admission will use.
 
 from __future__ import annotations
 
+import math
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from confirmatory.design.model import DesignError, LoadedDesign
+from confirmatory.design.model import DesignError, LoadedDesign, ModelSpec
 from confirmatory.design.load import load_design
-from confirmatory.core.money import format_usd, usd_to_nusd
+from confirmatory.core.money import NUSD_PER_USD, format_usd, usd_to_nusd
 
 EXIT_OK = 0
 EXIT_REFUSED = 3  # the cli's "refused to start"
@@ -100,22 +102,22 @@ def render_plan(loaded: LoadedDesign) -> str:
         f"models: {n_models}",
     ]
     caps = 0
+    calls = {m.name: costliest_call(m) for m in d.models}
+    bound = run_bound(ceiling, [(m.lanes, calls[m.name].nusd) for m in d.models])
     for m in d.models:
         cap, reserve = usd_to_nusd(m.cap_usd), usd_to_nusd(m.reserve_usd)
         caps += cap
-        # Under its cap a model spends at most the cap - provided no household
-        # costs more than its reserve; beyond that only the ceiling binds.
-        most = min(cap, max(0, ceiling - before))
         covered = households_covered(cap, reserve, n_households)
         where = "simulated provider" if m.simulated else (m.api_base or "provider default endpoint")
         lines.append(
             f"  {m.name}: {m.litellm_model} via {where}; cap {format_usd(cap)}, reserve {format_usd(reserve)}, "
-            f"lanes {m.lanes}; most it can spend under its cap: {format_usd(most)} "
-            f"(if no household costs more than its reserve); covers {covered} of {n_households} households at reserve"
+            f"lanes {m.lanes}"
             + (f"; matched with {m.matched_with}" if m.matched_with else "")
             + (f"; priced by the design at ${m.price_usd_per_mtok.input:g} / ${m.price_usd_per_mtok.output:g}"
                " per million input / output tokens" if m.price_usd_per_mtok is not None else "")
         )
+        lines += [f"    {text}" for text in model_worst_case(m.name, cap, reserve, m.lanes, covered, n_households,
+                                                             calls[m.name], bound)]
     per_pass = n_models * n_households * n_arms
     most_attempts = per_pass * (1 + d.rules.max_reruns_per_arm)
     lines += [
@@ -127,6 +129,7 @@ def render_plan(loaded: LoadedDesign) -> str:
         f" (spent before this stage: {format_usd(before)})",
         f"sum of model caps: {format_usd(caps)}",
     ]
+    lines += run_worst_case(ceiling, before, [(m.name, m.lanes, calls[m.name]) for m in d.models], bound)
     if caps + before > ceiling:
         lines.append("note: the model caps and the earlier spend add up to more than the ceiling;"
                      " crossing the ceiling would end the run before every model reaches its cap")
@@ -165,3 +168,123 @@ def engine_line(e: Any) -> str:
     cpus = 1.0 if e.num_cpus is None else e.num_cpus
     return (f"{e.target} in {e.workers_per_model} Ray actor(s) per model, {cpus:g} CPU each, "
             f"on the cluster at {e.address!r} (check does not contact it)")
+
+# -- the worst case ----------------------------------------------------------------
+# What admission and the ceiling let a run spend at most (docs/DESIGN-FILE.md
+# "The plan"). A run stops at the first call whose cost takes its spend past
+# the ceiling; the calls in flight then (one per lane: a harness calls
+# spend.checkpoint() before each call, docs/HARNESS.md) still end, and are
+# counted. So the run's spend is at most the ceiling plus, for every lane,
+# the costliest single call its model can make.
+
+
+@dataclass(frozen=True)
+class CallBound:
+    """The costliest single call to a model (None: the design does not bound
+    it), and what that figure assumes, in words."""
+
+    nusd: int | None
+    why: str
+
+
+def _ceil_nusd(usd: float) -> int:
+    """Up to the whole micro-dollar the plan prints (format_usd): a bound never printed below itself."""
+    return math.ceil(usd * NUSD_PER_USD / 1000) * 1000
+
+
+def _output_tokens(m: ModelSpec, provider_max: int | None) -> tuple[int | None, str]:
+    asked = m.params.get("max_tokens") or m.params.get("max_completion_tokens")
+    if isinstance(asked, int):
+        # the bundled harness repeats a truncated turn once with twice the limit
+        tokens = 2 * asked if provider_max is None else min(2 * asked, provider_max)
+        return tokens, (f"{tokens:,} output tokens (twice its max_tokens {asked:,}: a truncated turn may be "
+                        "asked again with twice the limit, as the bundled harness does"
+                        + (f"; the model gives at most {provider_max:,}" if provider_max is not None
+                           and provider_max < 2 * asked else "") + ")")
+    if provider_max is not None:
+        return provider_max, f"{provider_max:,} output tokens (the model's own output limit; the design sets no max_tokens)"
+    return None, "no output limit known (set max_tokens in its params)"
+
+
+def costliest_call(m: ModelSpec) -> CallBound:
+    """The most one call to ``m`` can cost: its longest prompt (the provider's
+    context window) and its longest reply (its max_tokens, doubled for the
+    harness's repeat of a truncated turn; else the provider's output limit),
+    at the design's price, else the simulator's, else litellm's. litellm is
+    imported only for a model that is not simulated (its limits are in
+    litellm's model table)."""
+    from confirmatory.core.simulated import SIM_MAX_INPUT_TOKENS, SIM_MAX_OUTPUT_TOKENS, SIM_PRICES
+
+    if m.simulated:
+        max_in, max_out = SIM_MAX_INPUT_TOKENS, SIM_MAX_OUTPUT_TOKENS
+    else:
+        from confirmatory.engine import llm
+
+        max_in, max_out = llm.call_limits(m.litellm_model)
+    out_tokens, out_why = _output_tokens(m, max_out)
+    if max_in is None or out_tokens is None:
+        missing = "its context window" if max_in is None else out_why
+        return CallBound(None, f"not bounded by the design: litellm knows no {missing} for {m.litellm_model}"
+                         if max_in is None else f"not bounded by the design: {missing}")
+    in_why = f"a prompt of {max_in:,} tokens (the model's context window)"
+    if m.price_usd_per_mtok is not None:
+        p = m.price_usd_per_mtok
+        in_price = max(p.input, p.cache_write if p.cache_write is not None else p.input)
+        usd = (in_price * max_in + p.output * out_tokens) / 1e6
+        price = f"the design's price, ${in_price:g} / ${p.output:g} per million input / output tokens"
+    elif m.simulated and m.served_name in SIM_PRICES:
+        pin, pout = SIM_PRICES[m.served_name]
+        usd = pin * max_in + pout * out_tokens
+        price = f"the simulator's price, ${pin * 1e6:g} / ${pout * 1e6:g} per million input / output tokens"
+    else:
+        from confirmatory.engine import llm
+
+        got = llm.call_cost_usd(m.litellm_model, max_in, out_tokens)
+        if got is None:
+            return CallBound(None, f"not bounded: litellm cannot price {m.litellm_model}")
+        usd, price = got, "litellm's price for it"
+    return CallBound(_ceil_nusd(usd), f"{in_why} and {out_why}, at {price}")
+
+
+def run_bound(ceiling_nusd: int, lanes_calls: list[tuple[int, int | None]]) -> int | None:
+    """The most the run can spend (its total, spend before the stage
+    included): the ceiling, plus one costliest call per lane (None when some
+    model's costliest call is not bounded)."""
+    if any(c is None for _, c in lanes_calls):
+        return None
+    return ceiling_nusd + sum(lanes * c for lanes, c in lanes_calls if c is not None)
+
+
+def model_worst_case(name: str, cap: int, reserve: int, lanes: int, covered: int, n_households: int,
+                     call: CallBound, bound: int | None) -> list[str]:
+    """The plan's lines on what admission lets one model spend."""
+    run = (f"the run's worst case, {format_usd(bound)}," if bound is not None
+           else "the ceiling, and the calls in flight when it is crossed")
+    return [
+        f"admission starts a household only while the model's spend so far plus {format_usd(reserve)} for each "
+        f"household under way (the new one included) fits in its cap {format_usd(cap)}: at {format_usd(reserve)} "
+        f"a household, the cap covers {covered} of {n_households} households",
+        f"most it can spend: {format_usd(cap)}, if no household costs more than its reserve "
+        f"{format_usd(reserve)}; a household that costs more goes past the cap by the difference, and up to "
+        f"{lanes} (one per lane) can be under way when admission stops. The design does not limit a "
+        f"household's calls (its harness does), so beyond that only {run} bounds it",
+        f"costliest single call: {format_usd(call.nusd) if call.nusd is not None else 'unknown'}: {call.why}",
+    ]
+
+
+def run_worst_case(ceiling: int, before: int, models: list[tuple[str, int, CallBound]],
+                   bound: int | None) -> list[str]:
+    """The plan's lines on the most the whole run can spend."""
+    terms = " + ".join(f"{lanes} x {format_usd(c.nusd)} ({name})" for name, lanes, c in models
+                       if c.nusd is not None)
+    lanes = sum(n for _, n, _ in models)
+    head = ("worst case for the run: the run stops at the first call that takes its spend past the ceiling "
+            f"{format_usd(ceiling)}; the calls then in flight, at most one on each of its {lanes} lanes, still "
+            "end and are paid for")
+    if bound is None:
+        unbounded = ", ".join(name for name, _, c in models if c.nusd is None)
+        return [head + f"; how much they cost is not bounded ({unbounded}: see its costliest single call), so "
+                "the run's spend is not bounded by the design beyond the ceiling"]
+    return [head + f", so the run spends at most {format_usd(ceiling)} + {terms} = {format_usd(bound)} in all "
+            f"(spend before this stage, {format_usd(before)}, included). This assumes its harness asks "
+            "spend.checkpoint() before each call and makes one call at a time, as the bundled one does"]

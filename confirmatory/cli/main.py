@@ -17,11 +17,32 @@ from confirmatory.cli.exits import (  # noqa: F401 - the statuses, named where t
 )
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Group(click.Group):
+    """The command list says each command's first sentence whole: click cuts it
+    at 45 characters ("Validate DESIGN and print its plan without starting...")."""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            cmd = self.get_command(ctx, name)
+            if cmd is not None and not cmd.hidden:
+                rows.append((name, cmd.get_short_help_str(limit=1000)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="confirmatory")
 def main() -> None:
     """Run a frozen pre-registered study design through litellm, write
-    durable hash-chained records, and verify them."""
+    durable hash-chained records, and verify them.
+
+    \b
+    Examples:
+      confirmatory demo
+      confirmatory check study/design.toml && confirmatory run study/design.toml --out runs/main
+    """
 
 
 @main.command()
@@ -30,7 +51,14 @@ def main() -> None:
 @click.option("--out", "run_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Also check the run directory `run --out` would create, and the witness clone it would use.")
 def check(design: Path, workers: int | None, run_dir: Path | None) -> None:
-    """Validate DESIGN and print its plan without starting anything."""
+    """Validate DESIGN and print its plan without starting anything: the
+    models, caps and reserves, the attempts, and the most the run can spend.
+
+    \b
+    Examples:
+      confirmatory check study/design.toml
+      confirmatory check study/design.toml --out runs/main
+    """
     from confirmatory.cli.check import check_command
 
     sys.exit(check_command(design, workers=workers, run_dir=run_dir))
@@ -43,7 +71,14 @@ def check(design: Path, workers: int | None, run_dir: Path | None) -> None:
 @click.option("--workers", type=int, default=None, help="Must equal the design's engine workers_per_model.")
 @click.option("--quiet", is_flag=True, help="No progress display.")
 def run(design: Path, run_dir: Path, workers: int | None, quiet: bool) -> None:
-    """Execute DESIGN into a new run directory."""
+    """Execute DESIGN into a new run directory. On a terminal the progress
+    is redrawn in place; into a pipe or a file, one plain line per change.
+
+    \b
+    Examples:
+      confirmatory run study/design.toml --out runs/main
+      nohup confirmatory run study/design.toml --out runs/main 2> runs/main.log &
+    """
     from confirmatory.cli.run import run_command
 
     sys.exit(run_command(design, run_dir, workers=workers, quiet=quiet, exiting=True))
@@ -54,7 +89,12 @@ def run(design: Path, run_dir: Path, workers: int | None, quiet: bool) -> None:
 @click.option("--model", required=True, help="The model slug to resume.")
 def resume(run_dir: Path, model: str) -> None:
     """Ask the running runner to resume a paused model (refused, exit 3, when
-    no runner runs, the run is ending, or the model is not paused)."""
+    no runner runs, the run is ending, or the model is not paused).
+
+    \b
+    Examples:
+      confirmatory resume runs/main --model careful
+    """
     from confirmatory.engine.resume import resume_command
 
     sys.exit(resume_command(run_dir, model))
@@ -70,7 +110,13 @@ def resume(run_dir: Path, model: str) -> None:
                    "model's draw is its households in their seeded order.")
 def verify(run_dir: Path, as_json: bool, witness: Path | None, households: Path | None) -> None:
     """Check every invariant of a run directory; exit 0 only if all hold
-    (a run still running gets a provisional report and exit 1)."""
+    (a run still running gets a provisional report and exit 1).
+
+    \b
+    Examples:
+      confirmatory verify runs/main
+      confirmatory verify runs/main --witness witness-clone --households study/households.jsonl --json
+    """
     from confirmatory.verify import verify_command
 
     sys.exit(verify_command(run_dir, as_json=as_json, witness=witness, households=households))
@@ -122,13 +168,35 @@ def report(run_dir: Path, out: Path | None, witness: Path | None, households: Pa
     sys.exit(report_command(run_dir, out, witness=witness, households=households))
 
 
+@main.command()
+@click.argument("run_dir", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable.")
+def show(run_dir: Path, as_json: bool) -> None:
+    """Say what a run directory holds: its state, study, spend, results,
+    pauses, stops and anchors (a folder of runs: one line each).
+
+    \b
+    Examples:
+      confirmatory show runs/reference-calculator-20261206T101500Z
+      confirmatory show runs/ --json
+    """
+    from confirmatory.cli.show import show_command
+
+    sys.exit(show_command(run_dir, as_json=as_json))
+
+
 @main.command("push-anchor")
 @click.argument("run_dir", type=click.Path(file_okay=False, exists=True, path_type=Path))
 @click.option("--run-id", default=None,
               help="File the anchors under anchors/RUN_ID.jsonl instead (the witness script only; "
                    "e.g. when the witness holds another run's anchors under this run's id).")
 def push_anchor(run_dir: Path, run_id: str | None) -> None:
-    """Retry pushing the final anchor after the run (logged like the others)."""
+    """Retry pushing the final anchor after the run (logged like the others).
+
+    \b
+    Examples:
+      confirmatory push-anchor runs/main
+    """
     from confirmatory.cli.push_anchor import push_anchor_command
 
     sys.exit(push_anchor_command(run_dir, run_id=run_id))
@@ -139,7 +207,13 @@ def push_anchor(run_dir: Path, run_id: str | None) -> None:
 @click.option("--design", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
               help="Take the fault plan from this design's [simulator] table.")
 def sim_provider(port: int, design: Path | None) -> None:
-    """Serve the simulated OpenAI-compatible provider on 127.0.0.1."""
+    """Serve the simulated OpenAI-compatible provider on 127.0.0.1.
+
+    \b
+    Examples:
+      confirmatory sim-provider --port 8765
+      confirmatory sim-provider --design confirmatory/demo/reference.toml
+    """
     from confirmatory.sim.server import serve_command
 
     sys.exit(serve_command(port=port, design=design))
@@ -151,7 +225,13 @@ def sim_provider(port: int, design: Path | None) -> None:
 @click.option("--registry", type=click.Path(dir_okay=False, path_type=Path), default=Path("models.json"),
               help="models.json to record the result in.")
 def probe_seed(model: str, api_base: str | None, registry: Path) -> None:
-    """Send two identical seeded temperature-0 requests; record whether they matched."""
+    """Send two identical seeded temperature-0 requests; record whether they matched.
+
+    \b
+    Examples:
+      confirmatory probe-seed openai/gpt-4o-mini
+      confirmatory probe-seed openai/my-model --api-base http://127.0.0.1:8000/v1 --registry models.json
+    """
     from confirmatory.cli.probe import probe_seed_command
 
     sys.exit(probe_seed_command(model, api_base=api_base, registry=registry))
@@ -163,7 +243,13 @@ def probe_seed(model: str, api_base: str | None, registry: Path) -> None:
 @click.option("--design", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
               help="Another bundled or own design (default: the reference study).")
 def demo(run_dir: Path | None, design: Path | None) -> None:
-    """Run the bundled reference study on the simulated provider, then verify it."""
+    """Run the bundled reference study on the simulated provider, then verify it.
+
+    \b
+    Examples:
+      confirmatory demo
+      confirmatory demo --design confirmatory/demo/operator-pause.toml --out runs/pause
+    """
     from confirmatory.cli.demo import demo_command
 
     sys.exit(demo_command(run_dir=run_dir, design=design, exiting=True))

@@ -1,22 +1,32 @@
-"""Progress a person can follow on a long run.
+"""Progress a person can follow on a long run (docs/RUN.md "Progress").
 
-Two kinds of output, both on stderr (stdout stays clean):
+All of it on stderr (stdout stays clean), in one of three forms:
 
-* **events**, printed once each as they happen, even with ``--quiet``: a model
-  paused for an operator (with the command that resumes it), a model stopped,
-  the ceiling crossed, the run stopping and what it still waits for, a signal
-  received while stopping, a witness push that failed or was not run, and,
-  once every lane has ended, the witness push the run's end waits for (and
-  for how long at most). An unattended run's log says what needs a person,
-  and that a run waiting at its end has not hung.
-* **the table**, one line per model (households decided and ended, each
-  counted once its line is on disk; attempts started, reruns, spend against
-  its cap, and its state: done, paused with the command that resumes it,
-  stopped, or the time its remaining households take at the pace so far;
-  and any of its logs that could no longer be written), every
-  ``interval_s``: every 2 s on a terminal, every 60 s into a file (an
-  hour-long run then writes a few hundred lines, not thousands). Not with
-  ``--quiet``.
+* **on a terminal**, one region redrawn in place (cursor up, erase line):
+  the run's spend against the ceiling as a bar, the time left at this pace,
+  one row per model (households decided and ended of its draw, attempts,
+  reruns by the class that caused them, spend against its cap as a bar, its
+  state: running, PAUSED since when with the command that resumes it,
+  stopped with its cause, done), and the last few events that need a
+  person (a pause, a stop, the ceiling, a failed push), kept in view. From
+  the first moment it says what the run is doing ("starting: pools, first
+  anchor"). Every line fits the terminal's width, read again at every
+  redraw (a resize clears the screen and redraws), broken between words,
+  never inside one; the region is cut to the terminal's height. Plain ANSI
+  (CSI cursor-up, erase-line, erase-below): no dependency, and the region is
+  a handful of lines that a thread redraws twice a second.
+* **not a terminal** (a pipe, a file, ``nohup``, CI): one plain line per
+  change of state (the run started, a model paused, resumed, stopped or
+  done, an event), and a one-line summary every ``interval_s`` (60 s); never
+  a control code.
+* **with --quiet** (``table=False``): the events alone, one plain line each.
+
+The events, printed once each, even with --quiet: a model paused for an
+operator (with the command that resumes it), a model stopped, the ceiling
+crossed, the run stopping and what it still waits for, a signal received
+while stopping, a witness push that failed or was not run, and the witness
+push the run's end waits for. An unattended run's log says what needs a
+person, and that a run waiting at its end has not hung.
 
 Reads the Run's counters without taking its locks (a display may be a moment
 stale; it never slows a lane).
@@ -25,16 +35,22 @@ stale; it never slows a lane).
 from __future__ import annotations
 
 import math
+import os
 import shlex
+import shutil
 import sys
+import textwrap
 import threading
 import time
+from collections import deque
 from typing import Any, TextIO
 
 from confirmatory.anchors import anchorer as anchors
 from confirmatory.core.money import format_usd
 
-EVENT_POLL_S = 0.5  # how often events are looked for
+EVENT_POLL_S = 0.5  # how often events are looked for, and the terminal's region redrawn
+KEPT_EVENTS = 4  # events that need a person kept in view on a terminal
+BAR_WIDTH = 16
 
 
 def _hms(seconds: float) -> str:
@@ -51,6 +67,29 @@ def time_left(ended: int, total: int, elapsed_s: float) -> str | None:
     return f"~{_hms((total - ended) * elapsed_s / ended)} left at this pace"
 
 
+def bar(part: int, whole: int, width: int = BAR_WIDTH) -> str:
+    """``[#####...........] 31%``: ``part`` of ``whole`` (a full bar past it)."""
+    frac = 0.0 if whole <= 0 else max(0.0, part / whole)
+    filled = min(width, int(frac * width + 1e-9))
+    return f"[{'#' * filled}{'.' * (width - filled)}] {frac * 100:.0f}%"
+
+
+def fit(lines: list[str], width: int) -> list[str]:
+    """Each line broken between words to at most ``width`` columns, its
+    continuation indented; a word longer than a whole line (a long path) is
+    the only thing ever cut inside."""
+    out: list[str] = []
+    width = max(20, width)
+    for line in lines:
+        if len(line) <= width:
+            out.append(line)
+            continue
+        indent = " " * min(len(line) - len(line.lstrip(" ")) + 4, width // 2)
+        out.extend(textwrap.wrap(line, width=width, subsequent_indent=indent, break_long_words=True,
+                                 break_on_hyphens=False, replace_whitespace=True) or [""])
+    return out
+
+
 def _failed_logs(m: Any) -> list[str]:
     """The model's logs whose writer failed (nothing more is acknowledged on them)."""
     return [f"models/{m.name}/{name}" for name, log in (("run.jsonl", m.run_log), ("admission.jsonl", m.admission_log))
@@ -64,12 +103,78 @@ def _is_tty(stream: TextIO) -> bool:
         return False
 
 
+def _models(run: Any) -> list[Any]:
+    """The run's models (none until ``Run.start`` made them; read while it may be adding them)."""
+    for _ in range(3):
+        try:
+            return list(run.models.values())
+        except RuntimeError:  # changed size while read
+            continue
+    return []
+
+
+def started(run: Any) -> bool:
+    """Whether the run's lanes are under way (its pools up and its first anchor written)."""
+    return bool(getattr(run, "_lanes", None))
+
+
+def starting_text(run: Any) -> str:
+    """What a run not yet under way is doing (``Run.start``: directory, pools, first anchor)."""
+    if getattr(run, "anchorer", None) is not None:
+        step = "first anchor (written, and pushed to the witness)"
+    elif _models(run):
+        step = "pools (each model's engine workers)"
+    else:
+        step = "the run directory"
+    return f"starting: pools, first anchor: now {step}; nothing is admitted before the first anchor"
+
+
+def _clock_time(t: float | None) -> str:
+    """A run-clock time (seconds since the epoch) as ``HH:MM:SS UTC``."""
+    if not isinstance(t, (int, float)) or t < 1e9:
+        return "?"
+    return time.strftime("%H:%M:%S UTC", time.gmtime(t))
+
+
+def model_state(run: Any, m: Any) -> str:
+    """One model's state in words (no time left, no counts): what a change of state is."""
+    # lanes that all ended on their own (the draw run through, or the cap)
+    # before any stop, their lane-end lines written: done, whatever stopped
+    # the run later
+    ended_alone = (len(m.lane_ends) >= m.spec.lanes and m.lane_end_lines >= m.spec.lanes
+                   and all(r in ("done", "refused") for r in m.lane_ends))
+    if ended_alone:
+        return "done" if "refused" not in m.lane_ends else "done: its cap admits no more households"
+    if m.stopped:
+        return f"stopped ({m.stop_cause})"
+    if run.stopped:
+        return f"stopped ({run.stop_cause})"
+    if run.spend.crossed.is_set():
+        return "stopped (ceiling)"
+    if m.paused:
+        return f"PAUSED since {_clock_time(m.pause_t)}"
+    if len(m.lane_ends) >= m.spec.lanes:
+        return "ended"
+    return "running"
+
+
+def reruns_text(m: Any) -> str:
+    by = dict(getattr(m, "reruns_by_class", {}) or {})
+    if not m.reruns:
+        return "reruns 0"
+    return f"reruns {m.reruns} ({', '.join(f'{c} {n}' for c, n in sorted(by.items()))})" if by else \
+        f"reruns {m.reruns}"
+
+
 class Progress:
     def __init__(self, run: Any, *, interval_s: float | None = None, stream: TextIO | None = None,
-                 table: bool = True) -> None:
+                 table: bool = True, live: bool | None = None) -> None:
         self.run = run
         self.stream = stream or sys.stderr
-        self.interval_s = interval_s if interval_s is not None else (2.0 if _is_tty(self.stream) else 60.0)
+        tty = _is_tty(self.stream)
+        # live: the region redrawn in place (a terminal, and not --quiet)
+        self.live = (tty if live is None else live) and table
+        self.interval_s = interval_s if interval_s is not None else 60.0
         self.table = table
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -77,8 +182,15 @@ class Progress:
         self._seen: set[tuple] = set()
         self._signals_told = 0
         self._pushes_told = 0
+        self._kept: deque[str] = deque(maxlen=KEPT_EVENTS)
+        self._states: dict[str, str] = {}
+        self._started_told = False
+        self._drawn = 0  # lines of the region now on the screen
+        self._size: tuple[int, int] | None = None
+        self._lock = threading.Lock()
 
     def start(self) -> None:
+        """Before ``Run.start``: the display says the run is starting from its first moment."""
         self._thread = threading.Thread(target=self._loop, name="progress", daemon=True)
         self._thread.start()
 
@@ -87,30 +199,53 @@ class Progress:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=2)
-        if self.run.models:
-            self._write(self.events())
-            if self.table:
-                self._write(self.lines())
+        if not _models(self.run):
+            if self.live:
+                self._erase()
+            return
+        self.tick(final=True)
 
     def _loop(self) -> None:
-        next_table = time.monotonic() + self.interval_s
+        next_summary = time.monotonic() + self.interval_s
+        self.tick()
         while not self._stop.wait(EVENT_POLL_S):
-            self._write(self.events())
-            if self.table and time.monotonic() >= next_table:
-                self._write(self.lines())
-                next_table += self.interval_s
+            summary = self.table and not self.live and time.monotonic() >= next_summary
+            if summary:
+                next_summary += self.interval_s
+            self.tick(summary=summary)
+
+    def tick(self, *, summary: bool = False, final: bool = False) -> None:
+        """One look: new events, changes of state; the region redrawn (a
+        terminal) or the summary line written (else, when due, and at the end)."""
+        with self._lock:
+            events = self.events()
+            self._kept.extend(events)
+            if self.live:
+                self._draw(self.region())
+                return
+            out = list(events)
+            if self.table:
+                out = self.state_changes() + out
+                if summary or final:
+                    out.append(self.summary())
+                if final:
+                    out.extend(self.lines())
+            self._write(out)
+
+    def _stamp(self) -> str:
+        return f"[{_hms(time.monotonic() - self._t0)}]"
 
     # -- events ------------------------------------------------------------------
     def _once(self, key: tuple, text: str, out: list[str]) -> None:
         if key not in self._seen:
             self._seen.add(key)
-            out.append(f"[{_hms(time.monotonic() - self._t0)}] {text}")
+            out.append(f"{self._stamp()} {text}")
 
     def events(self) -> list[str]:
         """What happened since the last call that a person must hear of, once each."""
         run, out = self.run, []
         where = shlex.quote(str(run.run_dir))
-        for m in run.models.values():
+        for m in _models(run):
             if m.paused and m.pause_t is not None and not (m.stopped or run.stopped):
                 failure = m.pause_detail or f"its record is under models/{m.name}/records/"
                 self._once(("paused", m.name, m.pause_t),
@@ -122,7 +257,7 @@ class Progress:
         if run.spend.crossed.is_set():
             self._once(("ceiling",), "the spend ceiling was crossed: every lane stops", out)
         if run.stopped:
-            longest = max((float(m.spec.timeout_s) for m in run.models.values()), default=0.0)
+            longest = max((float(m.spec.timeout_s) for m in _models(run)), default=0.0)
             detail = run.stop_detail
             self._once(("stopping",),
                        f"run stopping ({run.stop_cause}{': ' + detail if detail else ''}): "
@@ -132,7 +267,7 @@ class Progress:
         signals = run.signals_received
         if signals > self._signals_told:
             if signals > 1:  # the first one is the stop itself
-                out.append(f"[{_hms(time.monotonic() - self._t0)}] signal received again: already stopping "
+                out.append(f"{self._stamp()} signal received again: already stopping "
                            "(kill -9 would leave the run unclosed and unanchored)")
             self._signals_told = signals
         anchorer = getattr(run, "anchorer", None)
@@ -144,7 +279,7 @@ class Progress:
             then = ("retry after the run: confirmatory push-anchor " + shlex.quote(str(run.run_dir))
                     if ending else "it is retried at the next anchor")
             what = (f"was {tail}" if rc is None and tail.startswith("not run") else f"failed (rc {rc}): {tail}")
-            out.append(f"[{_hms(time.monotonic() - self._t0)}] witness push of anchor {seq} {what}; {then}")
+            out.append(f"{self._stamp()} witness push of anchor {seq} {what}; {then}")
         self._pushes_told = len(failures)
         wait = getattr(anchorer, "end_wait", None)
         if wait is not None:
@@ -158,31 +293,67 @@ class Progress:
             self._once(("end push", wait.anchor_seq), text, out)
         return out
 
-    # -- the table -----------------------------------------------------------------
+    # -- changes of state (not a terminal) ---------------------------------------------
+    def state_changes(self) -> list[str]:
+        """A plain line for the run's start and each model's change of state
+        that no event line already says (a pause, a stop: said with more)."""
+        out: list[str] = []
+        models = _models(self.run)
+        if not started(self.run):
+            if "starting" not in self._states:
+                self._states["starting"] = "starting"
+                out.append(f"{self._stamp()} starting: pools, first anchor")
+            return out
+        if not self._started_told:
+            self._started_told = True
+            out.append(f"{self._stamp()} run started: {len(models)} model(s), "
+                       f"{sum(m.spec.lanes for m in models)} lane(s)")
+        for m in models:
+            state = model_state(self.run, m)
+            before = self._states.get(m.name)
+            if state == before:
+                continue
+            self._states[m.name] = state
+            if state.startswith(("PAUSED", "stopped")):
+                continue  # the event line says it, with what to do
+            if before is not None and before.startswith("PAUSED"):
+                out.append(f"{self._stamp()} {m.name}: resumed, {state}")
+            elif before is not None or state != "running":
+                out.append(f"{self._stamp()} {m.name}: {state}")
+        return out
+
+    def summary(self) -> str:
+        """The one line written every minute when not on a terminal."""
+        run = self.run
+        models = _models(run)
+        parts = [f"{self._stamp()} spend {format_usd(run.spend.total_nusd)} of ceiling "
+                 f"{format_usd(run.spend.ceiling_nusd)}"]
+        for m in models:
+            parts.append(f"{m.name} {m.households_done}/{len(m.draw)} ended, {m.attempts} attempts, "
+                         f"{m.reruns} reruns, {format_usd(run.spend.model_total(m.name))} of cap "
+                         f"{format_usd(m.cap_nusd)}, {model_state(run, m)}")
+        left = self._left(models)
+        if left:
+            parts.append(left)
+        return "; ".join(parts)
+
+    def _left(self, models: list[Any]) -> str | None:
+        if self.run.stopped or self.run.spend.crossed.is_set():
+            return None
+        return time_left(sum(m.households_done for m in models), sum(len(m.draw) for m in models),
+                         time.monotonic() - self._t0)
+
+    # -- the table (the end of a run not on a terminal; tests) ---------------------------
     def lines(self) -> list[str]:
         run = self.run
         out = []
-        for m in run.models.values():
+        for m in _models(run):
             n = len(m.draw)
-            # lanes that all ended on their own (the draw run through, or
-            # the cap) before any stop, their lane-end lines written: done,
-            # whatever stopped the run later
-            ended_alone = (len(m.lane_ends) >= m.spec.lanes and m.lane_end_lines >= m.spec.lanes
-                           and all(r in ("done", "refused") for r in m.lane_ends))
-            if ended_alone:
-                state = "done" if "refused" not in m.lane_ends else "done: its cap admits no more households"
-            elif m.stopped:
-                state = f"stopped ({m.stop_cause})"
-            elif run.stopped:
-                state = f"stopped ({run.stop_cause})"
-            elif run.spend.crossed.is_set():
-                state = "stopped (ceiling)"
-            elif m.paused:
+            state = model_state(run, m)
+            if state.startswith("PAUSED"):
                 state = (f"PAUSED, {m.waiting_resume} lane(s) waiting: "
                          f"confirmatory resume {shlex.quote(str(run.run_dir))} --model {m.name}")
-            elif len(m.lane_ends) >= m.spec.lanes:
-                state = "ended"
-            else:
+            elif state == "running":
                 state = time_left(m.households_done, n, time.monotonic() - self._t0) or ""
             failed = _failed_logs(m)
             if failed:
@@ -196,7 +367,7 @@ class Progress:
                 f"{format_usd(run.spend.model_total(m.name))} of cap {format_usd(m.cap_nusd)} {state}".rstrip()
             )
         waiting = " | waiting for host evidence" if getattr(run.host, "waiting", False) else ""
-        head = (f"[{_hms(time.monotonic() - self._t0)}] run spend {format_usd(run.spend.total_nusd)} of ceiling "
+        head = (f"{self._stamp()} run spend {format_usd(run.spend.total_nusd)} of ceiling "
                 f"{format_usd(run.spend.ceiling_nusd)}{waiting}")
         if run.spend.crossed.is_set():
             head += " | CEILING CROSSED"
@@ -207,11 +378,82 @@ class Progress:
     def render(self) -> None:
         self._write(self.lines())
 
-    def _write(self, lines: list[str]) -> None:
-        if not lines:
-            return
+    # -- the region (a terminal) ---------------------------------------------------------
+    def region(self) -> list[str]:
+        """The lines of the live region, before they are fitted to the terminal."""
+        run = self.run
+        models = _models(run)
+        elapsed = _hms(time.monotonic() - self._t0)
+        if not started(run):
+            return [f"confirmatory run {run.run_dir}  {elapsed}", starting_text(run)]
+        spend = run.spend
+        head = f"confirmatory run {run.run_dir}  {elapsed}"
+        left = self._left(models)
+        if left:
+            head += f"  {left}"
+        status = ""
+        if spend.crossed.is_set():
+            status = "  CEILING CROSSED"
+        if run.stopped:
+            status += f"  STOPPED ({run.stop_cause})"
+        if getattr(run.host, "waiting", False):
+            status += "  waiting for host evidence"
+        lines = [head,
+                 f"spend {format_usd(spend.total_nusd)} of ceiling {format_usd(spend.ceiling_nusd)} "
+                 f"{bar(spend.total_nusd, spend.ceiling_nusd)}{status}"]
+        for m in models:
+            n = len(m.draw)
+            state = model_state(run, m)
+            if state.startswith("PAUSED"):
+                state += f", {m.waiting_resume} lane(s) waiting"
+            failed = _failed_logs(m)
+            if failed:
+                state += f"; LOG WRITE FAILED: {', '.join(failed)}"
+            used = run.spend.model_total(m.name)
+            lines.append(f"  {m.name}  households {m.decided}/{n} decided, {m.households_done} ended  "
+                         f"attempts {m.attempts}  {reruns_text(m)}  {format_usd(used)} of cap "
+                         f"{format_usd(m.cap_nusd)} {bar(used, m.cap_nusd, 10)}  {state}")
+        if self._kept:
+            lines.append("needs a person (latest last):")
+            lines.extend(f"  {e}" for e in self._kept)
+        return lines
+
+    def _terminal_size(self) -> tuple[int, int]:
         try:
-            self.stream.write("\n".join(lines) + "\n")
+            size = os.get_terminal_size(self.stream.fileno())
+        except (AttributeError, ValueError, OSError):
+            size = shutil.get_terminal_size()
+        return max(20, size.columns), max(4, size.lines)
+
+    def _draw(self, lines: list[str]) -> None:
+        cols, rows = self._terminal_size()
+        # one column spare: a line that fills the last column makes some terminals wrap
+        lines = fit(lines, cols - 1)[: rows - 1]
+        parts = []
+        if self._size is not None and self._size != (cols, rows):
+            # resized: what was drawn may have been reflowed; start again at the top
+            parts.append("\x1b[H\x1b[2J")
+        elif self._drawn:
+            parts.append(f"\r\x1b[{self._drawn}A")
+        parts.extend(f"\x1b[2K{line}\n" for line in lines)
+        parts.append("\x1b[J")  # a shorter region than the last: erase what is left below
+        self._size = (cols, rows)
+        if self._raw("".join(parts)):
+            self._drawn = len(lines)
+
+    def _erase(self) -> None:
+        if self._drawn:
+            self._raw(f"\r\x1b[{self._drawn}A\x1b[J")
+            self._drawn = 0
+
+    def _raw(self, text: str) -> bool:
+        try:
+            self.stream.write(text)
             self.stream.flush()
+            return True
         except Exception:  # noqa: BLE001 - a broken terminal must not stop a run
-            pass
+            return False
+
+    def _write(self, lines: list[str]) -> None:
+        if lines:
+            self._raw("\n".join(lines) + "\n")

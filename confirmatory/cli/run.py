@@ -348,6 +348,7 @@ def _preflight_and_execute(design: Path, run_dir: Path, *, workers: int | None, 
 
     from confirmatory.records import lock as runlock
 
+    _say(f"starting: checking {design} and its models (litellm loads in a few seconds)")
     try:
         loaded = preflight(design, run_dir, workers=workers)
     except Refused as exc:
@@ -402,9 +403,12 @@ def _execute(loaded: Any, design: Path, run_dir: Path, *, quiet: bool, exiting: 
     # an unattended run's log must say what needs a person.
     progress = Progress(run, table=not quiet)
     try:
-        run.start()
-        _say(f"run {'continued' if continuation else 'started'}: {run_dir}")
+        # Before the run starts: the pools and the first anchor take seconds,
+        # and the display says so from the first moment.
         progress.start()
+        run.start()
+        if not progress.live:
+            _say(f"run {'continued' if continuation else 'started'}: {run_dir}")
         result = run.wait()
     finally:
         progress.stop()

@@ -18,3 +18,10 @@ SIM_PRICES: dict[str, tuple[float, float]] = {
     "sim-sloppy": (5e-7, 2e-6),
     "sim-truncates": (2e-6, 8e-6),
 }
+
+# The most tokens one call to the simulator carries, as a provider's context
+# window and output limit do: a longer prompt is refused (400,
+# context_length_exceeded) and a reply is cut at the output limit. They bound
+# the costliest single call `confirmatory check` states.
+SIM_MAX_INPUT_TOKENS = 16_384
+SIM_MAX_OUTPUT_TOKENS = 4_096

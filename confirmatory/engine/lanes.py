@@ -214,8 +214,10 @@ class Lane:
                 ended: list[Attempt] = []
                 for i, arm in enumerate(arms):
                     last = i == len(arms) - 1
+                    # the class that made this a rerun: the arm's last attempt's (progress display)
+                    rerun_of = next((a.cls for a in reversed(attempts) if a.arm == arm), None)
                     attempt = self.run_attempt(household, arm, pass_index, reruns_used[arm], last_in_pass=last,
-                                               round_index=round_index)
+                                               rerun_of=rerun_of, round_index=round_index)
                     if attempt is None:  # nothing started: the model or run stopped
                         finished = False
                         break
@@ -321,7 +323,8 @@ class Lane:
         return None
 
     def run_attempt(self, household: str, arm: str, pass_index: int, reruns_used: int, *,
-                    last_in_pass: bool = False, round_index: int = 0) -> Attempt | None:
+                    last_in_pass: bool = False, rerun_of: str | None = None,
+                    round_index: int = 0) -> Attempt | None:
         """Run one attempt; None when none started (the model or run had stopped).
 
         ``last_in_pass``: the pass's classes become pending at the instant this
@@ -366,6 +369,9 @@ class Lane:
                         m.running[key] = running
                         m.attempts += 1
                         m.reruns += pass_index > 0  # a rerun counts once it starts
+                        if pass_index > 0:
+                            why = rerun_of or "unknown"
+                            m.reruns_by_class[why] = m.reruns_by_class.get(why, 0) + 1
                         break
                 # Paused: this lane waits for an accepted resume.
                 m.waiting_resume += 1

@@ -148,6 +148,8 @@ class ModelState:
     households_done: int = 0
     attempts: int = 0  # attempts started (each writes its record when it ends)
     reruns: int = 0  # attempts started in a pass after the first
+    # ... by the class of the arm's attempt before (what made it a rerun: provider, operator, ...)
+    reruns_by_class: dict[str, int] = field(default_factory=dict)
     lane_ends: list[str] = field(default_factory=list)  # each ended lane's reason (written or not)
     lane_end_lines: int = 0  # how many of those lanes' lane-end lines were written
     # A continued run (docs/RUN.md "Continuing a crashed run"): the round each

@@ -11,6 +11,7 @@ it in-process, and ``confirmatory sim-provider`` serves it on its own.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import socket
@@ -33,6 +34,7 @@ from confirmatory.sim.behaviour import (
     truncated,
     unparseable,
 )
+from confirmatory.core.simulated import SIM_MAX_INPUT_TOKENS, SIM_MAX_OUTPUT_TOKENS
 from confirmatory.engine.llm import serve_as_simulator
 from confirmatory.sim.faults import ERROR_TEXT, STATUS_OF, FaultKind, FaultPlan
 
@@ -291,6 +293,10 @@ class _Handler(BaseHTTPRequestHandler):
         conv = _chat_conversation(body) if is_chat else _responses_conversation(body)
         # max_tokens is left out: the escalation after a truncation re-sends the
         # same conversation with a larger limit, and must count as a retry.
+        if conv.prompt_tokens() > SIM_MAX_INPUT_TOKENS:  # as a provider's context window
+            self._error(400, f"the prompt has {conv.prompt_tokens()} tokens, more than the "
+                        f"{SIM_MAX_INPUT_TOKENS} this model accepts", "context_length_exceeded")
+            return
         digest = hashlib.sha256(json.dumps(conv.texts).encode()).hexdigest()
         call, first_try = state.next_call(model, attempt, digest)
 
@@ -315,12 +321,16 @@ class _Handler(BaseHTTPRequestHandler):
         turn = decide(conv, model=model, seed=state.seed, attempt=attempt, call=call, first_try=first_try)
         full_text = turn.content if turn.content is not None else (turn.tool_call[1] if turn.tool_call else "")
         limit = body.get("max_tokens") or body.get("max_completion_tokens") or body.get("max_output_tokens")
+        # the model's own output limit: a request may ask for less, never more
+        limit = min(limit, SIM_MAX_OUTPUT_TOKENS) if isinstance(limit, int) else SIM_MAX_OUTPUT_TOKENS
         if fault is not None and fault.kind is FaultKind.TRUNCATE:
             turn = truncated(full_text, turn.prompt_tokens)
         elif fault is not None and fault.kind is FaultKind.BAD_ANSWER:
             turn = unparseable(turn.prompt_tokens)
         elif isinstance(limit, int) and turn.finish_reason != "length" and turn.completion_tokens > limit:
             turn = truncated(full_text, turn.prompt_tokens)  # the request's own limit was too small
+        if turn.completion_tokens > limit:  # never billed past the limit, as a provider's
+            turn = dataclasses.replace(turn, completion_tokens=limit, finish_reason="length")
 
         ident = _ident("sim", state.seed, model, attempt, call)
         state.count(model, turn)

@@ -155,10 +155,13 @@ class ProcedureChecks:
         if attempts:
             last = attempts[-1][1]
             self.lane_last[lane] = (h, last["pass"])
-            standing = {str(a["arm"]): a["class"] for _, a in attempts}  # in start order: the last stands
+            # in start order: the last stands (none of a round a crash cut short: its household ran again)
+            standing = {} if crash else {str(a["arm"]): a["class"] for _, a in attempts}
             st.results += len(standing)
             st.observed += sum(1 for cls in standing.values() if cls in rules.OBSERVED_CLASSES)
             tally_classes(st, attempts, standing)
+            for cls in standing.values():
+                st.by_class[str(cls)] = st.by_class.get(str(cls), 0) + 1
         checked[7] += 1
         if type(hl.get("spend_nusd")) is not int or hl.get("spend_nusd") != spend:
             f.fail(7, log, seq, f"household spend {hl.get('spend_nusd')} is not its attempts' {spend}")

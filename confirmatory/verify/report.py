@@ -100,6 +100,8 @@ class Report:
     # stands), "attempts" (by class), "reruns" (by the class of the attempt
     # each replaced), "households" (ended), "unfinished".
     tallies: dict | None = None
+    # What the records hold, as the checks counted it (verification.run_figures)
+    figures: dict | None = None
 
     @property
     def ok(self) -> bool:
@@ -177,7 +179,7 @@ class Report:
             "start_here": [asdict(v) for v in self.start_here],
             "witness": {"checked": self.witness is not None, "clone": self.witness,
                         "problems": self.witness_problems if self.witness is not None else None},
-            "outcome": self.outcome,
+            "outcome": self.outcome, "figures": self.figures,
             "households": {"checked": self.households is not None, "file": self.households,
                            "count": self.households_count if self.households is not None else None,
                            "problems": self.households_problems if self.households is not None else None},
@@ -256,6 +258,7 @@ class Findings:
     witness: str | None = None
     witness_problems: int = 0
     outcome: str | None = None
+    figures: dict | None = None
     households: str | None = None
     households_count: int = 0
     households_problems: int = 0
@@ -336,4 +339,4 @@ class Findings:
                                   tuple(self.first[i]), note))
         return Report(run_dir, tuple(results), self.unanchored, tuple(self.root), self.witness,
                       self.witness_problems, self.outcome, self.households, self.households_count,
-                      self.households_problems, state, crash, dict(self.tallies))
+                      self.households_problems, state, crash, dict(self.tallies), self.figures)

@@ -77,6 +77,10 @@ class ModelState:
         return {"results": dict(self.standing), "attempts": dict(self.attempt_classes),
                 "reruns": dict(self.rerun_classes), "households": len(self.ends),
                 "unfinished": sum(1 for e in self.ends.values() if not e.finished)}
+    by_class: dict[str, int] = field(default_factory=dict)  # the arm results by class
+    # what the report's figures take of this model (verification._check_one): households ended,
+    # unfinished, arm results by class
+    figures: dict = field(default_factory=dict)
 
     def events(self, name: str) -> list[tuple[int, dict]]:
         return [(s, o) for s, o in self.control if o.get("event") == name]

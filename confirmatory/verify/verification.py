@@ -204,6 +204,7 @@ def _verify_run(root: Path, witness: Path | str | None, workers: int | None, fil
         f.witness, f.witness_problems = str(witness), 1
         f.fail(8, "witness", None, "not checked: the anchors could not be read (see the violations above)")
     try:
+        f.figures = run_figures(run_events, states)
         f.outcome = outcome(run_events, states, "run.jsonl" in logs.broken)
     except Exception:  # noqa: BLE001 - a description only; the checks above judge the lines
         f.outcome = None
@@ -220,6 +221,23 @@ def _verify_run(root: Path, witness: Path | str | None, workers: int | None, fil
         "explained": [dataclasses.asdict(v) for v in f.explained],
     }
     return f.report(str(root), RUNNING if live else CRASHED, crash)
+
+
+def run_figures(run_events: list[tuple[int, dict]], states: list[ModelState]) -> dict:
+    """What the records hold, as the checks counted it (not a check): per
+    model its households ended and unfinished, its arm results by class, its
+    spend (attempts of ended households and late costs); the close line's
+    status and total, the run's stop causes. `confirmatory show` reads the
+    same figures more cheaply; its tests compare the two."""
+    models = {}
+    for st in states:
+        late = sum(o["cost_nusd"] for _, o in st.events("late-cost") if type(o.get("cost_nusd")) is int)
+        models[st.name] = {**st.figures, "spend_nusd": st.attempt_cost + late}
+    closes = [o for _, o in run_events if o.get("event") == "close"]
+    return {"models": models,
+            "close_status": closes[-1].get("status") if closes else None,
+            "spend_total_nusd": closes[-1].get("spend_total_nusd") if closes else None,
+            "stop_causes": sorted({str(o.get("cause")) for _, o in run_events if o.get("event") == "stop"})}
 
 
 def run_stage(root: Path) -> tuple[bool, str | None]:
@@ -329,7 +347,10 @@ def _check_one(ctx: RunContext, name: str) -> tuple[Findings, dict, ModelState]:
                 own.fail(1, where, line, message)
         guarded(own, 9, log, check_stops, ctx, st)
         guarded(own, 10, log, check_resumes, ctx, st)
+    figures = {"households_ended": len(st.ends), "unfinished": sum(1 for e in st.ends.values() if not e.finished),
+               "results_by_class": dict(sorted(st.by_class.items()))}
     slim = ModelState(st.name, {}, st.control, attempt_cost=st.attempt_cost,
                       ceiling_known_nusd=st.ceiling_known_nusd,
-                      ceiling_upper_nusd=st.ceiling_upper_nusd, outcome=model_outcome(st), tally=st.tallies())
+                      ceiling_upper_nusd=st.ceiling_upper_nusd, outcome=model_outcome(st), tally=st.tallies(),
+                      figures=figures)
     return (*_log_part(own, ctx.logs, [model_log(name, n) for n in MODEL_LOG_NAMES]), slim)

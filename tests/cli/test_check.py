@@ -49,7 +49,8 @@ def test_a_good_design_prints_its_plan_and_exits_zero(tmp_path):
     assert "attempts in pass 0: 3 models x 6 households x 3 arms = 54" in out
     assert "reruns: a lane waits 0.25 s before pass 1, 0.5 s before pass 2 (rerun_wait_s = 0.25, doubled each pass)" in out
     assert "careful: openai/sim-careful via simulated provider; cap $0.500000, reserve $0.020000, lanes 2" in out
-    assert "most it can spend under its cap: $0.500000" in out
+    assert "most it can spend: $0.500000, if no household costs more than its reserve $0.020000" in out
+    assert "up to 2 (one per lane) can be under way when admission stops" in out
     assert "ceiling: overall cap $3.000000 + margin $0.500000 = $3.500000" in out
 
 
@@ -59,7 +60,7 @@ def test_the_plan_counts_households_a_tight_cap_cannot_cover(tmp_path):
     result = check(str(design))
     assert result.exit_code == 0, result.output
     assert "truncates: openai/sim-truncates" in result.output
-    assert "covers 2 of 6 households at reserve" in result.output
+    assert "at $0.020000 a household, the cap covers 2 of 6 households" in result.output
 
 
 def test_the_plan_warns_when_caps_exceed_the_ceiling(tmp_path):
@@ -218,3 +219,27 @@ def test_a_design_path_that_is_a_directory_is_refused_by_the_check_command(tmp_p
     folder.mkdir()
     assert check_command(folder) == 3
     assert f"{folder}: design: cannot read {folder}: Is a directory" in capsys.readouterr().err
+
+
+def test_the_plan_states_the_runs_worst_case_from_lanes_and_the_costliest_call(tmp_path):
+    """The ceiling plus, per lane, the costliest call: the simulator's context
+    window and twice max_tokens at its price (docs/DESIGN-FILE.md)."""
+    from confirmatory.core.simulated import SIM_MAX_INPUT_TOKENS, SIM_PRICES
+
+    design = make_design(tmp_path)
+    out = check(str(design)).output
+    text = design.read_text()
+    # every model of the minimal design: its lanes, its max_tokens (if any)
+    import tomllib
+
+    models = tomllib.loads(text)["models"]
+    total = 3_500_000_000
+    for m in models:
+        pin, pout = SIM_PRICES[m["litellm_model"].split("/")[-1]]
+        asked = m.get("params", {}).get("max_tokens")
+        out_tokens = 2 * asked if asked else 4096
+        call = -(-round((pin * SIM_MAX_INPUT_TOKENS + pout * out_tokens) * 1e9) // 1000) * 1000
+        assert f"costliest single call: ${call / 1e9:.6f}: a prompt of 16,384 tokens" in out, out
+        total += m.get("lanes", 2) * call
+    assert f"= ${total / 1e9:.6f} in all (spend before this stage, $0.000000, included)" in out, out
+    assert "at most one on each of its" in out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import time
 
 from confirmatory.cli.progress import Progress
@@ -89,15 +90,95 @@ def test_a_stopping_run_says_what_it_waits_for_and_that_a_second_signal_changes_
     assert progress.lines()[1].endswith("stopped (interrupt)"), progress.lines()
 
 
-def test_the_table_comes_every_2_s_on_a_terminal_and_every_60_s_into_a_file(tmp_path):
+def test_a_terminal_gets_the_live_region_and_a_file_plain_lines_with_a_summary_every_60_s(tmp_path):
     class Tty(io.StringIO):
         def isatty(self) -> bool:
             return True
 
     run = make_run(tmp_path, households=2, models=1, **FAST)
-    assert Progress(run, stream=Tty()).interval_s == 2.0
-    assert Progress(run, stream=io.StringIO()).interval_s == 60.0
+    assert Progress(run, stream=Tty()).live and not Progress(run, stream=Tty(), table=False).live
+    assert not Progress(run, stream=io.StringIO()).live and Progress(run, stream=io.StringIO()).interval_s == 60.0
     Progress(run, stream=io.StringIO()).stop()  # never started (the run failed to start): no error
+
+
+def test_the_live_region_is_redrawn_in_place_over_exactly_the_lines_it_drew(tmp_path, monkeypatch):
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setenv("COLUMNS", "60")
+    monkeypatch.setenv("LINES", "30")
+    hh = [{"id": f"hh-{i:03d}", "latency_s": 0.02} for i in range(6)]
+    run = make_run(tmp_path, households=hh, models=2, **FAST)
+    out = Tty()
+    progress = Progress(run, stream=out)
+    progress.tick()  # before the run starts
+    assert "starting: pools, first anchor" in out.getvalue()
+    run.start()
+    progress.start()
+    watched(run, progress, lambda: None)
+    text = out.getvalue()
+    frames = text.split("\x1b[J")[:-1]
+    assert len(frames) >= 3, text
+    drawn = 0
+    for frame in frames:
+        moved = re.match(r"\r\x1b\[(\d+)A", frame)
+        # each redraw goes up over what the one before drew, then erases and writes each line
+        assert (int(moved[1]) if moved else 0) == drawn, (drawn, frame)
+        body = frame[moved.end():] if moved else frame
+        lines = body.split("\n")[:-1]
+        assert all(line.startswith("\x1b[2K") and len(line) - 4 < 60 for line in lines), lines
+        drawn = len(lines)
+    assert rows_done(frames[-1]) == 2, frames[-1]
+
+
+def rows_done(frame: str) -> int:
+    return sum(1 for line in frame.split("\n") if line.rstrip().endswith("  done"))
+
+
+def test_fitted_lines_break_between_words_and_never_pass_the_width():
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    from confirmatory.cli.progress import fit
+
+    words = st.text(alphabet="abcdefghij/-.:$", min_size=1, max_size=12)
+
+    @given(st.lists(words, min_size=1, max_size=40), st.integers(20, 80))
+    def check(ws, width):
+        line = "  " + " ".join(ws)
+        out = fit([line], width)
+        assert all(len(piece) <= width for piece in out)
+        assert [w for piece in out for w in piece.split()] == ws  # every word whole, in order
+
+    check()
+
+
+def test_not_on_a_terminal_each_change_of_state_is_one_plain_line(tmp_path):
+    hh = [{"id": "hh-000", "plan": {"calculator/0": "operator"}}, {"id": "hh-001"}]
+    run = make_run(tmp_path, households=hh, models=1, **FAST)
+    out = io.StringIO()
+    progress = Progress(run, stream=out)
+    progress.start()
+    run.start()
+
+    def operator():
+        while "PAUSED" not in out.getvalue():
+            time.sleep(0.05)
+        request_resume(run.run_dir, "m0")
+
+    watched(run, progress, operator)
+    text = out.getvalue()
+    assert "\x1b" not in text
+    said = [line.split("] ", 1)[1] for line in text.splitlines() if line.startswith("[")]
+    assert said[0] == "starting: pools, first anchor" and said[1] == "run started: 1 model(s), 2 lane(s)", said
+    # (resumed, then done; or done by the next look)
+    assert [s for s in said if s.startswith("m0: ")][1:] in (["m0: resumed, running", "m0: done"],
+                                                             ["m0: resumed, done"]), said
+    assert sum("PAUSED" in s for s in said) == 1
+    # at the end: the summary line, then the table (its head and a row per model)
+    assert said[-2].startswith("spend $") and "m0 2/2 ended" in said[-2], said
+    assert said[-1].startswith("run spend $") and text.rstrip().splitlines()[-1].startswith("  m0 "), text
 
 
 def test_time_left_is_the_remaining_households_at_the_pace_so_far():

@@ -39,6 +39,8 @@ from confirmatory.engine.llm.chat import chat
 from confirmatory.engine.llm.pricing import (
     PRICED_FROM_RESPONSE,
     _lookup,
+    call_cost_usd,
+    call_limits,
     prepare,
     price_entry,
     price_problem,
@@ -57,7 +59,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "PRICED_FROM_RESPONSE", "SIM_API_KEY", "AdHocModel", "ModelLike", "Reply", "UnpricedCall", "chat",
+    "PRICED_FROM_RESPONSE", "SIM_API_KEY", "AdHocModel", "ModelLike", "Reply", "UnpricedCall", "call_cost_usd", "call_limits", "chat",
     "is_loopback", "missing_keys", "prepare", "price_entry", "price_problem", "price_record", "provider_of",
     "register_prices", "responses", "route_problem", "serve_as_simulator", "supported_params",
 ]

@@ -209,3 +209,30 @@ def _sim_prices_for(
 
         return SIM_PRICES.get(served)
     return None
+
+
+def call_limits(litellm_model: str) -> tuple[int | None, int | None]:
+    """The most input and output tokens one call to ``litellm_model`` can
+    carry, as litellm's model table gives them (None where it does not):
+    what ``confirmatory check`` bounds the costliest single call by."""
+    try:
+        info = _lib().get_model_info(litellm_model)
+    except Exception:  # noqa: BLE001 - not in litellm's table
+        return None, None
+
+    def tokens(key: str) -> int | None:
+        value = info.get(key) if isinstance(info, Mapping) else getattr(info, key, None)
+        return value if type(value) is int and value > 0 else None
+
+    return tokens("max_input_tokens"), tokens("max_output_tokens")
+
+
+def call_cost_usd(litellm_model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
+    """What litellm's cost lookup charges for one call of that many tokens
+    (tiered prices included), or None when it cannot price the model."""
+    try:
+        got = _lib().cost_per_token(model=litellm_model, prompt_tokens=prompt_tokens,
+                                    completion_tokens=completion_tokens)
+    except Exception:  # noqa: BLE001 - unpriced
+        return None
+    return float(got[0]) + float(got[1])
