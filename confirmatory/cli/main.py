@@ -109,8 +109,9 @@ def resume(run_dir: Path, model: str) -> None:
               help="The study's households file: check it is the one design.toml pins and that every "
                    "model's draw is its households in their seeded order.")
 def verify(run_dir: Path, as_json: bool, witness: Path | None, households: Path | None) -> None:
-    """Check every invariant of a run directory; exit 0 only if all hold
-    (a run still running gets a provisional report and exit 1).
+    """Check every invariant of a run directory; exit 0 only if the run is
+    complete and all hold, 1 on a violation, 3 for a run crashed or still
+    running with none (its first line names the command that moves it on).
 
     \b
     Examples:
@@ -137,7 +138,7 @@ def continue_(run_dir: Path, reason: str, design: Path | None, workers: int | No
     \b
     Examples:
       confirmatory continue runs/study-20261206 --reason "the machine rebooted"
-      confirmatory verify runs/study-20261206      # then lists the continuation
+      confirmatory continue runs/study-20261206 --reason "OOM kill" --design study/design.toml
     """
     from confirmatory.cli.continue_run import continue_command
 

@@ -192,7 +192,7 @@ def test_stop_causes_of_harness_attempts_tell_deadline_from_harness():
 
 def test_stop_scopes_cover_every_cause():
     assert {c for c, s in rules.STOP_SCOPE.items() if s == "model"} == {"harness", "inconclusive", "deadline", "pool"}
-    assert {c for c, s in rules.STOP_SCOPE.items() if s == "run"} == {"runner-error", "interrupt", "sampler"}
+    assert {c for c, s in rules.STOP_SCOPE.items() if s == "run"} == {"runner-error", "interrupt", "sampler", "crash"}
 
 
 # ---- signatures and the inconclusive rule ------------------------------------------------------
