@@ -13,6 +13,7 @@ anchor line is kept. Lines after the final anchor's count are the
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import stat
@@ -20,6 +21,7 @@ from array import array
 from collections.abc import Iterator
 from pathlib import Path
 
+from confirmatory.core.merkle import EMPTY_ROOT, Range, consistency_between, verify_consistency
 from confirmatory.records.layout import (
     ANCHORS_LOG,
     PUSHES_LOG,
@@ -39,13 +41,15 @@ _MAX_COUNT = (1 << 63) - 1
 
 
 class Fixed:
-    """One log's anchored line counts and heads, in anchor order, in arrays
-    (40 bytes an anchor, not a dictionary each): what verify keeps of
-    anchors.jsonl must not grow by much with the number of anchors. A head
-    that is not 64 lower-case hex digits cannot be any line's hash: it is
-    kept as "matches nothing"."""
+    """One log's anchored line counts, heads and Merkle roots, in anchor
+    order, in arrays (72 bytes an anchor, not a dictionary each): what verify
+    keeps of anchors.jsonl must not grow by much with the number of anchors.
+    A head or root that is not 64 lower-case hex digits cannot be any line's
+    hash or any tree's root: it is kept as "matches nothing". An entry
+    without a root (an anchor written before anchors had roots) is in
+    ``rootless``: its root is not checked."""
 
-    __slots__ = ("seqs", "counts", "heads", "odd", "big")
+    __slots__ = ("seqs", "counts", "heads", "odd", "big", "roots", "rootless", "odd_roots")
 
     def __init__(self) -> None:
         self.seqs = array("q")      # the anchor line of each entry
@@ -53,8 +57,11 @@ class Fixed:
         self.heads = bytearray()    # ... and the head it gives (32 bytes each)
         self.odd: set[int] = set()  # entries whose head is not a sha256 in hex
         self.big: dict[int, int] = {}  # entries whose count is beyond 64 bits, as written
+        self.roots = bytearray()    # ... and the root of the tree over those lines (32 bytes each)
+        self.rootless: set[int] = set()  # entries with no root at all
+        self.odd_roots: set[int] = set()  # entries whose root is not a sha256 in hex
 
-    def add(self, seq: int, n: int, head: object) -> None:
+    def add(self, seq: int, n: int, head: object, root: object = None) -> None:
         k = len(self.seqs)
         self.seqs.append(seq)
         if n > _MAX_COUNT:
@@ -65,6 +72,19 @@ class Fixed:
         else:
             self.heads += bytes(32)
             self.odd.add(k)
+        if type(root) is str and _HEX64.fullmatch(root):
+            self.roots += bytes.fromhex(root)
+        else:
+            self.roots += bytes(32)
+            (self.rootless if root is None else self.odd_roots).add(k)
+
+    def root(self, k: int) -> bytes | None:
+        """Entry k's root (None: none, or not a sha256 in hex)."""
+        return None if k in self.rootless or k in self.odd_roots else bytes(self.roots[32 * k:32 * k + 32])
+
+    @property
+    def has_roots(self) -> bool:
+        return len(self.rootless) < len(self.seqs)
 
     def count(self, k: int) -> int:
         return self.big.get(k, self.counts[k])
@@ -87,6 +107,70 @@ def still_making(stage: str | None, root: Path) -> bool:
             return not any(b'"event":"anchor"' in line for line in fh)
     except OSError:
         return True
+
+
+def settle_roots(rel: str, fixed: Fixed, valid: int, trees: list[Range], f: Findings) -> dict[int, bytes]:
+    """Each anchor's root for ``rel`` against the tree over the log's first
+    ``lines`` lines, and each anchor's stored root against the previous
+    anchor's by an RFC 9162 consistency proof made from the log (so the
+    anchors' roots, a witness's copy say, are shown to extend each other).
+
+    ``trees``: the chain-valid lines' tree cut at every anchored count
+    (``ChainReader.trees``, a span's joined after the one before), joined
+    here count by count: O(log n) hashes an anchor. An entry without a root
+    (written before anchors had roots) is counted in the report's note as
+    not checked, never a violation. Returns the roots computed at the
+    anchored counts the log reaches."""
+    if not fixed.has_roots:
+        f.rootless += len(fixed.seqs)
+        return {}
+    f.rootless += len(fixed.rootless)
+    cuts = sorted({fixed.count(k) for k in range(len(fixed.seqs))} - {0})
+    computed: dict[int, bytes] = {0: EMPTY_ROOT}
+    proofs: dict[tuple[int, int], list[bytes]] = {}
+    frontier, segments, before = Range(), iter(trees), 0
+    for cut in cuts:
+        if cut > valid:
+            break
+        since = Range(before)
+        try:
+            while since.end < cut:
+                since.extend_range(next(segments))
+        except (StopIteration, ValueError):
+            break  # the trees end short (a damaged span): the counts past are judged by their heads
+        if since.end != cut:
+            break
+        if before:
+            proofs[(before, cut)] = consistency_between(frontier, since)
+        frontier.extend_range(since)
+        computed[cut] = frontier.root()
+        before = cut
+    last: tuple[int, int, bytes] | None = None  # (seq, count, root) of the previous entry with a root
+    for k, seq in enumerate(fixed.seqs):
+        n, stored = fixed.count(k), fixed.root(k)
+        if k in fixed.rootless:
+            continue
+        f.check(8)
+        if stored is None:  # not a root at all: reported as the anchors were read
+            last = None
+            continue
+        if n in computed and stored != computed[n]:
+            f.fail(8, ANCHORS_LOG, seq, f"{rel}: root at line count {n} differs from the Merkle tree of the "
+                   "log's first lines (a line was changed, removed or inserted, or the root)")
+        if last is not None:
+            f.check(8)
+            seq0, m, root0 = last
+            if m == n:
+                ok = root0 == stored
+            elif 0 < m < n:
+                ok = (m, n) not in proofs or verify_consistency(m, n, proofs[(m, n)], root0, stored)
+            else:
+                ok = True  # from 0 lines any tree extends it; a count that went down is reported above
+            if not ok:
+                f.fail(8, ANCHORS_LOG, seq, f"{rel}: the tree this anchor fixes ({n} lines) does not extend "
+                       f"anchor line {seq0}'s ({m} lines): their roots fail the RFC 9162 consistency proof")
+        last = (seq, n, stored)
+    return computed
 
 
 class LogPass:
@@ -115,6 +199,9 @@ class LogPass:
         # anchor's time (for the pushes), the final-looking anchors and the
         # last anchor itself.
         self.fixed: dict[str, Fixed] = {}
+        # per log, the root of its tree at every anchored count (settle_roots):
+        # what the witness's anchors are checked against
+        self.roots_at: dict[str, dict[int, bytes]] = {}
         self.anchor_t: dict[int, object] = {}
         self.finals: list[int] = []
         self.last_anchor: tuple[int, dict] | None = None
@@ -173,8 +260,12 @@ class LogPass:
                 if n < last_counts.get(rel, 0):
                     f.fail(8, ANCHORS_LOG, seq, f"{rel}: anchored line count went down to {n}")
                 last_counts[rel] = max(n, last_counts.get(rel, 0))
+                root = fixed.get("root")
+                if root is not None and not (type(root) is str and _HEX64.fullmatch(root)):
+                    f.fail(8, ANCHORS_LOG, seq, f"anchor entry for {rel}: root {str(root)[:80]!r} is not a "
+                           "sha256 in lower-case hex (64 digits)")
                 if n >= 0:
-                    self.fixed.setdefault(rel, Fixed()).add(seq, n, fixed.get("head"))
+                    self.fixed.setdefault(rel, Fixed()).add(seq, n, fixed.get("head"), root)
                 else:  # no such count: matched by no line (reported above)
                     f.fail(8, ANCHORS_LOG, seq, f"{rel}: head at line count {n} differs from the anchor")
                 # The Run writes the first anchor before any lane makes an
@@ -190,13 +281,18 @@ class LogPass:
                 elif self._manifest_shas[rel] != sha:
                     f.fail_root(8, ANCHORS_LOG, seq, f"manifest {rel} does not hash as anchored")
 
+    def wants_trees(self, rel: str) -> bool:
+        """Whether any anchor gives ``rel`` a root: only then is its tree built."""
+        fixed = self.fixed.get(rel)
+        return fixed is not None and fixed.has_roots
+
     def heads_at(self, rel: str) -> frozenset[int]:
         """The line counts the anchors fix in ``rel`` (where its reader keeps the head)."""
         fixed = self.fixed.get(rel)
         return frozenset(fixed.counts) if fixed is not None else frozenset()
 
     def settle(self, rel: str, heads: dict[int, str], valid: int, f: Findings | None = None,
-               times: dict | None = None) -> None:
+               times: dict | None = None, trees: list | None = None) -> None:
         """Compare every anchor's count and head for ``rel`` with what its one
         pass found (``heads`` at the anchored counts, ``valid`` chain-valid
         lines), in ``f`` (this pass's findings when None); then drop them.
@@ -224,6 +320,7 @@ class LogPass:
                 if (type(lt) is float or type(lt) is int) and (type(at) is float or type(at) is int) and lt > at:
                     f.fail(8, ANCHORS_LOG, seq, f"{rel}: the anchor at {at} counts line {n - 1}, dated {lt}, after "
                            "it (an anchor's t is taken after its counts)")
+        self.roots_at[rel] = settle_roots(rel, fixed, valid, trees or [], f)
 
     # -- one log ------------------------------------------------------------------------
     def lines(self, rel: str) -> Iterator[tuple[int, dict]]:
@@ -244,7 +341,7 @@ class LogPass:
             self.valid_lines[rel] = 0
             self.settle(rel, {}, 0)
             return
-        reader = ChainReader(path, spec.seed, heads_at=self.heads_at(rel))
+        reader = ChainReader(path, spec.seed, heads_at=self.heads_at(rel), trees=self.wants_trees(rel))
         lines = iter(reader)
         for seq, obj in lines:  # line 0 only; the rest is handed on as it comes
             opened = obj.get("event") == "open"  # its prev is the seed: the reader checked it
@@ -269,7 +366,7 @@ class LogPass:
             self.f.fail_root(8, rel, check.problem_line, f"chain: {check.problem}")
             self.broken.add(rel)
         self.valid_lines[rel] = check.lines
-        self.settle(rel, reader.heads, check.lines, times=reader.times)
+        self.settle(rel, reader.heads, check.lines, times=reader.times, trees=reader.trees)
         if check.lines == 0 and self.making and not path.read_bytes().strip(b" "):
             self.f.explain(11, rel, 0, "no open line yet: the run was cut short while its directory was made")
         elif check.lines == 0 and self.making and check.torn is not None:
@@ -358,11 +455,40 @@ class LogPass:
                 check_witness,  # git subprocesses: only when asked
             )
 
-            problems = check_witness(Path(witness), self.layout.root)
+            held: list[bytes] = []
+            problems = check_witness(Path(witness), self.layout.root, held=held)
+            problems += self._witness_roots(held)
             f.check(8)
             f.witness, f.witness_problems = str(witness), len(problems)
             for p in problems:
                 f.fail(8, "witness", None, p)
+
+    def _witness_roots(self, held: list[bytes]) -> list[str]:
+        """The witness's own anchors' roots against the logs' trees (kept by
+        ``settle_roots`` at every anchored count of the run's anchors): the
+        witness, not the run's copy, is what a forger cannot rewrite. Its
+        anchors extend each other because each root is its log's tree at
+        that count. A count no run anchor fixes cannot be compared; the
+        prefix check above says how that line differs."""
+        problems = []
+        for k, raw in enumerate(held):
+            try:
+                obj = json.loads(raw)
+            except ValueError:
+                continue  # not an anchor line: the prefix check says how it differs
+            logs = obj.get("logs") if isinstance(obj, dict) and obj.get("event") == "anchor" else None
+            for rel, entry in (logs.items() if isinstance(logs, dict) else ()):
+                root = entry.get("root") if isinstance(entry, dict) else None
+                n = entry.get("lines") if isinstance(entry, dict) else None
+                tree = self.roots_at.get(rel, {}).get(n) if type(n) is int else None
+                if type(root) is not str or tree is None:
+                    continue
+                self.f.check(8)
+                if root != tree.hex():
+                    problems.append(f"the witness's anchor line {k} gives {rel} at {n} lines the Merkle root "
+                                    f"{root[:16]}..., the log's first {n} lines give {tree.hex()[:16]}... "
+                                    "(the log was changed after that anchor was pushed)")
+        return problems
 
     def _crash_tail(self, last: dict) -> None:
         """The lines each log holds past the last anchor: what no anchor vouches for yet."""
