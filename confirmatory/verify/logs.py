@@ -13,15 +13,11 @@ anchor line is kept. Lines after the final anchor's count are the
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import stat
-from array import array
 from collections.abc import Iterator
 from pathlib import Path
 
-from confirmatory.core.merkle import EMPTY_ROOT, Range, consistency_between, verify_consistency
 from confirmatory.records.layout import (
     ANCHORS_LOG,
     PUSHES_LOG,
@@ -30,67 +26,11 @@ from confirmatory.records.layout import (
     model_manifest,
 )
 from confirmatory.records.reader import ChainReader, iter_lines
+from confirmatory.verify.anchored import _HEX64, Fixed, settle_roots, witness_fixed
 from confirmatory.verify.report import UNDER_WAY, Findings
 
 UNANCHORED_BY_DESIGN = (ANCHORS_LOG, PUSHES_LOG)
 RESUME_LOG = "resume.jsonl"  # appended by `confirmatory resume`, another process (confirmatory.engine.resume)
-
-
-_HEX64 = re.compile(r"[0-9a-f]{64}")
-_MAX_COUNT = (1 << 63) - 1
-
-
-class Fixed:
-    """One log's anchored line counts, heads and Merkle roots, in anchor
-    order, in arrays (72 bytes an anchor, not a dictionary each): what verify
-    keeps of anchors.jsonl must not grow by much with the number of anchors.
-    A head or root that is not 64 lower-case hex digits cannot be any line's
-    hash or any tree's root: it is kept as "matches nothing". An entry
-    without a root (an anchor written before anchors had roots) is in
-    ``rootless``: its root is not checked."""
-
-    __slots__ = ("seqs", "counts", "heads", "odd", "big", "roots", "rootless", "odd_roots")
-
-    def __init__(self) -> None:
-        self.seqs = array("q")      # the anchor line of each entry
-        self.counts = array("q")    # ... the line count it fixes
-        self.heads = bytearray()    # ... and the head it gives (32 bytes each)
-        self.odd: set[int] = set()  # entries whose head is not a sha256 in hex
-        self.big: dict[int, int] = {}  # entries whose count is beyond 64 bits, as written
-        self.roots = bytearray()    # ... and the root of the tree over those lines (32 bytes each)
-        self.rootless: set[int] = set()  # entries with no root at all
-        self.odd_roots: set[int] = set()  # entries whose root is not a sha256 in hex
-
-    def add(self, seq: int, n: int, head: object, root: object = None) -> None:
-        k = len(self.seqs)
-        self.seqs.append(seq)
-        if n > _MAX_COUNT:
-            self.big[k] = n
-        self.counts.append(min(n, _MAX_COUNT))
-        if type(head) is str and _HEX64.fullmatch(head):
-            self.heads += bytes.fromhex(head)
-        else:
-            self.heads += bytes(32)
-            self.odd.add(k)
-        if type(root) is str and _HEX64.fullmatch(root):
-            self.roots += bytes.fromhex(root)
-        else:
-            self.roots += bytes(32)
-            (self.rootless if root is None else self.odd_roots).add(k)
-
-    def root(self, k: int) -> bytes | None:
-        """Entry k's root (None: none, or not a sha256 in hex)."""
-        return None if k in self.rootless or k in self.odd_roots else bytes(self.roots[32 * k:32 * k + 32])
-
-    @property
-    def has_roots(self) -> bool:
-        return len(self.rootless) < len(self.seqs)
-
-    def count(self, k: int) -> int:
-        return self.big.get(k, self.counts[k])
-
-    def matches(self, k: int, seen: str | None) -> bool:
-        return seen is not None and k not in self.odd and self.heads[32 * k:32 * k + 32].hex() == seen
 
 
 def still_making(stage: str | None, root: Path) -> bool:
@@ -109,72 +49,9 @@ def still_making(stage: str | None, root: Path) -> bool:
         return True
 
 
-def settle_roots(rel: str, fixed: Fixed, valid: int, trees: list[Range], f: Findings) -> dict[int, bytes]:
-    """Each anchor's root for ``rel`` against the tree over the log's first
-    ``lines`` lines, and each anchor's stored root against the previous
-    anchor's by an RFC 9162 consistency proof made from the log (so the
-    anchors' roots, a witness's copy say, are shown to extend each other).
-
-    ``trees``: the chain-valid lines' tree cut at every anchored count
-    (``ChainReader.trees``, a span's joined after the one before), joined
-    here count by count: O(log n) hashes an anchor. An entry without a root
-    (written before anchors had roots) is counted in the report's note as
-    not checked, never a violation. Returns the roots computed at the
-    anchored counts the log reaches."""
-    if not fixed.has_roots:
-        f.rootless += len(fixed.seqs)
-        return {}
-    f.rootless += len(fixed.rootless)
-    cuts = sorted({fixed.count(k) for k in range(len(fixed.seqs))} - {0})
-    computed: dict[int, bytes] = {0: EMPTY_ROOT}
-    proofs: dict[tuple[int, int], list[bytes]] = {}
-    frontier, segments, before = Range(), iter(trees), 0
-    for cut in cuts:
-        if cut > valid:
-            break
-        since = Range(before)
-        try:
-            while since.end < cut:
-                since.extend_range(next(segments))
-        except (StopIteration, ValueError):
-            break  # the trees end short (a damaged span): the counts past are judged by their heads
-        if since.end != cut:
-            break
-        if before:
-            proofs[(before, cut)] = consistency_between(frontier, since)
-        frontier.extend_range(since)
-        computed[cut] = frontier.root()
-        before = cut
-    last: tuple[int, int, bytes] | None = None  # (seq, count, root) of the previous entry with a root
-    for k, seq in enumerate(fixed.seqs):
-        n, stored = fixed.count(k), fixed.root(k)
-        if k in fixed.rootless:
-            continue
-        f.check(8)
-        if stored is None:  # not a root at all: reported as the anchors were read
-            last = None
-            continue
-        if n in computed and stored != computed[n]:
-            f.fail(8, ANCHORS_LOG, seq, f"{rel}: root at line count {n} differs from the Merkle tree of the "
-                   "log's first lines (a line was changed, removed or inserted, or the root)")
-        if last is not None:
-            f.check(8)
-            seq0, m, root0 = last
-            if m == n:
-                ok = root0 == stored
-            elif 0 < m < n:
-                ok = (m, n) not in proofs or verify_consistency(m, n, proofs[(m, n)], root0, stored)
-            else:
-                ok = True  # from 0 lines any tree extends it; a count that went down is reported above
-            if not ok:
-                f.fail(8, ANCHORS_LOG, seq, f"{rel}: the tree this anchor fixes ({n} lines) does not extend "
-                       f"anchor line {seq0}'s ({m} lines): their roots fail the RFC 9162 consistency proof")
-        last = (seq, n, stored)
-    return computed
-
-
 class LogPass:
-    def __init__(self, layout: RunLayout, findings: Findings, stage: str | None = None) -> None:
+    def __init__(self, layout: RunLayout, findings: Findings, stage: str | None = None,
+                 witness: Path | None = None) -> None:
         self.layout = layout
         self.f = findings
         self.specs = {s.relpath: s for s in layout.logs()}
@@ -199,9 +76,6 @@ class LogPass:
         # anchor's time (for the pushes), the final-looking anchors and the
         # last anchor itself.
         self.fixed: dict[str, Fixed] = {}
-        # per log, the root of its tree at every anchored count (settle_roots):
-        # what the witness's anchors are checked against
-        self.roots_at: dict[str, dict[int, bytes]] = {}
         self.anchor_t: dict[int, object] = {}
         self.finals: list[int] = []
         self.last_anchor: tuple[int, dict] | None = None
@@ -212,7 +86,14 @@ class LogPass:
         # name any file (/dev/zero, a FIFO, another log).
         self._manifest_shas = {"manifest.json": layout.manifest.sha256,
                                **{model_manifest(name): mf.sha256 for name, mf in layout.models.items()}}
+        # The witness's own anchors, read before any log so that each log's
+        # one pass checks their heads and roots too (``wfixed``), and the
+        # witness check's problems, reported at the end (``_witness``).
+        self.wfixed: dict[str, Fixed] = {}
+        self._witness_problems: list[str] | None = None
         self._read_anchors()
+        if witness is not None and self.last_anchor is not None:
+            self._read_witness(Path(witness))
 
     # -- anchors.jsonl --------------------------------------------------------------
     def _read_anchors(self) -> None:
@@ -281,15 +162,28 @@ class LogPass:
                 elif self._manifest_shas[rel] != sha:
                     f.fail_root(8, ANCHORS_LOG, seq, f"manifest {rel} does not hash as anchored")
 
+    def _read_witness(self, witness: Path) -> None:
+        from confirmatory.anchors.check import (
+            check_witness,  # git subprocesses: only when asked
+        )
+
+        held: list[bytes] = []
+        try:
+            self._witness_problems = check_witness(witness, self.layout.root, held=held)
+        except Exception as exc:  # noqa: BLE001 - reported as the witness's problem, with the others
+            self._witness_problems = [f"not checked: {type(exc).__name__}: {exc}"]
+        self.wfixed = witness_fixed(held, set(self.anchored))
+
     def wants_trees(self, rel: str) -> bool:
-        """Whether any anchor gives ``rel`` a root: only then is its tree built."""
-        fixed = self.fixed.get(rel)
-        return fixed is not None and fixed.has_roots
+        """Whether any anchor (the run's or the witness's) gives ``rel`` a
+        root: only then is its tree built."""
+        return any(fixed is not None and fixed.has_roots for fixed in (self.fixed.get(rel), self.wfixed.get(rel)))
 
     def heads_at(self, rel: str) -> frozenset[int]:
-        """The line counts the anchors fix in ``rel`` (where its reader keeps the head)."""
-        fixed = self.fixed.get(rel)
-        return frozenset(fixed.counts) if fixed is not None else frozenset()
+        """The line counts the anchors (the run's and the witness's) fix in
+        ``rel``: where its reader keeps the head and cuts its tree."""
+        return frozenset(c for fixed in (self.fixed.get(rel), self.wfixed.get(rel)) if fixed is not None
+                         for c in fixed.counts)
 
     def settle(self, rel: str, heads: dict[int, str], valid: int, f: Findings | None = None,
                times: dict | None = None, trees: list | None = None) -> None:
@@ -299,6 +193,7 @@ class LogPass:
         ``times``: the ``t`` of the line at each anchored count, which is not
         after the anchor's (below)."""
         f = self.f if f is None else f
+        self._settle_witness(rel, heads, valid, f, trees)
         fixed = self.fixed.pop(rel, None)
         if fixed is None:
             return
@@ -320,7 +215,27 @@ class LogPass:
                 if (type(lt) is float or type(lt) is int) and (type(at) is float or type(at) is int) and lt > at:
                     f.fail(8, ANCHORS_LOG, seq, f"{rel}: the anchor at {at} counts line {n - 1}, dated {lt}, after "
                            "it (an anchor's t is taken after its counts)")
-        self.roots_at[rel] = settle_roots(rel, fixed, valid, trees or [], f)
+        settle_roots(rel, fixed, valid, trees or [], f)
+
+    def _settle_witness(self, rel: str, heads: dict[int, str], valid: int, f: Findings,
+                        trees: list | None) -> None:
+        """The witness's anchors of ``rel`` against the log, as the run's are:
+        the witness, not the run's copy, is what a forger cannot rewrite."""
+        fixed = self.wfixed.pop(rel, None)
+        if fixed is None:
+            return
+        before = f.count[8]
+        for k, seq in enumerate(fixed.seqs):
+            n = fixed.count(k)
+            f.check(8)
+            if n > valid:
+                f.fail(8, "witness", seq, f"the witness's anchor line {seq}: {rel}: anchored {n} lines, the log "
+                       f"has {valid} valid")
+            elif not fixed.matches(k, heads.get(n)):
+                f.fail(8, "witness", seq, f"the witness's anchor line {seq}: {rel}: head at line count {n} "
+                       "differs from the log's")
+        settle_roots(rel, fixed, valid, trees or [], f, where="witness", whose="the witness's ")
+        f.witness_problems += f.count[8] - before  # added to the witness check's own at the end
 
     # -- one log ------------------------------------------------------------------------
     def lines(self, rel: str) -> Iterator[tuple[int, dict]]:
@@ -391,8 +306,8 @@ class LogPass:
     # -- after every log was read -------------------------------------------------------
     def finish(self, witness: Path | None) -> None:
         f = self.f
-        for rel in list(self.fixed):  # logs no pass read (a model whose manifest is unreadable)
-            self.settle(rel, {}, self.valid_lines.get(rel, 0))
+        for rel in [*self.fixed, *(r for r in self.wfixed if r not in self.fixed)]:
+            self.settle(rel, {}, self.valid_lines.get(rel, 0))  # logs no pass read (a model whose manifest is unreadable)
         if self.last_anchor is None and self.stage == UNDER_WAY:
             f.explain(8, ANCHORS_LOG, None, "no anchor yet: the run was cut short before its first anchor")
             self.final_missing = True
@@ -455,40 +370,13 @@ class LogPass:
                 check_witness,  # git subprocesses: only when asked
             )
 
-            held: list[bytes] = []
-            problems = check_witness(Path(witness), self.layout.root, held=held)
-            problems += self._witness_roots(held)
+            problems = self._witness_problems
+            if problems is None:  # not read up front (no anchor in the run): read now
+                problems = check_witness(Path(witness), self.layout.root)
             f.check(8)
-            f.witness, f.witness_problems = str(witness), len(problems)
+            f.witness, f.witness_problems = str(witness), len(problems) + f.witness_problems
             for p in problems:
                 f.fail(8, "witness", None, p)
-
-    def _witness_roots(self, held: list[bytes]) -> list[str]:
-        """The witness's own anchors' roots against the logs' trees (kept by
-        ``settle_roots`` at every anchored count of the run's anchors): the
-        witness, not the run's copy, is what a forger cannot rewrite. Its
-        anchors extend each other because each root is its log's tree at
-        that count. A count no run anchor fixes cannot be compared; the
-        prefix check above says how that line differs."""
-        problems = []
-        for k, raw in enumerate(held):
-            try:
-                obj = json.loads(raw)
-            except ValueError:
-                continue  # not an anchor line: the prefix check says how it differs
-            logs = obj.get("logs") if isinstance(obj, dict) and obj.get("event") == "anchor" else None
-            for rel, entry in (logs.items() if isinstance(logs, dict) else ()):
-                root = entry.get("root") if isinstance(entry, dict) else None
-                n = entry.get("lines") if isinstance(entry, dict) else None
-                tree = self.roots_at.get(rel, {}).get(n) if type(n) is int else None
-                if type(root) is not str or tree is None:
-                    continue
-                self.f.check(8)
-                if root != tree.hex():
-                    problems.append(f"the witness's anchor line {k} gives {rel} at {n} lines the Merkle root "
-                                    f"{root[:16]}..., the log's first {n} lines give {tree.hex()[:16]}... "
-                                    "(the log was changed after that anchor was pushed)")
-        return problems
 
     def _crash_tail(self, last: dict) -> None:
         """The lines each log holds past the last anchor: what no anchor vouches for yet."""

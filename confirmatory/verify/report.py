@@ -308,6 +308,7 @@ class Findings:
             self.notes[i] = f"{self.notes[i]} {note}".strip() if i in self.notes else note
         self.unanchored += other.unanchored
         self.rootless += other.rootless
+        self.witness_problems += other.witness_problems  # the witness's anchors, checked by the logs' passes
         self.root.extend(other.root[: KEEP_PER_INVARIANT - len(self.root)])
         self.explained.extend(other.explained)
         for model, hh in other.under_way.items():
