@@ -23,6 +23,12 @@ defaults. The printed mix says how many lines of each kind.
   file and line, no checks) with a process per core and in one process,
   all after a warm-up pass that puts the files in the page cache; each the
   faster of two timings.
+* roots (the line-heavy run): verify with worker processes and in one
+  process on the run as generated (every anchor carries each log's RFC
+  9162 Merkle root, which verify recomputes and checks with consistency
+  proofs) and on the same run with the roots taken out of anchors.jsonl
+  (its chain re-linked: a run from before roots, whose trees verify does
+  not build), alternately, twice each; each the faster of two.
 * memory: peak RSS (resource.getrusage maxrss) of a fresh process running
   `verify_run`, for runs with the SAME households and 3 different numbers of
   lines (more host samples, more reruns; one anchor interval), one with an
@@ -154,8 +160,43 @@ def speed(parent: Path, spec: tuple, serial: bool) -> dict:
     cores = os.cpu_count() or 1
     py_many = min((floor_child(root, cores) for _ in range(2)), key=lambda r: r["seconds"])
     py_one = min((floor_child(root, 1) for _ in range(2)), key=lambda r: r["seconds"]) if serial else None
+    roots = roots_cost(root) if label == "line-heavy" else None
     return {"households": households * 3, "lines": lines, "files": files, "mb": size / 1e6, "gen_s": gen,
-            "kinds": kinds, "auto": auto, "one": one, "floor": floor, "py_many": py_many, "py_one": py_one}
+            "kinds": kinds, "auto": auto, "one": one, "floor": floor, "py_many": py_many, "py_one": py_one,
+            "roots": roots}
+
+
+def without_roots(root: Path) -> bytes:
+    """Take every root out of root/anchors.jsonl (its chain re-linked); the original bytes."""
+    from confirmatory.records.chain import dumps, sha256_hex
+
+    path = root / "anchors.jsonl"
+    original = path.read_bytes()
+    lines = original.split(b"\n")[:-1]
+    out, head = [lines[0]], sha256_hex(lines[0])
+    for k, raw in enumerate(lines[1:], 1):
+        obj = json.loads(raw)
+        for entry in obj.get("logs", {}).values():
+            entry.pop("root", None)
+        obj["seq"], obj["prev"] = k, head
+        out.append(dumps(obj))
+        head = sha256_hex(out[-1])
+    path.write_bytes(b"".join(line + b"\n" for line in out))
+    return original
+
+
+def roots_cost(root: Path) -> dict:
+    """verify with the roots and without, alternately (the VM drifts): the faster of two each."""
+    times: dict = {("roots", "auto"): [], ("none", "auto"): [], ("roots", "1"): [], ("none", "1"): []}
+    for _ in range(2):
+        for workers in ("auto", "1"):
+            times[("roots", workers)].append(verify_child(root, workers))
+            original = without_roots(root)
+            try:
+                times[("none", workers)].append(verify_child(root, workers))
+            finally:
+                (root / "anchors.jsonl").write_bytes(original)
+    return {key: min(v, key=lambda r: r["seconds"]) for key, v in times.items()}
 
 
 def memory(parent: Path, specs: list[tuple]) -> list[dict]:
@@ -189,8 +230,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="smaller runs (< 30 s in all)")
     ap.add_argument("--keep", type=Path, default=None, help="generate under this directory and keep it")
+    ap.add_argument("--only", default=None, help="only this speed run (e.g. line-heavy), no memory table")
     args = ap.parse_args()
     mode = "quick" if args.quick else "full"
+    if args.only:
+        SPEED[mode] = [spec for spec in SPEED[mode] if spec[0] == args.only]
+        MEMORY[mode] = []
     started = time.perf_counter()
     base_kb = int(subprocess.run([sys.executable, "-c", BASELINE], capture_output=True, text=True,
                                  check=True).stdout)
@@ -221,6 +266,12 @@ def main() -> int:
                   f"{r['seconds'] / py['seconds']:>10.2f} {ok}")
         print(f"  {'sha256sum (same files)':<34} {floor:>8.2f} {s['lines'] / floor:>9.0f} {s['files'] / floor:>8.0f} "
               f"{1.0:>11.2f}")
+        if s["roots"] is not None:
+            r = s["roots"]
+            for workers, name in (("auto", "worker processes"), ("1", "one process")):
+                a, b = r[("roots", workers)]["seconds"], r[("none", workers)]["seconds"]
+                print(f"  Merkle roots, {name}: with {a:.2f} s ({s['lines'] / a:,.0f} lines/s), without {b:.2f} s "
+                      f"({s['lines'] / b:,.0f} lines/s): {100 * (a / b - 1):+.1f} %  ok {r[('roots', workers)]['ok']}")
         need = s["lines"] / 250_000
         print(f"  the target (250,000 lines/s) allows {need:.2f} s for these lines; the python floor "
               f"with {s['py_many']['workers']} processes takes {s['py_many']['seconds'] / need:.2f}x that")
@@ -243,6 +294,9 @@ def main() -> int:
             reach = (f"reaches 250,000 lines/s from {b / (target - a):.1f} lines per file" if a < target
                      else "never reaches 250,000 lines/s")
             print(f"  {name:<34} {a * 1e6:6.2f} us per line, {b * 1e6:6.2f} us per file: {reach}")
+    if not rows:
+        print(f"\nbenchmark took {time.perf_counter() - started:.0f} s")
+        return 0 if all(s["auto"]["ok"] for s in runs) else 1
     print()
     print("peak RSS in MB (a fresh process per run): all in one process (workers=1), and with a worker")
     print("process per model (workers=3: the parent, and the largest worker)")
