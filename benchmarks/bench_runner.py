@@ -148,6 +148,18 @@ def child(cfg: dict) -> dict:
 
     if cfg.get("slack") is not None:  # diagnostic only: not the rule
         hostrules.BASE_SLACK_S = float(cfg["slack"])
+    if cfg.get("no_trees"):  # the comparison only: writers that keep no Merkle frontier (anchors' roots wrong)
+        import confirmatory.records.writer as writer_module
+
+        class _NoTree:
+            def append(self, leaf: bytes) -> None:
+                pass
+
+            def root(self) -> bytes:
+                return bytes(32)
+
+        writer_module.Range = _NoTree  # type: ignore[assignment,misc]
+        writer_module.leaf_hash = lambda line: b""  # type: ignore[assignment]
 
     design = write_design(
         base / "design",
@@ -234,9 +246,9 @@ def child(cfg: dict) -> dict:
 
 
 def run_child(directory: Path, households: int, sample_interval: float, *, witness: bool,
-              slack: float | None = None) -> dict:
+              slack: float | None = None, no_trees: bool = False) -> dict:
     cfg = {"dir": str(directory), "households": households, "sample_interval": sample_interval,
-           "witness": witness, "slack": slack}
+           "witness": witness, "slack": slack, "no_trees": no_trees}
     proc = subprocess.run([sys.executable, __file__, "--child", json.dumps(cfg)], capture_output=True, text=True)
     if proc.returncode != 0:
         sys.stderr.write(proc.stdout + proc.stderr)
@@ -322,6 +334,14 @@ def main() -> int:
         for n in (small, large):
             runs.append(run_child(root / f"run-{n}", n, args.sample_interval, witness=args.verify))
             disk_round()
+        # The Merkle frontier each writer keeps (a leaf hash and on average one
+        # node hash per line): the large run again with it and without it,
+        # alternately (the disk drifts), twice each.
+        trees: dict[bool, list[dict]] = {True: [], False: []}
+        for k in range(2):
+            for kept in (True, False):
+                trees[kept].append(run_child(root / f"trees-{kept}-{k}", large, args.sample_interval,
+                                             witness=False, no_trees=not kept))
         what_if = None
         if args.what_if:
             what_if = run_child(root / f"what-if-{small}", small, args.sample_interval, witness=False,
@@ -366,6 +386,13 @@ def main() -> int:
         if what_if is not None:
             print(f"  same run without the 0.1 s evidence slack (diagnostic): {summaries[2]['rate']:.0f} attempts/s")
         print(f"  memory growth                  {grow_kb * 1024 / d_att:8.0f} B per attempt")
+        rates = {kept: [r["attempts"] / r["wall_s"] for r in trees[kept]] for kept in trees}
+        cpu = {kept: [r["cpu_s"] / r["attempts"] * 1e3 for r in trees[kept]] for kept in trees}
+        with_best, without_best = max(rates[True]), max(rates[False])
+        print(f"  Merkle frontier ({large} households/model, alternately): with {with_best:.0f} attempts/s "
+              f"({', '.join(f'{x:.0f}' for x in rates[True])}; {min(cpu[True]):.2f} ms CPU each), without "
+              f"{without_best:.0f} ({', '.join(f'{x:.0f}' for x in rates[False])}; {min(cpu[False]):.2f} ms CPU "
+              f"each): {100 * (with_best / without_best - 1):+.1f} % (target: at most 5 % slower)")
 
         if args.verify:
             from confirmatory.verify import verify_run

@@ -76,31 +76,52 @@ def _entry(anchors: list[dict], seq: int | None, log: str, where: Path) -> tuple
     return anchor.get("seq"), n, root
 
 
-def _tree(path: Path, n: int, keep: int | None = None) -> tuple[list[bytes], bytes | None]:
-    """The leaf hashes of the first ``n`` lines of ``path`` (one read), and line ``keep``'s bytes."""
-    leaves: list[bytes] = []
-    kept = None
+def _ranges(path: Path, cuts: list[int], keep: int | None = None) -> tuple[list[merkle.Range], bytes | None]:
+    """The tree of ``path``'s first ``cuts[-1]`` lines, read once, as the
+    ranges between consecutive ``cuts`` (the first from 0), in O(log n)
+    memory; and line ``keep``'s bytes."""
+    ranges, at, kept = [merkle.Range(0)], 0, None
+    bounds = iter(cuts)
+    cut = next(bounds)
     try:
         with open_regular(path) as f:
             for _, parts, is_tail in _batches(f):
-                if is_tail or len(leaves) >= n:
+                if is_tail or cut is None:
                     break
-                parts = parts[:n - len(leaves)]
-                if keep is not None and len(leaves) <= keep < len(leaves) + len(parts):
-                    kept = parts[keep - len(leaves)]
-                leaves.extend(merkle.leaf_hashes(parts))
+                if keep is not None and at <= keep < at + len(parts):
+                    kept = parts[keep - at]
+                leaves = merkle.leaf_hashes(parts[:cuts[-1] - at])
+                at += len(parts)
+                done = 0
+                while cut is not None and ranges[-1].end + len(leaves) - done >= cut:
+                    take = cut - ranges[-1].end
+                    ranges[-1].extend(leaves[done:done + take])
+                    done += take
+                    cut = next(bounds, None)
+                    if cut is not None:
+                        ranges.append(merkle.Range(ranges[-1].end))
+                if cut is not None:
+                    ranges[-1].extend(leaves[done:])
     except OSError as exc:
         raise ProofError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    if len(leaves) < n:
-        raise ProofError(f"{path}: {len(leaves)} complete lines, but the anchor counts {n}: the log was cut "
+    if cut is not None:
+        got = ranges[-1].end
+        raise ProofError(f"{path}: {got} complete lines, but the anchor counts {cuts[-1]}: the log was cut "
                          "after it was anchored (verify says where)", EXIT_FAILED)
-    return leaves, kept
+    return ranges, kept
 
 
-def _same_root(leaves: list[bytes], root: str, log: str, seq: int) -> None:
-    got = merkle.root(leaves).hex()
+def _joined(*ranges: merkle.Range) -> merkle.Range:
+    whole = ranges[0].copy()
+    for r in ranges[1:]:
+        whole.extend_range(r)
+    return whole
+
+
+def _same_root(tree: merkle.Range, root: str, log: str, seq: int) -> None:
+    got = tree.root().hex()
     if got != root:
-        raise ProofError(f"{log}: its first {len(leaves)} lines give the Merkle root {got}, anchor {seq} fixes "
+        raise ProofError(f"{log}: its first {tree.end} lines give the Merkle root {got}, anchor {seq} fixes "
                          f"{root}: the log changed after it was anchored (verify says where)", EXIT_FAILED)
 
 
@@ -114,14 +135,14 @@ def make_inclusion(run_dir: Path, log: str, index: int, anchor: int | None) -> d
     seq, n, root = _entry(_anchors(run_dir / "anchors.jsonl"), anchor, log, run_dir / "anchors.jsonl")
     if not 0 <= index < n:
         raise ProofError(f"INDEX {index}: anchor {seq} counts lines 0 to {n - 1} of {log}")
-    leaves, line = _tree(_safe_log(run_dir, log), n, index)
-    _same_root(leaves, root, log, seq)
+    (before, leaf, after), line = _ranges(_safe_log(run_dir, log), [index, index + 1, n], index)
+    _same_root(_joined(before, leaf, after), root, log, seq)
     assert line is not None
     try:
         text = line.decode()
     except UnicodeDecodeError:
         raise ProofError(f"{log}: line {index} is not UTF-8 (verify says more)", EXIT_FAILED) from None
-    path = merkle.inclusion_proof(leaves, index)
+    path = merkle.inclusion_between(before, leaf, after)
     return {"log": log, "leaf_index": index, "tree_size": n, "root": root, "leaf": text,
             "path": [h.hex() for h in path], "anchor": seq}
 
@@ -136,10 +157,10 @@ def make_consistency(run_dir: Path, log: str, first: int, second: int) -> dict[s
     if m == 0:
         raise ProofError(f"anchor {seq1} counts no line of {log}: every tree extends the empty one, and RFC 9162 "
                          "has no proof from it", EXIT_FAILED)
-    leaves, _ = _tree(_safe_log(run_dir, log), n)
-    _same_root(leaves[:m], root1, log, seq1)
-    _same_root(leaves, root2, log, seq2)
-    path = merkle.consistency_proof(leaves, m)
+    (first_tree, since), _ = _ranges(_safe_log(run_dir, log), [m, n])
+    _same_root(first_tree, root1, log, seq1)
+    _same_root(_joined(first_tree, since), root2, log, seq2)
+    path = merkle.consistency_between(first_tree, since)
     return {"log": log, "first_size": m, "second_size": n, "first_root": root1, "second_root": root2,
             "path": [h.hex() for h in path], "first_anchor": seq1, "second_anchor": seq2}
 

@@ -14,8 +14,8 @@ leaf i is the i-th line's bytes without its newline (docs/ANCHORS.md).
   and ``extend`` add leaves, ``root`` is the tree's root. A range of a later
   span (a worker's part of a log, or the leaves between two anchors) is
   joined onto the one before it with ``extend_range``; ``consistency_between``
-  makes the consistency proof between an earlier frontier and the range
-  after it, without the leaves.
+  and ``inclusion_between`` make the proofs from such ranges alone, without
+  the leaves (verify and ``confirmatory prove`` read a log once).
 """
 
 from __future__ import annotations
@@ -159,18 +159,7 @@ def inclusion_proof(leaves: Sequence[bytes], index: int) -> list[bytes]:
     n = len(leaves)
     if not 0 <= index < n:
         raise ValueError(f"leaf {index} is not in a tree of {n} leaves")
-    path: list[bytes] = []
-    lo, hi = 0, n
-    while hi - lo > 1:
-        k = _split(hi - lo)
-        if index < lo + k:
-            path.append(root(leaves[lo + k:hi]))
-            hi = lo + k
-        else:
-            path.append(root(leaves[lo:lo + k]))
-            lo += k
-    path.reverse()
-    return path
+    return _path(index, n, lambda a, b: root(leaves[a:b]))
 
 
 def consistency_proof(leaves: Sequence[bytes], first: int) -> list[bytes]:
@@ -201,27 +190,61 @@ def _subproof(m: int, n: int, mth) -> list[bytes]:
     return out
 
 
-def consistency_between(frontier: Range, since: Range) -> list[bytes]:
-    """PROOF(m, D[n]) from the frontier of the first m leaves and the range
-    [m, n) that follows it: every hash it needs is one of their subtrees or
-    a join of the later one's (m > 0)."""
-    if frontier.begin != 0 or since.begin != frontier.end:
-        raise ValueError("the range must start where the frontier ends")
-    known = {(a, b): h for a, b, h in frontier.spans()}
-    later = since.spans()
+def _oracle(*ranges: Range):
+    """``mth(a, b)``: MTH(D[a:b]) for a subtree [a, b) that is one of the
+    ranges' subtrees or is tiled by them (the only kind a proof between a
+    frontier and the range after it asks for)."""
+    spans = [span for r in ranges for span in r.spans()]
+    known = {(a, b): h for a, b, h in spans}
 
     def mth(a: int, b: int) -> bytes:
         if (a, b) in known:
             return known[(a, b)]
-        inside = [(s, e, h) for s, e, h in later if a <= s and e <= b]
-        if not inside or inside[0][0] != a or inside[-1][1] != b:
+        inside = [(s, e, h) for s, e, h in spans if a <= s and e <= b]
+        if not inside or inside[0][0] != a or inside[-1][1] != b or any(
+                x[1] != y[0] for x, y in zip(inside, inside[1:])):
             raise ValueError(f"no subtree [{a}, {b}) in the ranges")
         acc = inside[-1][2]
         for _, _, h in reversed(inside[:-1]):
             acc = _sha256(_NODE + h + acc).digest()
         return acc
 
-    return _subproof(frontier.end, since.end, mth)
+    return mth
+
+
+def consistency_between(frontier: Range, since: Range) -> list[bytes]:
+    """PROOF(m, D[n]) from the frontier of the first m leaves and the range
+    [m, n) that follows it: every hash it needs is one of their subtrees or
+    a join of the later one's (m > 0). No leaf is needed again."""
+    if frontier.begin != 0 or since.begin != frontier.end:
+        raise ValueError("the range must start where the frontier ends")
+    return _subproof(frontier.end, since.end, _oracle(frontier, since))
+
+
+def inclusion_between(frontier: Range, leaf: Range, after: Range) -> list[bytes]:
+    """PATH(i, D[n]) from the frontier of the leaves before leaf i, the range
+    of leaf i alone and the range of the leaves after it: a tree read once,
+    in O(log n) memory (``confirmatory prove``)."""
+    i = frontier.end
+    if frontier.begin != 0 or (leaf.begin, leaf.end) != (i, i + 1) or after.begin != i + 1:
+        raise ValueError("the ranges must be [0, i), [i, i + 1) and [i + 1, n)")
+    return _path(i, after.end, _oracle(frontier, leaf, after))
+
+
+def _path(index: int, n: int, mth) -> list[bytes]:
+    """PATH(index, D[0:n]) of section 2.1.3.1 with ``mth(a, b)`` giving MTH(D[a:b]), leaf upward."""
+    path: list[bytes] = []
+    lo, hi = 0, n
+    while hi - lo > 1:
+        k = _split(hi - lo)
+        if index < lo + k:
+            path.append(mth(lo + k, hi))
+            hi = lo + k
+        else:
+            path.append(mth(lo, lo + k))
+            lo += k
+    path.reverse()
+    return path
 
 
 # ------------------------------------------------------------------- the RFC's verifiers

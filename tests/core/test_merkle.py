@@ -182,3 +182,8 @@ def test_ranges_joined_in_any_cut_give_the_roots_and_proofs_of_the_whole(data):
         frontier.extend_range(since)
         assert frontier.end == cut and frontier.root() == _ref_root(leaves[:cut])
         at = cut
+    i = data.draw(st.integers(0, n - 1), "index")  # an inclusion proof from three ranges alone
+    parts = [M.Range(0), M.Range(i), M.Range(i + 1)]
+    for part, (a, b) in zip(parts, ((0, i), (i, i + 1), (i + 1, n))):
+        part.extend(leaves[a:b])
+    assert M.inclusion_between(*parts) == M.inclusion_proof(leaves, i)
