@@ -28,7 +28,9 @@ defaults. The printed mix says how many lines of each kind.
   9162 Merkle root, which verify recomputes and checks with consistency
   proofs) and on the same run with the roots taken out of anchors.jsonl
   (its chain re-linked: a run from before roots, whose trees verify does
-  not build), alternately, twice each; each the faster of two.
+  not build), alternately, three times each; each the fastest of three,
+  with its CPU seconds (the process and its workers: less swayed by other
+  work on the machine than the wall time).
 * memory: peak RSS (resource.getrusage maxrss) of a fresh process running
   `verify_run`, for runs with the SAME households and 3 different numbers of
   lines (more host samples, more reruns; one anchor interval), one with an
@@ -57,7 +59,9 @@ workers = None if sys.argv[2] == "auto" else int(sys.argv[2])
 t = time.perf_counter()
 report = verify_run(sys.argv[1], workers=workers)
 dt = time.perf_counter() - t
+own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
 print(json.dumps({"ok": report.ok, "seconds": dt,
+                  "cpu_s": own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime,
                   "self_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
                   "children_kb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}))
 """
@@ -188,7 +192,7 @@ def without_roots(root: Path) -> bytes:
 def roots_cost(root: Path) -> dict:
     """verify with the roots and without, alternately (the VM drifts): the faster of two each."""
     times: dict = {("roots", "auto"): [], ("none", "auto"): [], ("roots", "1"): [], ("none", "1"): []}
-    for _ in range(2):
+    for _ in range(3):
         for workers in ("auto", "1"):
             times[("roots", workers)].append(verify_child(root, workers))
             original = without_roots(root)
@@ -196,7 +200,8 @@ def roots_cost(root: Path) -> dict:
                 times[("none", workers)].append(verify_child(root, workers))
             finally:
                 (root / "anchors.jsonl").write_bytes(original)
-    return {key: min(v, key=lambda r: r["seconds"]) for key, v in times.items()}
+    return {key: {**min(v, key=lambda r: r["seconds"]), "cpu_s": min(r["cpu_s"] for r in v)}
+            for key, v in times.items()}
 
 
 def memory(parent: Path, specs: list[tuple]) -> list[dict]:
@@ -231,8 +236,21 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="smaller runs (< 30 s in all)")
     ap.add_argument("--keep", type=Path, default=None, help="generate under this directory and keep it")
     ap.add_argument("--only", default=None, help="only this speed run (e.g. line-heavy), no memory table")
+    ap.add_argument("--roots-only", type=Path, default=None, metavar="RUN_DIR",
+                    help="only the roots comparison, on this existing run (e.g. one kept with --keep)")
     args = ap.parse_args()
     mode = "quick" if args.quick else "full"
+    if args.roots_only:
+        lines = sum(sum(1 for _ in open(p, "rb")) for p in args.roots_only.rglob("*.jsonl"))
+        r = roots_cost(args.roots_only)
+        print(f"python {sys.version.split()[0]}, load average {os.getloadavg()[0]:.1f}; {args.roots_only}: {lines} lines")
+        for workers, name in (("auto", "worker processes"), ("1", "one process")):
+            a, b = r[("roots", workers)], r[("none", workers)]
+            print(f"  {name}: with roots {a['seconds']:.2f} s ({lines / a['seconds']:,.0f} lines/s, CPU {a['cpu_s']:.2f} s), "
+                  f"without {b['seconds']:.2f} s ({lines / b['seconds']:,.0f} lines/s, CPU {b['cpu_s']:.2f} s): wall "
+                  f"{100 * (a['seconds'] / b['seconds'] - 1):+.1f} %, CPU {100 * (a['cpu_s'] / b['cpu_s'] - 1):+.1f} % "
+                  f"({(a['cpu_s'] - b['cpu_s']) / lines * 1e6:.2f} us a line); ok {a['ok']} {b['ok']}")
+        return 0
     if args.only:
         SPEED[mode] = [spec for spec in SPEED[mode] if spec[0] == args.only]
         MEMORY[mode] = []
@@ -270,8 +288,11 @@ def main() -> int:
             r = s["roots"]
             for workers, name in (("auto", "worker processes"), ("1", "one process")):
                 a, b = r[("roots", workers)]["seconds"], r[("none", workers)]["seconds"]
+                ca, cb = r[("roots", workers)]["cpu_s"], r[("none", workers)]["cpu_s"]
                 print(f"  Merkle roots, {name}: with {a:.2f} s ({s['lines'] / a:,.0f} lines/s), without {b:.2f} s "
-                      f"({s['lines'] / b:,.0f} lines/s): {100 * (a / b - 1):+.1f} %  ok {r[('roots', workers)]['ok']}")
+                      f"({s['lines'] / b:,.0f} lines/s): {100 * (a / b - 1):+.1f} %; CPU {ca:.2f} s against {cb:.2f} s "
+                      f"({100 * (ca / cb - 1):+.1f} %, {(ca - cb) / s['lines'] * 1e6:.2f} us a line)  "
+                      f"ok {r[('roots', workers)]['ok']}")
         need = s["lines"] / 250_000
         print(f"  the target (250,000 lines/s) allows {need:.2f} s for these lines; the python floor "
               f"with {s['py_many']['workers']} processes takes {s['py_many']['seconds'] / need:.2f}x that")

@@ -90,10 +90,11 @@ def settle_roots(rel: str, fixed: Fixed, valid: int, trees: list[Range], f: Find
     not checked, never a violation. Returns the roots computed at the
     anchored counts the log reaches. ``where`` and ``whose`` name the anchors
     in a violation (the witness's: "witness", "the witness's ")."""
+    own = not where.startswith("witness")  # the witness's copy of the same anchors is not counted twice
     if not fixed.has_roots:
-        f.rootless += len(fixed.seqs)
+        f.rootless += len(fixed.seqs) if own else 0
         return {}
-    f.rootless += len(fixed.rootless)
+    f.rootless += len(fixed.rootless) if own else 0
     cuts = sorted({fixed.count(k) for k in range(len(fixed.seqs))} - {0})
     computed: dict[int, bytes] = {0: EMPTY_ROOT}
     proofs: dict[tuple[int, int], list[bytes]] = {}
