@@ -113,7 +113,10 @@ class Range:
                         break
             if len(carry) & 1:
                 right[level] = carry.pop()
-            carry = _pairs(carry)
+            if len(carry) == 2:  # (a joined range's subtrees come one at a time)
+                carry = [_sha256(_NODE + carry[0] + carry[1]).digest()]
+            elif carry:
+                carry = _pairs(carry)
             pos >>= 1
             level += 1
 
