@@ -148,6 +148,18 @@ def child(cfg: dict) -> dict:
 
     if cfg.get("slack") is not None:  # diagnostic only: not the rule
         hostrules.BASE_SLACK_S = float(cfg["slack"])
+    if cfg.get("no_trees"):  # the comparison only: writers that keep no Merkle frontier (anchors' roots wrong)
+        import confirmatory.records.writer as writer_module
+
+        class _NoTree:
+            def append(self, leaf: bytes) -> None:
+                pass
+
+            def root(self) -> bytes:
+                return bytes(32)
+
+        writer_module.Range = _NoTree  # type: ignore[assignment,misc]
+        writer_module.leaf_hash = lambda line: b""  # type: ignore[assignment]
 
     design = write_design(
         base / "design",
@@ -236,9 +248,9 @@ def child(cfg: dict) -> dict:
 
 
 def run_child(directory: Path, households: int, sample_interval: float, *, witness: bool,
-              slack: float | None = None, journal: bool = True) -> dict:
+              slack: float | None = None, journal: bool = True, no_trees: bool = False) -> dict:
     cfg = {"dir": str(directory), "households": households, "sample_interval": sample_interval,
-           "witness": witness, "slack": slack, "journal": journal}
+           "witness": witness, "slack": slack, "journal": journal, "no_trees": no_trees}
     proc = subprocess.run([sys.executable, __file__, "--child", json.dumps(cfg)], capture_output=True, text=True)
     if proc.returncode != 0:
         sys.stderr.write(proc.stdout + proc.stderr)
@@ -329,6 +341,14 @@ def main() -> int:
         unjournaled = run_child(root / f"no-journal-{small}", small, args.sample_interval, witness=False,
                                 journal=False)
         disk_round()
+        # The Merkle frontier each writer keeps (a leaf hash and on average one
+        # node hash per line): the large run again with it and without it,
+        # alternately (the disk drifts), twice each.
+        trees: dict[bool, list[dict]] = {True: [], False: []}
+        for k in range(2):
+            for kept in (True, False):
+                trees[kept].append(run_child(root / f"trees-{kept}-{k}", large, args.sample_interval,
+                                             witness=False, no_trees=not kept))
         what_if = None
         if args.what_if:
             what_if = run_child(root / f"what-if-{small}", small, args.sample_interval, witness=False,
@@ -377,6 +397,13 @@ def main() -> int:
         print(f"  spend journal                  {summaries[0]['rate']:8.0f} attempts/s with it, {bare['rate']:.0f} "
               f"without ({summaries[0]['rate'] / bare['rate']:.2f}x; fsyncs per attempt {summaries[0]['fpa']:.2f} "
               f"and {bare['fpa']:.2f})")
+        rates = {kept: [r["attempts"] / r["wall_s"] for r in trees[kept]] for kept in trees}
+        cpu = {kept: [r["cpu_s"] / r["attempts"] * 1e3 for r in trees[kept]] for kept in trees}
+        with_best, without_best = max(rates[True]), max(rates[False])
+        print(f"  Merkle frontier ({large} households/model, alternately): with {with_best:.0f} attempts/s "
+              f"({', '.join(f'{x:.0f}' for x in rates[True])}; {min(cpu[True]):.2f} ms CPU each), without "
+              f"{without_best:.0f} ({', '.join(f'{x:.0f}' for x in rates[False])}; {min(cpu[False]):.2f} ms CPU "
+              f"each): {100 * (with_best / without_best - 1):+.1f} % (target: at most 5 % slower)")
 
         if args.verify:
             from confirmatory.verify import verify_run

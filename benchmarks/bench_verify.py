@@ -23,6 +23,14 @@ defaults. The printed mix says how many lines of each kind.
   file and line, no checks) with a process per core and in one process,
   all after a warm-up pass that puts the files in the page cache; each the
   faster of two timings.
+* roots (the line-heavy run): verify with worker processes and in one
+  process on the run as generated (every anchor carries each log's RFC
+  9162 Merkle root, which verify recomputes and checks with consistency
+  proofs) and on the same run with the roots taken out of anchors.jsonl
+  (its chain re-linked: a run from before roots, whose trees verify does
+  not build), alternately, three times each; each the fastest of three,
+  with its CPU seconds (the process and its workers: less swayed by other
+  work on the machine than the wall time).
 * memory: peak RSS (resource.getrusage maxrss) of a fresh process running
   `verify_run`, for runs with the SAME households and 3 different numbers of
   lines (more host samples, more reruns; one anchor interval), one with an
@@ -51,7 +59,9 @@ workers = None if sys.argv[2] == "auto" else int(sys.argv[2])
 t = time.perf_counter()
 report = verify_run(sys.argv[1], workers=workers)
 dt = time.perf_counter() - t
+own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
 print(json.dumps({"ok": report.ok, "seconds": dt,
+                  "cpu_s": own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime,
                   "self_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
                   "children_kb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}))
 """
@@ -154,8 +164,44 @@ def speed(parent: Path, spec: tuple, serial: bool) -> dict:
     cores = os.cpu_count() or 1
     py_many = min((floor_child(root, cores) for _ in range(2)), key=lambda r: r["seconds"])
     py_one = min((floor_child(root, 1) for _ in range(2)), key=lambda r: r["seconds"]) if serial else None
+    roots = roots_cost(root) if label == "line-heavy" else None
     return {"households": households * 3, "lines": lines, "files": files, "mb": size / 1e6, "gen_s": gen,
-            "kinds": kinds, "auto": auto, "one": one, "floor": floor, "py_many": py_many, "py_one": py_one}
+            "kinds": kinds, "auto": auto, "one": one, "floor": floor, "py_many": py_many, "py_one": py_one,
+            "roots": roots}
+
+
+def without_roots(root: Path) -> bytes:
+    """Take every root out of root/anchors.jsonl (its chain re-linked); the original bytes."""
+    from confirmatory.records.chain import dumps, sha256_hex
+
+    path = root / "anchors.jsonl"
+    original = path.read_bytes()
+    lines = original.split(b"\n")[:-1]
+    out, head = [lines[0]], sha256_hex(lines[0])
+    for k, raw in enumerate(lines[1:], 1):
+        obj = json.loads(raw)
+        for entry in obj.get("logs", {}).values():
+            entry.pop("root", None)
+        obj["seq"], obj["prev"] = k, head
+        out.append(dumps(obj))
+        head = sha256_hex(out[-1])
+    path.write_bytes(b"".join(line + b"\n" for line in out))
+    return original
+
+
+def roots_cost(root: Path) -> dict:
+    """verify with the roots and without, alternately (the VM drifts): the faster of two each."""
+    times: dict = {("roots", "auto"): [], ("none", "auto"): [], ("roots", "1"): [], ("none", "1"): []}
+    for _ in range(3):
+        for workers in ("auto", "1"):
+            times[("roots", workers)].append(verify_child(root, workers))
+            original = without_roots(root)
+            try:
+                times[("none", workers)].append(verify_child(root, workers))
+            finally:
+                (root / "anchors.jsonl").write_bytes(original)
+    return {key: {**min(v, key=lambda r: r["seconds"]), "cpu_s": min(r["cpu_s"] for r in v)}
+            for key, v in times.items()}
 
 
 def memory(parent: Path, specs: list[tuple]) -> list[dict]:
@@ -189,8 +235,25 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="smaller runs (< 30 s in all)")
     ap.add_argument("--keep", type=Path, default=None, help="generate under this directory and keep it")
+    ap.add_argument("--only", default=None, help="only this speed run (e.g. line-heavy), no memory table")
+    ap.add_argument("--roots-only", type=Path, default=None, metavar="RUN_DIR",
+                    help="only the roots comparison, on this existing run (e.g. one kept with --keep)")
     args = ap.parse_args()
     mode = "quick" if args.quick else "full"
+    if args.roots_only:
+        lines = sum(sum(1 for _ in open(p, "rb")) for p in args.roots_only.rglob("*.jsonl"))
+        r = roots_cost(args.roots_only)
+        print(f"python {sys.version.split()[0]}, load average {os.getloadavg()[0]:.1f}; {args.roots_only}: {lines} lines")
+        for workers, name in (("auto", "worker processes"), ("1", "one process")):
+            a, b = r[("roots", workers)], r[("none", workers)]
+            print(f"  {name}: with roots {a['seconds']:.2f} s ({lines / a['seconds']:,.0f} lines/s, CPU {a['cpu_s']:.2f} s), "
+                  f"without {b['seconds']:.2f} s ({lines / b['seconds']:,.0f} lines/s, CPU {b['cpu_s']:.2f} s): wall "
+                  f"{100 * (a['seconds'] / b['seconds'] - 1):+.1f} %, CPU {100 * (a['cpu_s'] / b['cpu_s'] - 1):+.1f} % "
+                  f"({(a['cpu_s'] - b['cpu_s']) / lines * 1e6:.2f} us a line); ok {a['ok']} {b['ok']}")
+        return 0
+    if args.only:
+        SPEED[mode] = [spec for spec in SPEED[mode] if spec[0] == args.only]
+        MEMORY[mode] = []
     started = time.perf_counter()
     base_kb = int(subprocess.run([sys.executable, "-c", BASELINE], capture_output=True, text=True,
                                  check=True).stdout)
@@ -221,6 +284,15 @@ def main() -> int:
                   f"{r['seconds'] / py['seconds']:>10.2f} {ok}")
         print(f"  {'sha256sum (same files)':<34} {floor:>8.2f} {s['lines'] / floor:>9.0f} {s['files'] / floor:>8.0f} "
               f"{1.0:>11.2f}")
+        if s["roots"] is not None:
+            r = s["roots"]
+            for workers, name in (("auto", "worker processes"), ("1", "one process")):
+                a, b = r[("roots", workers)]["seconds"], r[("none", workers)]["seconds"]
+                ca, cb = r[("roots", workers)]["cpu_s"], r[("none", workers)]["cpu_s"]
+                print(f"  Merkle roots, {name}: with {a:.2f} s ({s['lines'] / a:,.0f} lines/s), without {b:.2f} s "
+                      f"({s['lines'] / b:,.0f} lines/s): {100 * (a / b - 1):+.1f} %; CPU {ca:.2f} s against {cb:.2f} s "
+                      f"({100 * (ca / cb - 1):+.1f} %, {(ca - cb) / s['lines'] * 1e6:.2f} us a line)  "
+                      f"ok {r[('roots', workers)]['ok']}")
         need = s["lines"] / 250_000
         print(f"  the target (250,000 lines/s) allows {need:.2f} s for these lines; the python floor "
               f"with {s['py_many']['workers']} processes takes {s['py_many']['seconds'] / need:.2f}x that")
@@ -243,6 +315,9 @@ def main() -> int:
             reach = (f"reaches 250,000 lines/s from {b / (target - a):.1f} lines per file" if a < target
                      else "never reaches 250,000 lines/s")
             print(f"  {name:<34} {a * 1e6:6.2f} us per line, {b * 1e6:6.2f} us per file: {reach}")
+    if not rows:
+        print(f"\nbenchmark took {time.perf_counter() - started:.0f} s")
+        return 0 if all(s["auto"]["ok"] for s in runs) else 1
     print()
     print("peak RSS in MB (a fresh process per run): all in one process (workers=1), and with a worker")
     print("process per model (workers=3: the parent, and the largest worker)")

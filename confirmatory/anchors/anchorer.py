@@ -1,8 +1,9 @@
 """Anchors: what the run fixes about its logs, and the pushes that take it off the machine.
 
 Owns anchors.jsonl and anchor-pushes.jsonl (RECORDS.md). An anchor is one
-line naming, for every other log, how many lines were acknowledged (fsynced)
-and the hash of the last one, and the sha256 of every manifest. After each
+line naming, for every other log, how many lines were acknowledged (fsynced),
+the hash of the last one and the RFC 9162 Merkle root of the tree over them
+(``root``: docs/ANCHORS.md), and the sha256 of every manifest. After each
 anchor the design's ``anchors.command`` runs in the background with the
 absolute path of anchors.jsonl appended (normally scripts/confirmatory_anchor.py,
 which commits it to a witness remote; see docs/ANCHORS.md); its result is a
@@ -50,7 +51,7 @@ from confirmatory.anchors.command import (
 )
 from confirmatory.anchors.git import problem_line
 from confirmatory.records.chain import log_seed, sha256_hex
-from confirmatory.records.reader import check_chain
+from confirmatory.records.reader import check_chain, prefix_tree
 from confirmatory.records.writer import ChainWriter
 from confirmatory.runtime import children
 from confirmatory.runtime.clock import Clock
@@ -170,16 +171,20 @@ class Anchorer:
                 raise RuntimeError("the final anchor is written; no anchor may follow it")
             logs = {}
             for rel, writer in self._logs.items():
-                lines, head = writer.snapshot()  # acknowledged = fsynced lines only
-                logs[rel] = {"lines": lines, "head": head}
+                lines, head, root = writer.anchor_snapshot()  # acknowledged = fsynced lines only
+                logs[rel] = {"lines": lines, "head": head, "root": root}
             for rel, seed in self._external.items():
                 # Race: another process appends under its own lock; we may read
                 # while it writes. check_chain stops before a partial last line,
                 # so we count only complete lines. A complete line whose fsync
                 # has not returned yet can still be counted: we cannot see
                 # another process's fsync.
-                check = check_chain(self._run_dir / rel, seed or self._run_seed(rel))
-                logs[rel] = {"lines": check.lines, "head": check.head}
+                path = self._run_dir / rel
+                check = check_chain(path, seed or self._run_seed(rel))
+                # The tree over the lines just counted: lines are only ever
+                # appended, so the first check.lines are the ones checked.
+                root = prefix_tree(path, check.lines).root().hex()
+                logs[rel] = {"lines": check.lines, "head": check.head, "root": root}
             manifests = {rel: sha256_hex((self._run_dir / rel).read_bytes()) for rel in self._manifests}
             seq = self._anchors.snapshot()[0]  # we are its only appender, under our lock
             # t after the snapshots: every counted line existed by t.

@@ -82,13 +82,16 @@ def _lines(data: bytes) -> list[bytes]:
     return data.split(b"\n")[:-1] if data else []
 
 
-def check_witness(clone: Path, run_dir: Path, run_id: str | None = None) -> list[str]:
+def check_witness(clone: Path, run_dir: Path, run_id: str | None = None,
+                  held: list[bytes] | None = None) -> list[str]:
     """Problems, one line each; empty when the witness holds every anchor unchanged.
 
     Fetches origin first. Every committed version of ``anchors/<run_id>.jsonl``
     on origin's branch (and on the history it had before the fetch, if the
     fetch was a forced update) must be a prefix of the run's anchors.jsonl,
-    and the newest must hold every complete anchor line of the run."""
+    and the newest must hold every complete anchor line of the run.
+    ``held``: a list the newest version's complete lines are added to (for
+    verify, which checks the Merkle roots they give against the logs)."""
     run_dir = Path(run_dir)
     try:
         gitdir, branch = _open_clone(clone)
@@ -169,10 +172,12 @@ def check_witness(clone: Path, run_dir: Path, run_id: str | None = None) -> list
         longest = max(longest, n)
 
     newest = _committed(clone, after, rel)
-    held = len(_lines(complete_lines(newest))) if newest else 0
-    if held < len(run_lines):
-        problems.append(f"the witness holds {held} of the run's {len(run_lines)} anchor lines; "
-                        f"anchors.jsonl line {held + 1} onward was never pushed")
+    newest_lines = _lines(complete_lines(newest)) if newest else []
+    if held is not None:
+        held.extend(newest_lines)
+    if len(newest_lines) < len(run_lines):
+        problems.append(f"the witness holds {len(newest_lines)} of the run's {len(run_lines)} anchor lines; "
+                        f"anchors.jsonl line {len(newest_lines) + 1} onward was never pushed")
     return problems
 
 

@@ -256,5 +256,51 @@ def demo(run_dir: Path | None, design: Path | None) -> None:
     sys.exit(demo_command(run_dir=run_dir, design=design, exiting=True))
 
 
+@main.command()
+@click.argument("run_dir", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.argument("log")
+@click.argument("index", type=int, required=False)
+@click.option("--anchor", "anchor", type=int, default=None,
+              help="The anchor line (its seq) whose root the line is proved against; default the last.")
+@click.option("--consistency", type=(int, int), default=None, metavar="SEQ1 SEQ2",
+              help="Instead: prove that anchor SEQ2's tree of LOG extends anchor SEQ1's.")
+@click.option("--json", "as_json", is_flag=True, help="The proof as JSON, for check-proof or any RFC 9162 verifier.")
+def prove(run_dir: Path, log: str, index: int | None, anchor: int | None, consistency: tuple[int, int] | None,
+          as_json: bool) -> None:
+    """Prove that line INDEX (its seq) of LOG (a path relative to RUN_DIR, as
+    the anchors name it) is in the RFC 9162 Merkle tree whose root an anchor
+    fixes, or that one anchor's tree of LOG extends another's. The tree is
+    built once from the file and must give the anchor's root.
+
+    \b
+    Examples:
+      confirmatory prove runs/r1 models/gpt-4o/run.jsonl 42 --json > proof.json
+      confirmatory prove runs/r1 host.jsonl --consistency 3 9 --json > extends.json
+    """
+    from confirmatory.cli.prove import prove_command
+
+    sys.exit(prove_command(run_dir, log, index, anchor, consistency, as_json))
+
+
+@main.command("check-proof")
+@click.argument("proof", type=click.Path(dir_okay=False, exists=True, path_type=Path))
+@click.option("--anchors", "anchors_file", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              default=None, help="An anchors file (the witness clone's anchors/<run_id>.jsonl, say): "
+                                 "also check that one of its anchors fixes the proof's root.")
+def check_proof(proof: Path, anchors_file: Path | None) -> None:
+    """Verify PROOF (the JSON of `confirmatory prove --json`) from the proof
+    alone, by RFC 9162's algorithms; exit 0 only if it verifies (and, with
+    --anchors, an anchor there fixes its root).
+
+    \b
+    Examples:
+      confirmatory check-proof proof.json
+      confirmatory check-proof proof.json --anchors witness/anchors/r1.jsonl
+    """
+    from confirmatory.cli.prove import check_proof_command
+
+    sys.exit(check_proof_command(proof, anchors_file))
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from confirmatory.core.merkle import Range, leaf_hashes
 from confirmatory.records.chain import (
     ChainBroken,
     ChainCheck,
@@ -180,6 +181,24 @@ def prefix_head(path: Path, seed: str, n: int) -> str | None:
     return result.head if result.lines == n else None
 
 
+def prefix_tree(path: Path, n: int) -> Range:
+    """The RFC 9162 tree of the first ``n`` complete lines of ``path`` (each
+    line's bytes without its newline a leaf), as its frontier: ``root()`` is
+    its root. Links are not checked (``check_chain`` does); ValueError if the
+    file has fewer than ``n`` complete lines."""
+    tree = Range()
+    if n <= 0:
+        return tree
+    with open_regular(Path(path)) as f:
+        for _, parts, is_tail in _batches(f):
+            if is_tail:
+                break
+            tree.extend(leaf_hashes(parts[:n - tree.end]))
+            if tree.end >= n:
+                return tree
+    raise ValueError(f"{path}: {tree.end} complete lines, fewer than {n}")
+
+
 def iter_lines(path: Path) -> Iterator[LogLine]:
     """Every complete line of ``path``, in order, one at a time.
 
@@ -225,14 +244,23 @@ class ChainReader:
     iteration has finished) and ``heads`` maps each count in ``heads_at`` that
     the good lines reach to the head after that many lines (0 -> the seed),
     ``times`` each such count (but 0) to the ``t`` of the line it ends at.
+    With ``trees``, ``trees`` is the good lines' RFC 9162 Merkle tree cut at
+    those counts: a list of ``merkle.Range``, the first from the reader's
+    first line, each ending at the next count in ``heads_at`` (or at the last
+    good line, the list's last), which ``merkle.Range.extend_range`` joins
+    into the frontier at each count (leaf hashes are made a batch at a time).
     """
 
-    __slots__ = ("path", "seed", "heads_at", "heads", "times", "result", "fast_overruled", "start", "stop", "first")
+    __slots__ = ("path", "seed", "heads_at", "heads", "times", "result", "fast_overruled", "start", "stop", "first",
+                 "trees", "_cuts")
 
-    def __init__(self, path: Path, seed: str, heads_at: Any = (), *, start: int = 0, stop: int | None = None) -> None:
+    def __init__(self, path: Path, seed: str, heads_at: Any = (), *, start: int = 0, stop: int | None = None,
+                 trees: bool = False) -> None:
         self.path = Path(path)
         self.seed = seed
         self.heads_at = frozenset(heads_at)
+        self.trees: list[Range] | None = [] if trees else None
+        self._cuts = sorted(self.heads_at)
         self.heads: dict[int, str] = {0: seed} if 0 in self.heads_at and not start else {}
         # ... and the `t` of the last of those lines (what it holds; absent: none)
         self.times: dict[int, Any] = {}
@@ -270,8 +298,13 @@ class ChainReader:
                 if head is None:
                     return
                 batches = itertools.chain([batch], batches)  # its first line is checked as a link too
+            trees, tree = self.trees, None
+            if trees is not None:
+                cuts = iter([c for c in self._cuts if c > n])
+                tree, cut = Range(n), next(cuts, None)
             for base, parts, is_tail, *asked in batches:
                 if is_tail:
+                    self._end_tree(tree)
                     self.result = _torn_check(base, parts[0], n, head)
                     return
                 # The byte guards of _fast_canonical, asked once for the whole
@@ -298,6 +331,9 @@ class ChainReader:
                         except Exception:  # noqa: BLE001 - any failure takes the slow path
                             good = False
                         if not good:
+                            if tree is not None:
+                                tree, cut = self._grow(tree, cut, cuts, parts[:n - first], n)
+                                self._end_tree(tree)
                             self.result = _broken_check(base, parts, first, n, head)
                             return
                         if proposed:
@@ -308,8 +344,31 @@ class ChainReader:
                         heads[n] = head
                         self.times[n] = obj.get("t")
                     yield n - 1, obj
+                if tree is not None:  # the batch's lines, all good: into the tree
+                    tree, cut = self._grow(tree, cut, cuts, parts, n)
                 end = base + sum(map(len, parts)) + len(parts)
+            self._end_tree(tree)
         self.result = ChainCheck(True, n, head, end=end)
+
+    def _grow(self, tree: Range, cut: int | None, cuts: Iterator[int], lines: list[bytes],
+              n: int) -> tuple[Range, int | None]:
+        """Add ``lines``, the good lines that end at line count ``n``, to the
+        tree, cutting it at each count on the way; the range under way and
+        the next cut."""
+        leaves = leaf_hashes(lines)
+        at = 0
+        while cut is not None and cut <= n:
+            k = cut - tree.end
+            tree.extend(leaves[at:at + k])
+            at += k
+            self.trees.append(tree)
+            tree, cut = Range(cut), next(cuts, None)
+        tree.extend(leaves[at:])
+        return tree, cut
+
+    def _end_tree(self, tree: Range | None) -> None:
+        if tree is not None:
+            self.trees.append(tree)
 
     def _take_first(self, batch: tuple | None) -> tuple[str | None, int]:
         """A later span's first line: its (prev, seq) as the span's start, or

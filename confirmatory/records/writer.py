@@ -21,7 +21,8 @@ from typing import Any
 
 from confirmatory.core.redaction import secret_values
 from confirmatory.records.chain import ChainBroken, ChainWriteFailed, TornTail, dumps, sha256_hex
-from confirmatory.records.reader import _walk
+from confirmatory.core.merkle import Range, leaf_hash
+from confirmatory.records.reader import _walk, prefix_tree
 
 # ---------------------------------------------------------------- the guard
 
@@ -193,7 +194,11 @@ def write_json_durable(path: Path, obj: dict, *, guard: Any = None) -> str:
 
 
 class ChainWriter:
-    """The one appender of one log; thread-safe (a lock per writer)."""
+    """The one appender of one log; thread-safe (a lock per writer).
+
+    It also keeps the log's RFC 9162 Merkle tree as its frontier (O(log n)
+    hashes, one leaf hash and on average one node hash per append), so an
+    anchor's root costs O(log n), never a re-read (``anchor_snapshot``)."""
 
     def __init__(self, path: Path, seed: str, *, guard: Any = None) -> None:
         self.path = Path(path)
@@ -205,6 +210,7 @@ class ChainWriter:
         self._closed = False
         self.lines = 0
         self.head = seed
+        self._tree = Range()
         self._fd = self._open()
 
     def _open(self) -> int:
@@ -242,6 +248,11 @@ class ChainWriter:
             )
         self.lines = result.lines
         self.head = result.head
+        try:
+            self._tree = prefix_tree(self.path, result.lines)  # the lines just checked: they cannot change under us
+        except BaseException:
+            os.close(fd)
+            raise
         return fd
 
     def append(self, obj: dict) -> str:
@@ -268,6 +279,7 @@ class ChainWriter:
                 raise self._fail("fsync", exc) from exc
             self.lines += 1
             self.head = digest
+            self._tree.append(leaf_hash(line))
             return digest
 
     def _fail(self, op: str, exc: OSError) -> ChainWriteFailed:
@@ -287,6 +299,12 @@ class ChainWriter:
         """(acknowledged lines, head): a consistent pair, taken under the lock."""
         with self._lock:
             return self.lines, self.head
+
+    def anchor_snapshot(self) -> tuple[int, str, str]:
+        """(acknowledged lines, head, root): ``snapshot`` and the lowercase hex
+        RFC 9162 root of the tree over those lines, taken together under the lock."""
+        with self._lock:
+            return self.lines, self.head, self._tree.root().hex()
 
     def close(self) -> None:
         """Idempotent; a failed writer's descriptor is already closed."""

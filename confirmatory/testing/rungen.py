@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from confirmatory.core import rules
+from confirmatory.core.merkle import Range, leaf_hash
 from confirmatory.core.streams import arm_orders, draw_order
 from confirmatory.design.model import Design
 from confirmatory.records import manifests
@@ -62,6 +63,7 @@ class Plan:
     sample_interval_s: float = 30.0
     rerun_wait_s: float = 0.0  # the design's wait before a rerun pass, doubled each pass (rules.rerun_wait_s)
     durable: bool = False
+    roots: bool = True  # anchors carry each log's RFC 9162 root (False: as runs before roots)
 
 
 @dataclass
@@ -72,6 +74,7 @@ class _Log:
     lines: int = 0
     head: str = ""
     _w: object = None
+    tree: Range = field(default_factory=Range)
 
     def __post_init__(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -85,7 +88,11 @@ class _Log:
             line = dumps({**obj, "seq": self.lines, "prev": self.head})
             self._w.write(line + b"\n")
             self.head = sha256_hex(line)
+            self.tree.append(leaf_hash(line))
         self.lines += 1
+
+    def root(self) -> str:
+        return self._w.anchor_snapshot()[2] if self.durable else self.tree.root().hex()
 
     def close(self) -> None:
         self._w.close()
@@ -225,8 +232,8 @@ class _Gen:
             self.next_anchor = t + self.plan.anchor_every_s
 
     def anchor(self, t: float, final: bool) -> None:
-        logs = {rel: {"lines": log.lines, "head": log.head} for rel, log in self.logs.items()
-                if rel not in ("anchors.jsonl", "anchor-pushes.jsonl")}
+        logs = {rel: {"lines": log.lines, "head": log.head, **({"root": log.root()} if self.plan.roots else {})}
+                for rel, log in self.logs.items() if rel not in ("anchors.jsonl", "anchor-pushes.jsonl")}
         man = {"manifest.json": hashlib.sha256((self.root / "manifest.json").read_bytes()).hexdigest()}
         for m in self.models:
             rel = f"models/{m}/manifest.json"

@@ -150,7 +150,8 @@ def _host_span(logs: LogPass, rv: RulesView, start: int, stop: int | None, files
     the fork and reads after it (only the columns' small part is pickled)."""
     summary = HostSummary(max_gap_s=rv.max_gap_s, pressure_threshold=rv.pressure_threshold, files=files)
     reader = ChainReader(logs.layout.root / "host.jsonl", logs.specs["host.jsonl"].seed,
-                         heads_at=logs.heads_at("host.jsonl"), start=start, stop=stop)
+                         heads_at=logs.heads_at("host.jsonl"), start=start, stop=stop,
+                         trees=logs.wants_trees("host.jsonl"))
     first_event = first_t = None
     lines, shape, drift = iter(reader), Findings(), ClockDrift()
     for seq, obj in lines:
@@ -158,7 +159,7 @@ def _host_span(logs: LogPass, rv: RulesView, start: int, stop: int | None, files
         summarize_checked([(seq, obj)], summary, shape, drift, rv.evidence_sources)
         break
     summarize_checked(lines, summary, shape, drift, rv.evidence_sources)
-    return reader.result, (reader.heads, reader.times), reader.first, first_event, first_t, summary, drift, shape
+    return reader.result, (reader.heads, reader.times, reader.trees), reader.first, first_event, first_t, summary, drift, shape
 
 
 def _column_files(n: int) -> list | None:
@@ -182,14 +183,17 @@ def join_host_spans(parts: list, logs: LogPass, rv: RulesView):
     then say exactly what and where."""
     heads: dict[int, str] = {}
     times: dict = {}
+    trees: list | None = None  # each span's tree cut at the anchored counts, in line order
     before = None
-    for k, (result, (span_heads, span_times), first, first_event, *_) in enumerate(parts):
+    for k, (result, (span_heads, span_times, span_trees), first, first_event, *_) in enumerate(parts):
         clean = result is not None and result.ok and (
             first_event == "open" if k == 0 else first == (before.lines, before.head))
         if not clean:
             return read_host(logs, rv)
         heads.update(span_heads)
         times.update(span_times)
+        if span_trees is not None:
+            trees = (trees or []) + span_trees
         before = result
     own = Findings()
     own.check(11)  # line 0 is an open line chained from the seed
@@ -205,5 +209,5 @@ def join_host_spans(parts: list, logs: LogPass, rv: RulesView):
     del spans
     if host is None:
         return read_host(logs, rv)
-    logs.settle("host.jsonl", heads, before.lines, own, times=times)
+    logs.settle("host.jsonl", heads, before.lines, own, times=times, trees=trees)
     return host, drift, (own, {"host.jsonl": before.lines})

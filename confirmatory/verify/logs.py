@@ -14,9 +14,7 @@ anchor line is kept. Lines after the final anchor's count are the
 from __future__ import annotations
 
 import os
-import re
 import stat
-from array import array
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,49 +26,11 @@ from confirmatory.records.layout import (
     model_manifest,
 )
 from confirmatory.records.reader import ChainReader, iter_lines
+from confirmatory.verify.anchored import _HEX64, Fixed, settle_roots, witness_fixed
 from confirmatory.verify.report import UNDER_WAY, Findings
 
 UNANCHORED_BY_DESIGN = (ANCHORS_LOG, PUSHES_LOG)
 RESUME_LOG = "resume.jsonl"  # appended by `confirmatory resume`, another process (confirmatory.engine.resume)
-
-
-_HEX64 = re.compile(r"[0-9a-f]{64}")
-_MAX_COUNT = (1 << 63) - 1
-
-
-class Fixed:
-    """One log's anchored line counts and heads, in anchor order, in arrays
-    (40 bytes an anchor, not a dictionary each): what verify keeps of
-    anchors.jsonl must not grow by much with the number of anchors. A head
-    that is not 64 lower-case hex digits cannot be any line's hash: it is
-    kept as "matches nothing"."""
-
-    __slots__ = ("seqs", "counts", "heads", "odd", "big")
-
-    def __init__(self) -> None:
-        self.seqs = array("q")      # the anchor line of each entry
-        self.counts = array("q")    # ... the line count it fixes
-        self.heads = bytearray()    # ... and the head it gives (32 bytes each)
-        self.odd: set[int] = set()  # entries whose head is not a sha256 in hex
-        self.big: dict[int, int] = {}  # entries whose count is beyond 64 bits, as written
-
-    def add(self, seq: int, n: int, head: object) -> None:
-        k = len(self.seqs)
-        self.seqs.append(seq)
-        if n > _MAX_COUNT:
-            self.big[k] = n
-        self.counts.append(min(n, _MAX_COUNT))
-        if type(head) is str and _HEX64.fullmatch(head):
-            self.heads += bytes.fromhex(head)
-        else:
-            self.heads += bytes(32)
-            self.odd.add(k)
-
-    def count(self, k: int) -> int:
-        return self.big.get(k, self.counts[k])
-
-    def matches(self, k: int, seen: str | None) -> bool:
-        return seen is not None and k not in self.odd and self.heads[32 * k:32 * k + 32].hex() == seen
 
 
 def still_making(stage: str | None, root: Path) -> bool:
@@ -90,7 +50,8 @@ def still_making(stage: str | None, root: Path) -> bool:
 
 
 class LogPass:
-    def __init__(self, layout: RunLayout, findings: Findings, stage: str | None = None) -> None:
+    def __init__(self, layout: RunLayout, findings: Findings, stage: str | None = None,
+                 witness: Path | None = None) -> None:
         self.layout = layout
         self.f = findings
         self.specs = {s.relpath: s for s in layout.logs()}
@@ -125,7 +86,14 @@ class LogPass:
         # name any file (/dev/zero, a FIFO, another log).
         self._manifest_shas = {"manifest.json": layout.manifest.sha256,
                                **{model_manifest(name): mf.sha256 for name, mf in layout.models.items()}}
+        # The witness's own anchors, read before any log so that each log's
+        # one pass checks their heads and roots too (``wfixed``), and the
+        # witness check's problems, reported at the end (``_witness``).
+        self.wfixed: dict[str, Fixed] = {}
+        self._witness_problems: list[str] | None = None
         self._read_anchors()
+        if witness is not None and self.last_anchor is not None:
+            self._read_witness(Path(witness))
 
     # -- anchors.jsonl --------------------------------------------------------------
     def _read_anchors(self) -> None:
@@ -175,8 +143,12 @@ class LogPass:
                 if n < last_counts.get(rel, 0):
                     f.fail(8, ANCHORS_LOG, seq, f"{rel}: anchored line count went down to {n}")
                 last_counts[rel] = max(n, last_counts.get(rel, 0))
+                root = fixed.get("root")
+                if root is not None and not (type(root) is str and _HEX64.fullmatch(root)):
+                    f.fail(8, ANCHORS_LOG, seq, f"anchor entry for {rel}: root {str(root)[:80]!r} is not a "
+                           "sha256 in lower-case hex (64 digits)")
                 if n >= 0:
-                    self.fixed.setdefault(rel, Fixed()).add(seq, n, fixed.get("head"))
+                    self.fixed.setdefault(rel, Fixed()).add(seq, n, fixed.get("head"), root)
                 else:  # no such count: matched by no line (reported above)
                     f.fail(8, ANCHORS_LOG, seq, f"{rel}: head at line count {n} differs from the anchor")
                 # The Run writes the first anchor before any lane makes an
@@ -192,19 +164,38 @@ class LogPass:
                 elif self._manifest_shas[rel] != sha:
                     f.fail_root(8, ANCHORS_LOG, seq, f"manifest {rel} does not hash as anchored")
 
+    def _read_witness(self, witness: Path) -> None:
+        from confirmatory.anchors.check import (
+            check_witness,  # git subprocesses: only when asked
+        )
+
+        held: list[bytes] = []
+        try:
+            self._witness_problems = check_witness(witness, self.layout.root, held=held)
+        except Exception as exc:  # noqa: BLE001 - reported as the witness's problem, with the others
+            self._witness_problems = [f"not checked: {type(exc).__name__}: {exc}"]
+        self.wfixed = witness_fixed(held, set(self.anchored))
+
+    def wants_trees(self, rel: str) -> bool:
+        """Whether any anchor (the run's or the witness's) gives ``rel`` a
+        root: only then is its tree built."""
+        return any(fixed is not None and fixed.has_roots for fixed in (self.fixed.get(rel), self.wfixed.get(rel)))
+
     def heads_at(self, rel: str) -> frozenset[int]:
-        """The line counts the anchors fix in ``rel`` (where its reader keeps the head)."""
-        fixed = self.fixed.get(rel)
-        return frozenset(fixed.counts) if fixed is not None else frozenset()
+        """The line counts the anchors (the run's and the witness's) fix in
+        ``rel``: where its reader keeps the head and cuts its tree."""
+        return frozenset(c for fixed in (self.fixed.get(rel), self.wfixed.get(rel)) if fixed is not None
+                         for c in fixed.counts)
 
     def settle(self, rel: str, heads: dict[int, str], valid: int, f: Findings | None = None,
-               times: dict | None = None) -> None:
+               times: dict | None = None, trees: list | None = None) -> None:
         """Compare every anchor's count and head for ``rel`` with what its one
         pass found (``heads`` at the anchored counts, ``valid`` chain-valid
         lines), in ``f`` (this pass's findings when None); then drop them.
         ``times``: the ``t`` of the line at each anchored count, which is not
         after the anchor's (below)."""
         f = self.f if f is None else f
+        self._settle_witness(rel, heads, valid, f, trees)
         fixed = self.fixed.pop(rel, None)
         if fixed is None:
             return
@@ -226,6 +217,27 @@ class LogPass:
                 if (type(lt) is float or type(lt) is int) and (type(at) is float or type(at) is int) and lt > at:
                     f.fail(8, ANCHORS_LOG, seq, f"{rel}: the anchor at {at} counts line {n - 1}, dated {lt}, after "
                            "it (an anchor's t is taken after its counts)")
+        settle_roots(rel, fixed, valid, trees or [], f)
+
+    def _settle_witness(self, rel: str, heads: dict[int, str], valid: int, f: Findings,
+                        trees: list | None) -> None:
+        """The witness's anchors of ``rel`` against the log, as the run's are:
+        the witness, not the run's copy, is what a forger cannot rewrite."""
+        fixed = self.wfixed.pop(rel, None)
+        if fixed is None:
+            return
+        before = f.count[8]
+        for k, seq in enumerate(fixed.seqs):
+            n = fixed.count(k)
+            f.check(8)
+            if n > valid:
+                f.fail(8, "witness", seq, f"the witness's anchor line {seq}: {rel}: anchored {n} lines, the log "
+                       f"has {valid} valid")
+            elif not fixed.matches(k, heads.get(n)):
+                f.fail(8, "witness", seq, f"the witness's anchor line {seq}: {rel}: head at line count {n} "
+                       "differs from the log's")
+        settle_roots(rel, fixed, valid, trees or [], f, where="witness", whose="the witness's ")
+        f.witness_problems += f.count[8] - before  # added to the witness check's own at the end
 
     # -- one log ------------------------------------------------------------------------
     def lines(self, rel: str) -> Iterator[tuple[int, dict]]:
@@ -246,7 +258,7 @@ class LogPass:
             self.valid_lines[rel] = 0
             self.settle(rel, {}, 0)
             return
-        reader = ChainReader(path, spec.seed, heads_at=self.heads_at(rel))
+        reader = ChainReader(path, spec.seed, heads_at=self.heads_at(rel), trees=self.wants_trees(rel))
         lines = iter(reader)
         for seq, obj in lines:  # line 0 only; the rest is handed on as it comes
             opened = obj.get("event") == "open"  # its prev is the seed: the reader checked it
@@ -271,7 +283,7 @@ class LogPass:
             self.f.fail_root(8, rel, check.problem_line, f"chain: {check.problem}")
             self.broken.add(rel)
         self.valid_lines[rel] = check.lines
-        self.settle(rel, reader.heads, check.lines, times=reader.times)
+        self.settle(rel, reader.heads, check.lines, times=reader.times, trees=reader.trees)
         if check.lines == 0 and self.making and not path.read_bytes().strip(b" "):
             self.f.explain(11, rel, 0, "no open line yet: the run was cut short while its directory was made")
         elif check.lines == 0 and self.making and check.torn is not None:
@@ -296,8 +308,8 @@ class LogPass:
     # -- after every log was read -------------------------------------------------------
     def finish(self, witness: Path | None) -> None:
         f = self.f
-        for rel in list(self.fixed):  # logs no pass read (a model whose manifest is unreadable)
-            self.settle(rel, {}, self.valid_lines.get(rel, 0))
+        for rel in [*self.fixed, *(r for r in self.wfixed if r not in self.fixed)]:
+            self.settle(rel, {}, self.valid_lines.get(rel, 0))  # logs no pass read (a model whose manifest is unreadable)
         if self.last_anchor is None and self.stage == UNDER_WAY:
             f.explain(8, ANCHORS_LOG, None, "no anchor yet: the run was cut short before its first anchor")
             self.final_missing = True
@@ -360,9 +372,11 @@ class LogPass:
                 check_witness,  # git subprocesses: only when asked
             )
 
-            problems = check_witness(Path(witness), self.layout.root)
+            problems = self._witness_problems
+            if problems is None:  # not read up front (no anchor in the run): read now
+                problems = check_witness(Path(witness), self.layout.root)
             f.check(8)
-            f.witness, f.witness_problems = str(witness), len(problems)
+            f.witness, f.witness_problems = str(witness), len(problems) + f.witness_problems
             for p in problems:
                 f.fail(8, "witness", None, p)
 

@@ -254,6 +254,7 @@ class Findings:
     first: dict[int, list[Violation]] = field(default_factory=lambda: {i: [] for i in INVARIANTS})
     notes: dict[int, str] = field(default_factory=dict)
     unanchored: int = 0
+    rootless: int = 0  # anchor entries without a Merkle root (written before roots): not checked
     root: list[Violation] = field(default_factory=list)  # Report.start_here
     witness: str | None = None
     witness_problems: int = 0
@@ -317,6 +318,8 @@ class Findings:
         for i, note in other.notes.items():
             self.notes[i] = f"{self.notes[i]} {note}".strip() if i in self.notes else note
         self.unanchored += other.unanchored
+        self.rootless += other.rootless
+        self.witness_problems += other.witness_problems  # the witness's anchors, checked by the logs' passes
         self.root.extend(other.root[: KEEP_PER_INVARIANT - len(self.root)])
         self.explained.extend(other.explained)
         for model, hh in other.under_way.items():
@@ -333,6 +336,10 @@ class Findings:
             else:
                 status = Status.PASS
             note = self.notes.get(i)
+            if i == 8 and self.rootless:
+                rootless = (f"Merkle roots not checked: {self.rootless} anchor entries have none "
+                            "(anchors written before anchors had roots)")
+                note = f"{note}; {rootless}" if note else rootless
             if i == 8 and self.unanchored:
                 note = f"unanchored tail: {self.unanchored} lines" + (f"; {note}" if note else "")
             results.append(Result(i, name, status, self.checked[i], self.count[i],

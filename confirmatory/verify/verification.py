@@ -112,7 +112,7 @@ def _verify_run(root: Path, witness: Path | str | None, workers: int | None, fil
                       "not written yet: the run was cut short while its directory was made")
         elif problem is not None:
             f.fail_root(11, f"models/{name}/manifest.json", None, f"model manifest: {problem}")
-    logs = LogPass(layout, f, stage)
+    logs = LogPass(layout, f, stage, Path(witness) if witness is not None else None)
     run_events = list(logs.lines("run.jsonl"))
     logs.close_seq = next((s for s, o in run_events if o.get("event") == "close"), None)
     rv = RulesView.from_manifest(man, f)
@@ -313,6 +313,7 @@ def _add_log_results(logs: LogPass, valid: dict) -> None:
     logs.valid_lines.update(valid)
     for rel in valid:
         logs.fixed.pop(rel, None)
+        logs.wfixed.pop(rel, None)
 
 
 # What a check raises on a field of the wrong type that it did not foresee.

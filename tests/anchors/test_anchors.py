@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from confirmatory.anchors.anchorer import Anchorer
+from confirmatory.core import merkle
 from confirmatory.cli.push_anchor import push_anchor_command
 from confirmatory.records.writer import ChainWriter, write_json_durable
 from confirmatory.records.chain import dumps, log_seed
@@ -98,6 +99,9 @@ def test_an_anchor_counts_only_acknowledged_lines_and_matches_every_logs_prefix(
         for rel in run.seeds:
             entry = anchor["logs"][rel]
             assert prefix_head(run.path / rel, run.seeds[rel], entry["lines"]) == entry["head"]
+            # the writer's frontier gives the root of the tree over exactly the counted lines
+            lines = (run.path / rel).read_bytes().split(b"\n")[:entry["lines"]]
+            assert entry["root"] == merkle.root(merkle.leaf_hashes(lines)).hex()
     assert set(anchors[0]["logs"]) == set(run.seeds) | {"resume.jsonl"}
 
 
@@ -113,8 +117,9 @@ def test_an_external_log_is_counted_to_its_last_complete_chain_valid_line(tmp_pa
     anchorer.anchor()
 
     before, after = (a["logs"]["resume.jsonl"] for a in run.anchor_lines())
-    assert before == {"lines": 0, "head": run.seed("resume.jsonl")}
-    assert after == {"lines": 2, "head": resume.head}
+    assert before == {"lines": 0, "head": run.seed("resume.jsonl"), "root": merkle.EMPTY_ROOT.hex()}
+    lines = (run.path / "resume.jsonl").read_bytes().split(b"\n")[:2]
+    assert after == {"lines": 2, "head": resume.head, "root": merkle.root(merkle.leaf_hashes(lines)).hex()}
 
 
 def test_an_anchor_fixes_the_sha256_of_every_manifest(tmp_path):

@@ -14,7 +14,7 @@ import shutil
 
 import pytest
 
-from confirmatory.core import rules
+from confirmatory.core import merkle, rules
 from confirmatory.records.chain import dumps, sha256_hex
 from confirmatory.records.layout import load_layout
 from confirmatory.testing.rungen import Plan, generate_run
@@ -41,16 +41,19 @@ def reseal(root):
     """Re-chain every log from its manifest's seed and rewrite every anchor to match."""
     layout = load_layout(root)
     heads: dict[str, list[str]] = {}
+    leaves: dict[str, list[bytes]] = {}
     for spec in layout.logs():
         if spec.relpath in ("anchors.jsonl", "anchor-pushes.jsonl"):
             continue
         objs = read(root / spec.relpath)
         write_chain(root / spec.relpath, objs, spec.seed)
         hs, head = [spec.seed], spec.seed
-        for line in (root / spec.relpath).read_bytes().split(b"\n")[:-1]:
+        lines = (root / spec.relpath).read_bytes().split(b"\n")[:-1]
+        for line in lines:
             head = sha256_hex(line)
             hs.append(head)
         heads[spec.relpath] = hs
+        leaves[spec.relpath] = merkle.leaf_hashes(lines)
     seeds = {s.relpath: s.seed for s in layout.logs()}
     anchors = read(root / "anchors.jsonl")
     for k, a in enumerate(anchors):
@@ -59,7 +62,7 @@ def reseal(root):
         final = k == len(anchors) - 1
         for rel, fixed in a["logs"].items():
             n = len(heads[rel]) - 1 if final else min(fixed["lines"], len(heads[rel]) - 1)
-            a["logs"][rel] = {"lines": n, "head": heads[rel][n]}
+            a["logs"][rel] = {"lines": n, "head": heads[rel][n], "root": merkle.root(leaves[rel][:n]).hex()}
         a["manifests"] = {rel: hashlib.sha256((root / rel).read_bytes()).hexdigest() for rel in a["manifests"]}
     write_chain(root / "anchors.jsonl", anchors, seeds["anchors.jsonl"])
     write_chain(root / "anchor-pushes.jsonl", read(root / "anchor-pushes.jsonl"), seeds["anchor-pushes.jsonl"])
