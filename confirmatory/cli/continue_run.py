@@ -208,10 +208,11 @@ def prepare(run_dir: Path, loaded: Any, report: Any, reason: str) -> dict[str, A
     from confirmatory.core import rules
     from confirmatory.engine.continuation import move_torn_tail, read_position
     from confirmatory.records.hostindex import HostSummary
-    from confirmatory.records.reader import iter_lines
+    from confirmatory.records.reader import iter_lines, iter_objects
 
     crash = report.crash or {}
-    k = 1 + sum(1 for line in iter_lines(run_dir / "run.jsonl") if line.obj.get("event") == "continuation")
+    # (read before run.jsonl's own torn tail is moved aside: complete lines only)
+    k = 1 + sum(1 for obj in iter_objects(run_dir / "run.jsonl") if obj.get("event") == "continuation")
     torn = [move_torn_tail(run_dir, t["log"], int(t["offset"]), k) for t in crash.get("torn_tails", ())]
     r = loaded.design.rules
     host = HostSummary(max_gap_s=float(loaded.design.host.max_gap_s),

@@ -173,6 +173,8 @@ def read_position(run_dir: Path, *, precedence: Any, class_lists: Any, max_rerun
                     pos.inconclusive.setdefault(o["signature"], set()).add(h)
             elif ev == "late-cost":
                 pos.spend_nusd += int(o.get("cost_nusd") or 0)
+                h, r = household_key(o)
+                lined.add((h, r, o.get("arm"), o.get("pass")))  # a lost record's cost: counted as late
             elif ev == "call-cost":
                 h, r = household_key(o)
                 key = (h, r, o.get("arm"), o.get("pass"))

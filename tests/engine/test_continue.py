@@ -12,6 +12,7 @@ byte for byte (a torn tail moved aside, whole, into its kept file).
 from __future__ import annotations
 
 import json
+import shutil
 import os
 import signal
 import subprocess
@@ -306,3 +307,56 @@ def test_the_continuation_clock_starts_above_every_recorded_time_when_the_wall_c
     # the clock ran on above the crash, nudged up past every time it had given
     assert cont["crash_t"] < cont["t"] < close["t"] < cont["crash_t"] + 60
     continued_ok(run_dir)
+
+
+@pytest.fixture(scope="module")
+def crashed_once(tmp_path_factory):
+    """One run killed a third of the way in, for the torn-tail cases to copy."""
+    run_dir, _ = states.kill_at(tmp_path_factory.mktemp("torn"), "a third of the households ended")
+    return run_dir
+
+
+@pytest.mark.slow
+def test_a_torn_tail_cut_at_any_byte_of_a_line_is_reported_moved_aside_whole_and_the_log_kept(
+        crashed_once, tmp_path_factory):
+    """Every byte offset inside a line (Hypothesis picks the log, the line it
+    imitates and the cut): verify reports a torn tail with its offset, length
+    and sha256, and continue's first step moves exactly those bytes into the
+    kept file and leaves the log as it was acknowledged, after which verify
+    finds the run crashed with no torn tail and no violation. (The whole
+    continuation on top of a torn tail: the test above.)"""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from confirmatory.cli.continue_run import prepare
+    from confirmatory.design.load import load_design
+    from confirmatory.verify import verify_run
+
+    logs = ["models/m0/run.jsonl", "models/m1/admission.jsonl", "run.jsonl", "host.jsonl", "resume.jsonl"]
+    design = load_design(crashed_once.parent / "design" / "design.toml")
+
+    @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(rel=st.sampled_from(logs), data=st.data())
+    def check(rel, data):
+        copy = tmp_path_factory.mktemp("copy") / "run"
+        shutil.copytree(crashed_once, copy)
+        path = copy / rel
+        acknowledged = path.read_bytes()
+        last = acknowledged.rstrip(b"\n").rsplit(b"\n", 1)[-1]
+        cut = data.draw(st.integers(1, len(last)), label="cut")  # 1 .. the whole line without its newline
+        path.write_bytes(acknowledged + last[:cut])
+        report = verify_run(copy, workers=1)
+        assert report.state == "crashed" and report.ok, report.to_table()
+        torn = [t for t in report.crash["torn_tails"] if t["log"] == rel]
+        assert torn == [{"log": rel, "offset": len(acknowledged), "length": cut, "sha256": sha256_hex(last[:cut]),
+                         "reason": torn[0]["reason"]}]
+        plan = prepare(copy, design, report, "torn")
+        assert path.read_bytes() == acknowledged
+        assert (copy / f"{rel}.torn-1").read_bytes() == last[:cut]
+        assert plan["torn"] == [{"log": rel, "offset": len(acknowledged), "length": cut,
+                                 "sha256": sha256_hex(last[:cut]), "kept": f"{rel}.torn-1"}]
+        after = verify_run(copy, workers=1)
+        assert after.state == "crashed" and after.ok and after.crash["torn_tails"] == []
+        shutil.rmtree(copy.parent)
+
+    check()
