@@ -250,7 +250,7 @@ MUTANTS = (
     Mutant("complete an attempt by a sample whose reads began before its end", "confirmatory/core/hostrules.py",
            "        if completion_key(line) > end:", "        if line[\"t\"] > end:",
            "tests/core/test_hostrules.py::test_a_sample_whose_step_began_reading_before_the_attempt_ended_does_not_complete_it"),
-    Mutant("let a failed write at the run's end raise", "confirmatory/engine/run.py",
+    Mutant("let a failed write at the run's end raise", "confirmatory/engine/lines.py",
            "        except (ChainError, OSError) as exc:\n            text = str(exc)",
            "        except ZeroDivisionError as exc:\n            text = str(exc)",
            "tests/engine/test_run_faults.py::test_logs_that_can_no_longer_be_written_end_the_run_with_a_report_not_a_traceback"),
@@ -745,4 +745,13 @@ MUTANTS = (
            '            why = str(before.get(key, "unknown"))',
            '            why = str(a.get("class"))',
            "tests/cli/test_show.py::test_show_on_a_paused_then_resumed_run"),
+    Mutant("close a run whose files could not be written", "confirmatory/engine/run.py",
+           "        if self.disk_failed is not None:\n            return self._finish_as_crash(total)\n",
+           "        if False:\n            return self._finish_as_crash(total)\n",
+           "tests/cli/test_disk_faults.py::test_a_file_size_limit_stops_the_run_naming_efbig_and_verify_says_so"),
+    Mutant("keep a runner error's stop after a continuation", "confirmatory/engine/continuation.py",
+           'ENDED_BY_CONTINUATION = (CRASH, "runner-error")',
+           'ENDED_BY_CONTINUATION = (CRASH,)',
+           "tests/engine/test_run_faults.py::"
+           "test_a_record_the_disk_refuses_ends_the_run_as_a_crash_and_continue_carries_it_on"),
 )

@@ -241,7 +241,7 @@ class Anchorer:
         except BaseException as exc:  # noqa: BLE001 - kept for the Run, not lost with the thread
             self.failure = self.failure or exc
 
-    def finish(self, push_timeout: float = FINAL_PUSH_TIMEOUT_S) -> int | None:
+    def finish(self, push_timeout: float = FINAL_PUSH_TIMEOUT_S, final: bool = True) -> int | None:
         """Stop the anchor thread, write the final anchor, wait up to
         ``push_timeout`` s for its push; its return code (None: no command).
 
@@ -256,7 +256,8 @@ class Anchorer:
         if self._ticker is not None:
             self._ticker.join()
         try:
-            final = self.anchor(final=True)
+            # (final False: a run ending as a crash does, its last anchor not final)
+            final = self.anchor(final=final)
         except BaseException:
             self._abandon_pushes()  # a live non-daemon worker would keep the process up
             raise

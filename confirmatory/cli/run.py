@@ -505,6 +505,19 @@ def report(result: Any) -> int:
     from confirmatory.core.money import format_usd
 
     # Whatever the ending, the reviewer needs the witness to hold the final anchor.
+    if getattr(result, "disk_failed", None):
+        # a run file could not be written: the run ended as a crash does
+        _say(f"run stopped: {result.run_dir}")
+        _say(f"  stopped, cause runner-error: THE RUN'S FILES COULD NOT BE WRITTEN: "
+             f"{result.stop_detail or result.disk_failed}")
+        _say("  nothing after the last line acknowledged was written: no close line, no final anchor; "
+             "confirmatory verify says the run crashed and what the crash explains")
+        _say(f"  spend {format_usd(result.spend_total_nusd)}")
+        for line in result_lines(Path(result.run_dir)):
+            _say(line)
+        _say("  once the disk is fixed, carry the run on with: confirmatory continue "
+             f"{shlex.quote(str(result.run_dir))} --reason TEXT")
+        return EXIT_STOPPED
     unwitnessed = result.final_push_rc not in (None, 0)
     retry = f"confirmatory push-anchor {shlex.quote(str(result.run_dir))}"
     if result.status == "completed" and unwitnessed and not result.write_failures:

@@ -102,6 +102,8 @@ def model_figures(root: Path, name: str) -> dict:
             standing[key] = str(a.get("class"))
             spend += a.get("cost_nusd") if type(a.get("cost_nusd")) is int else 0
     spend += sum(o["cost_nusd"] for o in lines if o.get("event") == "late-cost" and type(o.get("cost_nusd")) is int)
+    # what each continuation found lost with the attempts its crash killed (docs/RUN.md)
+    spend += sum(o["lost_nusd"] for o in lines if o.get("event") == "continuation" and type(o.get("lost_nusd")) is int)
     by_class: dict[str, int] = {}
     for cls in standing.values():
         by_class[cls] = by_class.get(cls, 0) + 1

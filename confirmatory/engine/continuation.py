@@ -32,6 +32,7 @@ from confirmatory.records.reader import iter_lines
 from confirmatory.records.writer import ChainWriter
 
 CRASH = "crash"  # the stop cause of a crash, as a continuation writes it
+ENDED_BY_CONTINUATION = (CRASH, "runner-error")  # run-scope stops a continuation carries the run on from
 
 
 def household_key(obj: dict) -> tuple[str, int]:
@@ -88,6 +89,7 @@ class ModelPosition:
     cut: list[CutShort] = field(default_factory=list)
     inconclusive: dict[str, set[str]] = field(default_factory=dict)
     resumes_seen: int = 0
+    run_stops: list[dict] = field(default_factory=list)  # its log's run-scope stops
     triggered: set[tuple] = field(default_factory=set)
     paused_keys: set[tuple] = field(default_factory=set)
 
@@ -105,6 +107,7 @@ class Position:
     logs: dict[str, dict[str, Any]]  # every log's lines and head at the crash
     last_anchor: dict[str, Any] | None
     host_lines: int
+    run_stops: list[dict] = field(default_factory=list)  # run.jsonl's run-scope stops
 
 
 def _times(obj: dict) -> list[float]:
@@ -137,8 +140,11 @@ def read_position(run_dir: Path, *, precedence: Any, class_lists: Any, max_rerun
         logs[spec.relpath] = {"lines": lines, "head": head}
         objects[spec.relpath] = objs
     continuation = 1 + sum(1 for o in objects["run.jsonl"] if o.get("event") == "continuation")
-    run_stop = next((o.get("cause") for o in objects["run.jsonl"]
-                     if o.get("event") == "stop" and o.get("cause") != CRASH), None)
+    # A crash's stop, and a runner error's (the runner's own failure: a run
+    # file it could not write, its own bug), end at the continuation: they are
+    # the runner's, not the study's. Any other stop of the run stands.
+    run_stops = [o for o in objects["run.jsonl"] if o.get("event") == "stop"]
+    run_stop = next((o.get("cause") for o in run_stops if o.get("cause") not in ENDED_BY_CONTINUATION), None)
     ceilings = [o for o in objects["run.jsonl"] if o.get("event") == "ceiling"]
     crossed_t = min((o["t"] for o in ceilings), default=None)
     anchors = [o for o in objects["anchors.jsonl"] if o.get("event") == "anchor"]
@@ -181,6 +187,8 @@ def read_position(run_dir: Path, *, precedence: Any, class_lists: Any, max_rerun
                 journal[key] = journal.get(key, 0) + int(o.get("cost_nusd") or 0)
             elif ev == "continuation":
                 pos.spend_nusd += int(o.get("lost_nusd") or 0)
+            elif ev == "stop" and o.get("scope") == "run":
+                pos.run_stops.append(o)
             elif ev == "stop" and o.get("scope") == "model" and not pos.stopped:
                 pos.stopped, pos.stop_cause = True, o.get("cause")
             elif ev == "pause":
@@ -276,7 +284,8 @@ def read_position(run_dir: Path, *, precedence: Any, class_lists: Any, max_rerun
     for pos in models.values():
         pos.spend_nusd += pos.lost_nusd
     total = spend_before + sum(p.spend_nusd for p in models.values())
-    return Position(continuation, crash_t, run_stop, crossed_t, total, models, logs, last_anchor, host_lines)
+    return Position(continuation, crash_t, run_stop, crossed_t, total, models, logs, last_anchor, host_lines,
+                    [o for o in run_stops if o.get("scope") == "run"])
 
 
 def iter_record(data: bytes) -> dict | None:
@@ -362,6 +371,12 @@ def begin(run: Any, position: Position, *, reason: str, torn: list[dict[str, Any
             "detail": f"the runner died; continuation {position.continuation} carried the run on"}
     files.run_log.append(stop)
     for name, mf in files.models.items():
+        # a run-scope stop of run.jsonl that this log lacks (its write failed,
+        # or the kill came between the two): copied, as the runner writes it
+        have = {(o.get("cause"), o.get("t")) for o in position.models[name].run_stops}
+        for o in position.run_stops:
+            if (o.get("cause"), o.get("t")) not in have:
+                mf.run_log.append({k: v for k, v in o.items() if k not in ("seq", "prev")})
         mf.run_log.append(stop)
         pos = position.models[name]
         for cut in pos.cut:

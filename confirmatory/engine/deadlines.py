@@ -63,7 +63,7 @@ class Deadlines:
 
             self.fatal("runner-error", f"the deadline record models/{m.name}/"
                                        f"{record_relpath(r.household, r.arm, r.pass_index, r.round_index)} "
-                                       f"could not be written: {r.record_lost}")
+                                       f"could not be written: {r.record_lost}", disk=True)
             if cost:
                 self.late_cost(m, r.household, r.arm, r.pass_index, cost, reason=r.record_lost,
                                round_index=r.round_index)

@@ -26,28 +26,11 @@ from typing import TYPE_CHECKING
 from confirmatory.core import rules
 from confirmatory.core.errors import BudgetStop, HarnessContractError, UnreportedCall
 from confirmatory.engine.modelstate import Attempt, ModelState, Running
-from confirmatory.engine.spend import AttemptSpend, record_error
-from confirmatory.records.chain import dumps
+from confirmatory.engine.spend import AttemptSpend, record_error, unreported_breach
+from confirmatory.records.chain import ChainError, dumps
 
 if TYPE_CHECKING:  # pragma: no cover
     from confirmatory.engine.run import Run
-
-
-def unreported_breach(aspend: AttemptSpend) -> tuple[int, HarnessContractError] | None:
-    """What the harness left unreported in this attempt, as the error the
-    record gets: (nano-dollars of confirmatory.engine.llm replies it did not report,
-    the error), or None when it reported every call it made."""
-    missing, direct = aspend.unreported()
-    if not (missing or direct):
-        return None
-    parts = []
-    if missing:
-        parts.append(f"did not report {missing} nano-dollars of confirmatory.engine.llm replies with spend.add_call "
-                     "(counted here, as a call of this record)")
-    if direct:
-        parts.append(f"called litellm directly {direct} time(s), not through confirmatory.engine.llm.chat or "
-                     "responses: the runner cannot tell whether those calls' cost was reported")
-    return missing, HarnessContractError("the harness " + "; and it ".join(parts))
 
 
 class Lane:
@@ -107,10 +90,10 @@ class Lane:
             return  # the main thread settled this lane and wrote it
         with self.run.spend.ordered() as t:
             pass
-        # Written at the lane's end, perhaps after its log failed (a full
-        # disk: the run is stopping then); the failure goes to the report.
-        written = self.run.append_at_end(self.m.run_log,
-                                         {"event": "lane-end", "lane": self.index, "reason": reason, "t": t})
+        # Written at the lane's end; not after a run file failed (the run then
+        # ends as a crash does, and its continuation carries the lane on).
+        written = False if self.run.disk_failed else self.run.append_at_end(
+            self.m.run_log, {"event": "lane-end", "lane": self.index, "reason": reason, "t": t})
         with self.m.cond:
             self.m.lane_ends.append(reason)
             self.m.lane_end_lines += written
@@ -149,6 +132,8 @@ class Lane:
         return "stopped"
 
     def _halted(self) -> bool:
+        if self.run.disk_failed is not None:  # a run file failed: nothing more starts (Run.fatal)
+            return True
         return self.m.stopped or self.run.stopped or self.run.spend.crossed.is_set()
 
     # -- admission -------------------------------------------------------
@@ -163,7 +148,7 @@ class Lane:
             with self.run.spend.ordered() as t:
                 if self.run.spend.crossed.is_set():
                     return "ceiling"
-                if m.stopped or self.run.stopped:
+                if m.stopped or self.run.stopped or self.run.disk_failed is not None:
                     return "stopped"
                 admit = rules.admit(
                     refused_before=m.refused,
@@ -286,6 +271,12 @@ class Lane:
         # so a runner killed in between leaves no decision that counted an
         # end the records lack (docs/RUN.md "A household's end").
         with m.cond:
+            if self.run.disk_failed is not None:
+                # a run file failed: nothing more is written, and no decision may
+                # see this household end; it is under way in the records, and a
+                # continuation runs it again
+                m.cond.notify_all()
+                return
             with self.run.spend.ordered() as t:
                 m.under_way -= 1
                 if finished:
@@ -304,6 +295,10 @@ class Lane:
             try:
                 for line in lines:
                     m.run_log.append(line)
+            except (ChainError, OSError) as exc:
+                # under the model's lock: no decision may see this end, its line not on disk
+                self.run.fatal("runner-error", f"lane {m.name}/{self.index}: {exc}", disk=True)
+                raise
             finally:
                 m.cond.notify_all()
         # Ended, for the progress table, once its household line is on disk
@@ -475,6 +470,8 @@ class Lane:
             if cost:
                 self.run.late_cost(m, household, arm, pass_index, cost,
                                    reason=f"record not written: {exc!r}", round_index=round_index)
+            if isinstance(exc, OSError):  # the disk: nothing more is written (Run.fatal), before this household's end
+                self.run.fatal("runner-error", f"lane {m.name}/{self.index}: record not written: {exc!r}", disk=True)
             raise
         self._done_running(key, last_in_pass)
         return Attempt(household, arm, pass_index, self.index, start, end, record, rel, sha, reruns_used,

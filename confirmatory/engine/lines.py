@@ -1,6 +1,8 @@
-"""The lines a Run writes for one attempt's money and its record: ``RecordLines``,
-a part of ``Run`` (its base class): the record file, a late cost, the spend
-journal's call-cost line (docs/RUN.md "The spend journal").
+"""The lines a Run writes for one attempt's money and its record, and at its
+end: ``RecordLines``, a part of ``Run`` (its base class): the record file, a
+late cost, the spend journal's call-cost line (docs/RUN.md "The spend
+journal"), a line of the run's end, and the end of a run whose files could
+not be written (docs/RUN.md "The disk").
 """
 
 from __future__ import annotations
@@ -13,7 +15,26 @@ from confirmatory.records.writer import write_json_durable
 
 
 class RecordLines:
-    """Needs the Run's ``clock``, ``guard`` and ``fatal``."""
+    """Needs the Run's ``clock``, ``guard``, ``fatal`` and ``write_failures``."""
+
+    def append_at_end(self, log: Any, line: dict[str, Any]) -> bool:
+        """Append a line the run's ending writes (a stop, a close): a log that
+        can no longer be written (a full disk) must not keep the others, or
+        the final anchor, from being written. The failure is kept for the
+        report (``RunResult.write_failures``)."""
+        try:
+            log.append(line)
+            return True
+        except (ChainError, OSError) as exc:
+            text = str(exc)
+            where = str(getattr(log, "path", ""))
+            text = text if where and where in text else f"{where or '?'}: {text}"
+            self.write_failures.append(text)
+            # Not yet stopping (a lane's end line failed while the others go
+            # on): a log the run cannot write is a runner error; the main
+            # loop stops the run.
+            self.fatal("runner-error", f"a log could not be written: {text}", disk=True)
+            return False
 
     def write_record(self, m: ModelState, record: dict[str, Any]) -> tuple[str, str]:
         from confirmatory.records.layout import record_relpath
@@ -45,7 +66,30 @@ class RecordLines:
         try:
             m.run_log.append(line)
         except (ChainError, OSError) as exc:
-            self.fatal("runner-error", f"the spend journal models/{m.name}/run.jsonl could not be written: {exc}")
+            self.fatal("runner-error", f"the spend journal models/{m.name}/run.jsonl could not be written: {exc}",
+                       disk=True)
+
+    def _finish_as_crash(self, total: int) -> Any:
+        """A run file could not be written: the run ends as a crash does. Its
+        stop lines are written where they can be; no close line and no final
+        anchor claim an end its records do not hold; one more anchor fixes
+        what was acknowledged. verify says crashed, and `continue` carries
+        the run on once the disk is fixed (docs/RUN.md "The disk")."""
+        from confirmatory.anchors import anchorer as anchors
+        from confirmatory.engine.run import RunResult
+
+        rc = None
+        try:
+            if self.anchorer is not None:
+                rc = self.anchorer.finish(anchors.FINAL_PUSH_TIMEOUT_S, final=False)
+        except (ChainError, OSError) as exc:
+            self.write_failures.append(f"the last anchor: {exc}")
+        self._finished = True
+        self.close()
+        stuck = sum(1 for t, lane in self._lanes if lane.settled and t.is_alive())
+        status = "ceiling" if self.spend.crossed.is_set() else "stopped"
+        return RunResult(status, "runner-error", total, self.run_dir, rc, stuck, self.stop_detail or self.disk_failed,
+                         tuple(self.write_failures), final_anchor_written=False, disk_failed=self.disk_failed)
 
 
 def _round(round_index: int) -> dict[str, int]:

@@ -71,6 +71,9 @@ class RunResult:
     # Why the witness does not hold the final anchor, as anchor-pushes.jsonl
     # records it (Anchorer.final_push_problem); "" when its push returned 0.
     final_push_problem: str = ""
+    # A run file that could not be written: the run ended as a crash does
+    # (no close line, no final anchor), for `continue` once the disk is fixed.
+    disk_failed: str | None = None
 
 
 class Run(Deadlines, RecordLines):
@@ -131,6 +134,7 @@ class Run(Deadlines, RecordLines):
         self.disk_floor_bytes = DISK_FLOOR_BYTES if disk_floor_bytes is None else disk_floor_bytes
         self._next_disk_check = 0.0
         self.write_failures: list[str] = []
+        self.disk_failed: str | None = None  # the first run file that could not be written (fatal)
         self.files: RunFiles | None = None
         self.models: dict[str, ModelState] = {}
         self._threads: list[threading.Thread] = []
@@ -219,7 +223,7 @@ class Run(Deadlines, RecordLines):
             self.files.host_log,
             self.clock,
             self.design.host,
-            on_fatal=self.fatal,
+            on_fatal=self._host_fatal,
             readers=self._host_readers,
         )
         self.host.start()
@@ -279,6 +283,8 @@ class Run(Deadlines, RecordLines):
         failure = getattr(self.anchorer, "failure", None)
         if failure is not None and not self.stopped:
             # The anchorer could not write an anchor: records would go unanchored.
+            if isinstance(failure, (OSError, ChainError)) and self.disk_failed is None:
+                self.disk_failed = f"anchorer: {failure!r}"
             self.stop_run("runner-error", detail=f"anchorer: {failure!r}")
         if self.host is not None and not self.stopped:
             # A memory reading that never returns stops the sampler from
@@ -322,25 +328,6 @@ class Run(Deadlines, RecordLines):
                 f"the run's disk has {free / 2**20:.1f} MiB free, below the {self.disk_floor_bytes / 2**20:g} MiB "
                 "floor: stopped while the stop, the close lines and the final anchor can still be written"))
 
-    def append_at_end(self, log: Any, line: dict[str, Any]) -> bool:
-        """Append a line the run's ending writes (a stop, a close): a log that
-        can no longer be written (a full disk) must not keep the others, or
-        the final anchor, from being written. The failure is kept for the
-        report (``RunResult.write_failures``)."""
-        try:
-            log.append(line)
-            return True
-        except (ChainError, OSError) as exc:
-            text = str(exc)
-            where = str(getattr(log, "path", ""))
-            text = text if where and where in text else f"{where or '?'}: {text}"
-            self.write_failures.append(text)
-            # Not yet stopping (a lane's end line failed while the others go
-            # on): a log the run cannot write is a runner error; the main
-            # loop stops the run.
-            self.fatal("runner-error", f"a log could not be written: {text}")
-            return False
-
     def _on_signal(self, signum: int, frame: Any) -> None:
         # Only note it: the main loop stops the lanes, within POLL_S. The
         # handler runs in the main thread between two of its bytecodes, so
@@ -359,15 +346,24 @@ class Run(Deadlines, RecordLines):
     def wake(self) -> None:
         self._wake.set()
 
-    def fatal(self, cause: str, detail: str) -> None:
-        """A runner-level failure (sampler, runner error) from any thread: stop every model."""
+    def fatal(self, cause: str, detail: str, *, disk: bool = False) -> None:
+        """A runner-level failure (sampler, runner error) from any thread: stop every model.
+        ``disk``: a run file could not be written: the run then ends as a crash does
+        (docs/RUN.md "The disk"), to be carried on once the disk is fixed."""
         with self._fatal_lock:
             self._fatal.append((cause, detail))
+            if disk and self.disk_failed is None:
+                self.disk_failed = detail
         self._wake.set()
+
+    def _host_fatal(self, cause: str, detail: str) -> None:
+        from confirmatory.records.chain import ChainWriteFailed
+
+        self.fatal(cause, detail, disk=isinstance(getattr(self.host, "outcome", None), ChainWriteFailed))
 
     def lane_failed(self, m: ModelState, lane: int, exc: BaseException) -> None:
         detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-        self.fatal("runner-error", f"lane {m.name}/{lane}: {detail}")
+        self.fatal("runner-error", f"lane {m.name}/{lane}: {detail}", disk=isinstance(exc, (OSError, ChainError)))
 
     # -- events the lanes and the main loop write --------------------------
     def trigger(self, m: ModelState, cause: str, household: str, arm: str, pass_index: int,
@@ -447,7 +443,7 @@ class Run(Deadlines, RecordLines):
             m.halt.set()
         self.stop_event.set()
         if refused:
-            self.fatal("runner-error", "the ceiling's line could not be written to " + "; ".join(refused))
+            self.fatal("runner-error", "the ceiling's line could not be written to " + "; ".join(refused), disk=True)
         self._wake.set()
 
     def pause(self, m: ModelState, household: str, arm: str, pass_index: int, *, detail: str = "",
@@ -502,6 +498,8 @@ class Run(Deadlines, RecordLines):
         if fatal and not self.stopped:  # the sampler died, or a lane's last line failed, while the lanes ended
             self.stop_run(fatal[0][0], detail=fatal[0][1])
         total = self.spend.total_nusd
+        if self.disk_failed is not None:
+            return self._finish_as_crash(total)
         for m in self.models.values():
             self.append_at_end(m.run_log, {"event": "close", "t": self.clock.now(),
                                             "spend_nusd": self.spend.model_total(m.name)})

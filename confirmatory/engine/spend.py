@@ -384,3 +384,19 @@ class AttemptSpend:
         with self._lock:
             return self._cost, list(self._calls)
 
+
+def unreported_breach(aspend: AttemptSpend) -> tuple[int, HarnessContractError] | None:
+    """What the harness left unreported in this attempt, as the error the
+    record gets: (nano-dollars of confirmatory.engine.llm replies it did not report,
+    the error), or None when it reported every call it made."""
+    missing, direct = aspend.unreported()
+    if not (missing or direct):
+        return None
+    parts = []
+    if missing:
+        parts.append(f"did not report {missing} nano-dollars of confirmatory.engine.llm replies with spend.add_call "
+                     "(counted here, as a call of this record)")
+    if direct:
+        parts.append(f"called litellm directly {direct} time(s), not through confirmatory.engine.llm.chat or "
+                     "responses: the runner cannot tell whether those calls' cost was reported")
+    return missing, HarnessContractError("the harness " + "; and it ".join(parts))

@@ -88,7 +88,8 @@ class ClassChecks:
                 # log would have found the attempt clean.
                 done = self.completion(end)
                 if done is not None and done >= limit and not self.host_is(start, end, None):
-                    self.short.append((seq, a["lane"], a["household"], a["pass"]))
+                    if a.get("replaced") is not True:  # a continuation classified it on what the crash left
+                        self.short.append((seq, a["lane"], a["household"], a["pass"]))
             key = rule_key(r)
             if key is None:
                 d = rules.decide(r, ("host",) if host else (), reruns_used=reruns, max_reruns=rl.max_reruns,

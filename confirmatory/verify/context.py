@@ -122,6 +122,7 @@ class RunContext:
     run_stop_ts: list[float] = field(default_factory=list)
     crash_windows: list[tuple[float, float]] = field(default_factory=list)
     crash_ts: set = field(default_factory=set)
+    ended_stops: set = field(default_factory=set)  # (cause, t) of run stops a continuation carried the run on from
     ceiling_t: float = float("inf")
     clock_drift: Any = None  # clocks.ClockDrift of host.jsonl's samples (set once host.jsonl is read)
     design: Any = None  # design.toml's (bytes, table), or why it cannot be read (study.read_design)

@@ -174,12 +174,15 @@ class ModelCheck(ProcedureChecks, AttemptChecks, ClassChecks):
         # stop at the trigger's t and writes the stop line after it), a run
         # stop or the ceiling, by its end (1 s: a stop_model by another thread
         # writes its line a moment after setting it)
-        self.halt_any = min(st.halt_t, st.trigger_t)
+        self.halt_any = min(st.halt_t, st.trigger_t, *st.ended_halts)
 
     def _times(self) -> None:
         st, ctx = self.st, self.ctx
+        # a crash's stop, and a runner error's before a continuation, end nothing its continuation runs
         stops = [o["t"] for _, o in st.events("stop") if isinstance(o.get("t"), (int, float))
-                 and o.get("cause") != "crash"]  # a crash's stop ends nothing its continuation runs
+                 and o.get("cause") != "crash" and (o.get("cause"), o["t"]) not in ctx.ended_stops]
+        st.ended_halts = [o["t"] for _, o in st.events("stop") if isinstance(o.get("t"), (int, float))
+                          and (o.get("cause") == "crash" or (o.get("cause"), o["t"]) in ctx.ended_stops)]
         ceilings = [o["t"] for _, o in st.events("ceiling") if isinstance(o.get("t"), (int, float))]
         st.halt_t = min([*stops, *ceilings, *ctx.run_stop_ts, ctx.ceiling_t])
         st.trigger_t = min([o["t"] for _, o in st.events("trigger") if isinstance(o.get("t"), (int, float))],

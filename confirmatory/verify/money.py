@@ -77,8 +77,11 @@ def check_totals(ctx: RunContext, states: list[ModelState], ceilings: list[dict]
         # The status says how the run ended (Run._finish): ceiling when the
         # spend crossed it, else stopped when the run or a model stopped (or
         # a write failed: stopped with no stop line is taken), else completed.
-        stopped = any(o.get("event") == "stop" and o.get("cause") != "crash" for _, o in ctx.run_events) or any(
-            [s for s in st.events("stop") if s[1].get("cause") != "crash"] or st.events("trigger") for st in states)
+        def ended(o: dict) -> bool:  # a stop a continuation carried the run on from
+            return o.get("cause") == "crash" or (o.get("cause"), o.get("t")) in ctx.ended_stops
+
+        stopped = any(o.get("event") == "stop" and not ended(o) for _, o in ctx.run_events) or any(
+            [s for s in st.events("stop") if not ended(s[1])] or st.events("trigger") for st in states)
         status = close.get("status")
         if status in RUN_STATUSES:
             want = ("ceiling",) if ceilings else ("stopped",) if stopped else ("completed", "stopped")

@@ -45,7 +45,9 @@ def model_outcome(st: ModelState) -> str:
     try:
         draw = st.manifest.get("draw") if isinstance(st.manifest.get("draw"), list) else []
         unfinished = sum(1 for e in st.ends.values() if not e.finished and not e.crash)
-        text = f"{st.name}: {len(st.ends)} of {len(draw)} households ended"
+        # a household a crash cut short and its next round, one household
+        ended = len({h.partition("@")[0] for h, e in st.ends.items() if not e.crash})
+        text = f"{st.name}: {ended} of {len(draw)} households ended"
         if unfinished:
             text += f" ({unfinished} unfinished)"
         own = [str(o.get("cause")) for _, o in st.events("stop") if o.get("scope") == "model"]

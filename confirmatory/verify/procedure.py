@@ -273,7 +273,7 @@ class ProcedureChecks:
         if stop_seen:
             return
         t, st = hl.get("t"), self.st
-        halt = min(st.halt_t, st.trigger_t)
+        halt = min(st.halt_t, st.trigger_t, *st.ended_halts)
         if not (_num(t) and halt <= t + self.ctx.rules.stop_follow_s):
             f.fail(3, self.log, seq, f"household {h} ended unfinished at {t!r} with no attempt of action stop and "
                    f"no stop, trigger or ceiling by {self.ctx.rules.stop_follow_s} s after it"
@@ -346,6 +346,8 @@ class ProcedureChecks:
                     runner_error = any(s.get("cause") == "runner-error" and s.get("scope") == "run"
                                        for _, s in st.events("stop"))
                 end = st.ends.get(h)
-                if not (type(o.get("reason")) is str and runner_error and end is not None and not end.finished):
+                # unfinished: its household line says so, or it has none yet (a run cut short: under way)
+                unfinished = (end is not None and not end.finished) or (end is None and self.ctx.logs.stage == UNDER_WAY)
+                if not (type(o.get("reason")) is str and runner_error and unfinished):
                     f.fail(7, self.log, seq, f"late cost names {h}/{key[1]}/{key[2]}, no attempt of the model "
                            "(nor one whose record was lost: a reason, an unfinished household, a runner-error stop)")

@@ -153,13 +153,22 @@ def _verify_run(root: Path, witness: Path | str | None, workers: int | None, fil
         ctx = RunContext(layout, rest, logs, rv, host, manifest_arms(man, rest), run_events, requests)
         ctx.clock_drift = drift
         ctx.design = design
-        ctx.run_stop_ts = least_first([o["t"] for _, o in run_events
-                                       if o.get("event") == "stop" and isinstance(o.get("t"), (int, float))
-                                       and o.get("cause") != "crash"])
         # while a crashed runner was dead: from the crash's instant to its continuation
         ctx.crash_windows = [(o["crash_t"], o["t"]) for _, o in run_events if o.get("event") == "continuation"
                              and _is_num(o.get("crash_t")) and _is_num(o.get("t"))]
         ctx.crash_ts = {w[0] for w in ctx.crash_windows}
+        # a runner error's stop (the runner's own failure: a run file it could
+        # not write) before a continuation ends at it, as a crash's does: no
+        # attempt starts and nothing is decided from the stop to the continuation
+        for _, o in run_events:
+            if o.get("event") == "stop" and o.get("cause") == "runner-error" and _is_num(o.get("t")):
+                after = [w for w in ctx.crash_windows if w[0] >= o["t"]]
+                if after:
+                    ctx.ended_stops.add((o["cause"], o["t"]))
+                    ctx.crash_windows.append((o["t"], min(after)[1]))
+        ctx.run_stop_ts = least_first([o["t"] for _, o in run_events
+                                       if o.get("event") == "stop" and isinstance(o.get("t"), (int, float))
+                                       and o.get("cause") != "crash" and (o.get("cause"), o["t"]) not in ctx.ended_stops])
         ceilings = [o for _, o in run_events if o.get("event") == "ceiling"]
         ctx.ceiling_t = min((o["t"] for o in ceilings if isinstance(o.get("t"), (int, float))), default=float("inf"))
         if not parallel:
@@ -348,7 +357,9 @@ def _check_one(ctx: RunContext, name: str) -> tuple[Findings, dict, ModelState]:
                 own.fail(1, where, line, message)
         guarded(own, 9, log, check_stops, ctx, st)
         guarded(own, 10, log, check_resumes, ctx, st)
-    figures = {"households_ended": len(st.ends), "unfinished": sum(1 for e in st.ends.values() if not e.finished),
+    # (a round a crash cut short is not an end of its own: its household ran again)
+    figures = {"households_ended": sum(1 for e in st.ends.values() if not e.crash),
+               "unfinished": sum(1 for e in st.ends.values() if not e.finished and not e.crash),
                "results_by_class": dict(sorted(st.by_class.items()))}
     slim = ModelState(st.name, {}, st.control, attempt_cost=st.attempt_cost,
                       ceiling_known_nusd=st.ceiling_known_nusd,

@@ -56,24 +56,46 @@ def _eio() -> None:
     raise OSError(errno.EIO, "injected I/O error")
 
 
-def test_a_runner_error_settles_what_had_ended_then_stops_every_model(tmp_path, monkeypatch):
+def test_a_record_the_disk_refuses_ends_the_run_as_a_crash_and_continue_carries_it_on(tmp_path, monkeypatch):
+    """The disk fails for one record file: the run stops (runner-error, the
+    stop in every log), writes nothing more (no close line, no final anchor:
+    docs/RUN.md "The disk"), and verify says crashed with no violation: every
+    record on disk has its attempt line or belongs to a household under way.
+    With the disk back, continue carries the run on to a complete run."""
+    import signal as signals
+
+    from confirmatory.cli.continue_run import continue_command
+
     real_fsync = os.fsync
     on_record_fsync(monkeypatch, "hh-002", _eio)  # the disk fails for one record file
     hh = [{"id": f"hh-{i:03d}", "latency_s": 0.01} for i in range(6)]
     result, run_dir = execute(tmp_path, households=hh, models=2, **FAST)
     monkeypatch.setattr(os, "fsync", real_fsync)
-    verified(run_dir)
+    report = verified(run_dir)
+    assert report.state == "crashed" and result.disk_failed and "injected I/O error" in result.disk_failed
     assert result.status == "stopped" and result.stop_cause == "runner-error"
     (stop,) = of(events(run_dir), "stop")
     assert stop["scope"] == "run" and "injected I/O error" in stop["detail"]
+    assert not of(events(run_dir), "close")
     for m in ("m0", "m1"):
         ev = events(run_dir, m)
-        assert of(ev, "stop", cause="runner-error")
-        # What had ended is written: every record on disk has its attempt line.
+        assert of(ev, "stop", cause="runner-error") and not of(ev, "close")
         recorded = {p.relative_to(run_dir / "models" / m).as_posix()
                     for p in (run_dir / "models" / m / "records").rglob("*.json")}
-        assert recorded == {a["record"] for a in of(ev, "attempt")}
-        assert not list((run_dir / "models" / m / "records").rglob("*.tmp"))
+        unlined = {r.split("/")[1] for r in recorded - {a["record"] for a in of(ev, "attempt")}}
+        assert unlined <= set(report.crash["under_way"].get(m, ())), (m, unlined, report.crash)
+    saved = {s: signals.getsignal(s) for s in (signals.SIGINT, signals.SIGTERM, signals.SIGHUP)}
+    try:
+        assert continue_command(run_dir, reason="the disk was replaced", quiet=True) == 0
+    finally:
+        for s, handler in saved.items():
+            signals.signal(s, handler)
+    after = verified(run_dir)
+    assert after.state == "complete" and "continued after a crash" in after.outcome
+    # the runner error ended at the continuation: every household of both models ran
+    assert "m0: 6 of 6 households ended" in after.outcome and "m1: 6 of 6 households ended" in after.outcome, \
+        after.outcome
+    assert of(events(run_dir), "close")[0]["status"] == "completed"
 
 
 def test_a_wall_clock_stepping_back_during_the_run_never_moves_run_time_backwards(tmp_path, monkeypatch):
@@ -458,17 +480,17 @@ def test_logs_that_can_no_longer_be_written_end_the_run_with_a_report_not_a_trac
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 4, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    assert "NOT EVERY LINE OF THE RUN'S END COULD BE WRITTEN" in proc.stderr
-    assert "File too large" in proc.stderr and "says what is missing" in proc.stderr
+    assert "THE RUN'S FILES COULD NOT BE WRITTEN" in proc.stderr
+    assert "File too large" in proc.stderr and "confirmatory continue" in proc.stderr
     from confirmatory.verify import verify_run
 
+    # ended as a crash does: the log's torn tail and its households under way are the crash's
     report = verify_run(run_dir)
-    assert not report.ok and report.start_here  # the torn log, shown first
-    assert report.outcome.startswith("stopped (runner-error)")
+    assert report.ok and report.state == "crashed", report.to_table()
+    assert report.outcome.startswith("no close line")
     (stop,) = of(events(run_dir), "stop")  # run.jsonl itself stayed writable
     assert stop["cause"] == "runner-error" and "File too large" in stop["detail"]
-    (close,) = of(events(run_dir), "close")
-    assert close["status"] == "stopped"
+    assert not of(events(run_dir), "close")
 
 
 def _on_disk(run_dir, model):
@@ -518,7 +540,7 @@ def test_after_a_failed_write_the_table_and_the_summary_count_only_what_is_on_di
     proc = subprocess.run([sys.executable, "-c", code, str(design), str(run_dir)],
                           capture_output=True, text=True, timeout=120)
     err = proc.stderr
-    assert proc.returncode == 4 and "NOT EVERY LINE OF THE RUN'S END COULD BE WRITTEN" in err, err[-3000:]
+    assert proc.returncode == 4 and "THE RUN'S FILES COULD NOT BE WRITTEN" in err, err[-3000:]
     last_table = err[err.rindex("run spend "):]
     rows = {m: (int(d), int(n), int(e)) for m, d, n, e in
             re.findall(r"^  (\S+) +households +(\d+)/(\d+) decided, +(\d+) ended \|", last_table, re.M)}
@@ -656,9 +678,10 @@ def test_a_lane_stuck_past_its_deadline_whose_record_the_disk_refuses_is_still_s
         monkeypatch.setattr(os, "fsync", real_fsync)
         assert result.abandoned_lanes == 1, result
         assert result.status == "stopped" and result.stop_cause == "runner-error", result
-        verified(run.run_dir)
-        (stuck,) = of(events(run.run_dir, "m0"), "household", household="hh-000")
-        assert stuck["finished"] is False
+        report = verified(run.run_dir)
+        # the disk failed: nothing more written; hh-000 was under way (a continuation reruns it)
+        assert report.state == "crashed" and report.crash["under_way"] == {"m0": ["hh-000"]}, report.crash
+        assert not of(events(run.run_dir, "m0"), "household", household="hh-000")
     finally:
         fakes.STUCK_RELEASE.set()
         for t in run._threads:
