@@ -253,7 +253,7 @@ MUTANTS = (
     Mutant("let a failed write at the run's end raise", "confirmatory/engine/lines.py",
            "        except (ChainError, OSError) as exc:\n            text = str(exc)",
            "        except ZeroDivisionError as exc:\n            text = str(exc)",
-           "tests/engine/test_run_faults.py::test_logs_that_can_no_longer_be_written_end_the_run_with_a_report_not_a_traceback"),
+           "tests/engine/test_run_faults.py::test_a_model_whose_lane_end_line_the_disk_refuses_is_not_shown_done"),
     Mutant("never look at the free disk", "confirmatory/engine/run.py",
            "        self._check_disk()\n", "",
            "tests/engine/test_run_faults.py::test_a_disk_below_the_floor_stops_the_run_while_its_end_can_still_be_written"),
@@ -736,7 +736,8 @@ MUTANTS = (
            "tests/cli/test_progress.py::test_not_on_a_terminal_each_change_of_state_is_one_plain_line"),
     Mutant("count a cut-short household's results in show", "confirmatory/cli/show.py",
            "        if key[0] in ended:\n", "        if True:\n",
-           "tests/cli/test_show.py::test_show_on_a_crashed_run_and_on_a_folder_of_runs"),
+           "tests/cli/test_show.py::"
+           "test_show_leaves_out_a_household_whose_attempt_lines_are_on_disk_but_not_its_household_line"),
     Mutant("take an arm's first class as its result in show", "confirmatory/cli/show.py",
            '            standing[key] = str(a.get("class"))',
            '            standing.setdefault(key, str(a.get("class")))',

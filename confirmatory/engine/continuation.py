@@ -89,6 +89,7 @@ class ModelPosition:
     cut: list[CutShort] = field(default_factory=list)
     inconclusive: dict[str, set[str]] = field(default_factory=dict)
     resumes_seen: int = 0
+    closed: bool = False  # its close line is on disk
     run_stops: list[dict] = field(default_factory=list)  # its log's run-scope stops
     triggered: set[tuple] = field(default_factory=set)
     paused_keys: set[tuple] = field(default_factory=set)
@@ -204,6 +205,8 @@ def read_position(run_dir: Path, *, precedence: Any, class_lists: Any, max_rerun
                 pos.triggered.add((h, r, o.get("arm"), o.get("pass")))
             elif ev == "lane-end":
                 pos.lane_ended[int(o["lane"])] = str(o.get("reason"))
+            elif ev == "close":
+                pos.closed = True
         pos.decided = len(decisions)
         pos.refused = any(d.get("admit") is False for d in decisions)
         lanes = int(mobj.get("lanes") or 1)
@@ -440,6 +443,7 @@ def restore(run: Any, position: Position) -> None:
         m.attempts, m.reruns = pos.attempts, pos.reruns
         m.rounds, m.lane_start, m.lane_done = dict(pos.rounds), dict(pos.lane_start), dict(pos.lane_done)
         m.lane_ends = list(pos.lane_ended.values())
+        m.closed = pos.closed
         m.lane_end_lines = len(pos.lane_ended)
         if m.stopped or run.stopped or position.crossed_t is not None:
             m.halt.set()

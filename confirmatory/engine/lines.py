@@ -76,7 +76,7 @@ class RecordLines:
         what was acknowledged. verify says crashed, and `continue` carries
         the run on once the disk is fixed (docs/RUN.md "The disk")."""
         from confirmatory.anchors import anchorer as anchors
-        from confirmatory.engine.run import RunResult
+        from confirmatory.engine.result import RunResult
 
         rc = None
         try:

@@ -157,5 +157,6 @@ class ModelState:
     # its next round), each lane's first draw index, and the lanes that end
     # at once (their last decision refused: reason "refused").
     rounds: dict[str, int] = field(default_factory=dict)
+    closed: bool = False  # its close line was written before a crash (a continuation writes none again)
     lane_start: dict[int, int] = field(default_factory=dict)
     lane_done: dict[int, str] = field(default_factory=dict)

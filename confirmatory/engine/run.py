@@ -22,7 +22,6 @@ import signal
 import threading
 import time
 import traceback
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ from confirmatory.core import rules
 from confirmatory.core.money import usd_to_nusd
 from confirmatory.engine.deadlines import Deadlines
 from confirmatory.engine.lines import RecordLines, _round
+from confirmatory.engine.result import RunResult
 from confirmatory.engine.lanes import Lane
 from confirmatory.engine.modelstate import ModelState
 from confirmatory.engine.config import with_backend
@@ -53,27 +53,6 @@ POLL_S = 0.05
 # `run` refuses to start below it. Looked at every DISK_CHECK_S.
 DISK_FLOOR_BYTES = 64 << 20
 DISK_CHECK_S = 5.0
-
-
-@dataclass(frozen=True)
-class RunResult:
-    status: str  # "completed", "stopped", "ceiling"
-    stop_cause: str | None
-    spend_total_nusd: int
-    run_dir: Path
-    final_push_rc: int | None
-    abandoned_lanes: int = 0  # lanes still stuck in an abandoned conversation (settled by the Run)
-    stop_detail: str = ""  # what stopped it, for a person (the stop line's detail)
-    # Lines the end of the run could not write (a full disk, a failed log):
-    # everything acknowledged before is on disk; verify says what is missing.
-    write_failures: tuple[str, ...] = ()
-    final_anchor_written: bool = True
-    # Why the witness does not hold the final anchor, as anchor-pushes.jsonl
-    # records it (Anchorer.final_push_problem); "" when its push returned 0.
-    final_push_problem: str = ""
-    # A run file that could not be written: the run ended as a crash does
-    # (no close line, no final anchor), for `continue` once the disk is fixed.
-    disk_failed: str | None = None
 
 
 class Run(Deadlines, RecordLines):
@@ -500,7 +479,7 @@ class Run(Deadlines, RecordLines):
         total = self.spend.total_nusd
         if self.disk_failed is not None:
             return self._finish_as_crash(total)
-        for m in self.models.values():
+        for m in (m for m in self.models.values() if not m.closed):  # (closed before a crash: once)
             self.append_at_end(m.run_log, {"event": "close", "t": self.clock.now(),
                                             "spend_nusd": self.spend.model_total(m.name)})
         if self.spend.crossed.is_set():

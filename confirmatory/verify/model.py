@@ -179,10 +179,12 @@ class ModelCheck(ProcedureChecks, AttemptChecks, ClassChecks):
     def _times(self) -> None:
         st, ctx = self.st, self.ctx
         # a crash's stop, and a runner error's before a continuation, end nothing its continuation runs
-        stops = [o["t"] for _, o in st.events("stop") if isinstance(o.get("t"), (int, float))
-                 and o.get("cause") != "crash" and (o.get("cause"), o["t"]) not in ctx.ended_stops]
-        st.ended_halts = [o["t"] for _, o in st.events("stop") if isinstance(o.get("t"), (int, float))
-                          and (o.get("cause") == "crash" or (o.get("cause"), o["t"]) in ctx.ended_stops)]
+        def ended(o: dict) -> bool:  # (a cause of another kind, unhashable, ends nothing)
+            return o.get("cause") == "crash" or (o.get("cause") == "runner-error"
+                                                 and ("runner-error", o["t"]) in ctx.ended_stops)
+
+        stops = [o["t"] for _, o in st.events("stop") if isinstance(o.get("t"), (int, float)) and not ended(o)]
+        st.ended_halts = [o["t"] for _, o in st.events("stop") if isinstance(o.get("t"), (int, float)) and ended(o)]
         ceilings = [o["t"] for _, o in st.events("ceiling") if isinstance(o.get("t"), (int, float))]
         st.halt_t = min([*stops, *ceilings, *ctx.run_stop_ts, ctx.ceiling_t])
         st.trigger_t = min([o["t"] for _, o in st.events("trigger") if isinstance(o.get("t"), (int, float))],

@@ -78,7 +78,8 @@ def check_totals(ctx: RunContext, states: list[ModelState], ceilings: list[dict]
         # spend crossed it, else stopped when the run or a model stopped (or
         # a write failed: stopped with no stop line is taken), else completed.
         def ended(o: dict) -> bool:  # a stop a continuation carried the run on from
-            return o.get("cause") == "crash" or (o.get("cause"), o.get("t")) in ctx.ended_stops
+            return o.get("cause") == "crash" or (o.get("cause") == "runner-error" and _num(o.get("t"))
+                                                 and ("runner-error", o["t"]) in ctx.ended_stops)
 
         stopped = any(o.get("event") == "stop" and not ended(o) for _, o in ctx.run_events) or any(
             [s for s in st.events("stop") if not ended(s[1])] or st.events("trigger") for st in states)

@@ -168,7 +168,8 @@ def _verify_run(root: Path, witness: Path | str | None, workers: int | None, fil
                     ctx.crash_windows.append((o["t"], min(after)[1]))
         ctx.run_stop_ts = least_first([o["t"] for _, o in run_events
                                        if o.get("event") == "stop" and isinstance(o.get("t"), (int, float))
-                                       and o.get("cause") != "crash" and (o.get("cause"), o["t"]) not in ctx.ended_stops])
+                                       and o.get("cause") != "crash"
+                                       and not (o.get("cause") == "runner-error" and ("runner-error", o["t"]) in ctx.ended_stops)])
         ceilings = [o for _, o in run_events if o.get("event") == "ceiling"]
         ctx.ceiling_t = min((o["t"] for o in ceilings if isinstance(o.get("t"), (int, float))), default=float("inf"))
         if not parallel:
