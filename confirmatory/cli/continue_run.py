@@ -69,10 +69,6 @@ def refusals(run_dir: Path, report: Any) -> list[str]:
         step = report.next_step()
         return [f"{run_dir}: the run had closed when it crashed: nothing is left to run"
                 + (f"; finish it with: {step}" if step else "")]
-    layout_missing = [e for e in crash.get("explained", ()) if "not written yet" in str(e.get("message", ""))]
-    if layout_missing:
-        return [f"{run_dir}: the run crashed while its directory was being made ({layout_missing[0]['file']} "
-                "missing): nothing was started and nothing was spent; start the run anew in another directory"]
     return []
 
 
@@ -175,6 +171,9 @@ def witness_problems(run_dir: Path, manifest: dict, base_dir: Path, *, catch_up:
     if args is None or "--clone" not in args:
         return [f"anchors.command: {command!r} is not the bundled witness script, so whether its witness "
                 "holds every anchor cannot be checked here; a continuation needs that"]
+    anchors = run_dir / "anchors.jsonl"
+    if not anchors.exists() or b'"event":"anchor"' not in anchors.read_bytes():
+        return []  # the directory holds no anchor yet: nothing the witness must hold
     clone = Path(args[args.index("--clone") + 1])
     clone = clone if clone.is_absolute() else Path((manifest.get("anchors") or {}).get("cwd") or base_dir) / clone
     try:
@@ -212,8 +211,15 @@ def prepare(run_dir: Path, loaded: Any, report: Any, reason: str) -> dict[str, A
 
     crash = report.crash or {}
     # (read before run.jsonl's own torn tail is moved aside: complete lines only)
-    k = 1 + sum(1 for obj in iter_objects(run_dir / "run.jsonl") if obj.get("event") == "continuation")
+    k = 1 + sum(1 for obj in (iter_objects(run_dir / "run.jsonl") if (run_dir / "run.jsonl").exists() else ())
+                if obj.get("event") == "continuation")
     torn = [move_torn_tail(run_dir, t["log"], int(t["offset"]), k) for t in crash.get("torn_tails", ())]
+    # a runner that died while it made the directory: its making finished first
+    import time
+
+    from confirmatory.records.rundir import complete_run_dir
+
+    made = complete_run_dir(loaded, run_dir, time.time())
     r = loaded.design.rules
     host = HostSummary(max_gap_s=float(loaded.design.host.max_gap_s),
                        pressure_threshold=float(loaded.design.host.pressure_threshold))
@@ -222,4 +228,4 @@ def prepare(run_dir: Path, loaded: Any, report: Any, reason: str) -> dict[str, A
     position = read_position(run_dir, precedence=r.precedence, class_lists=rules.CLASS_LISTS,
                              max_reruns=r.max_reruns_per_arm, inconclusive_limit=r.inconclusive_household_limit,
                              host_summary=host)
-    return {"position": position, "reason": reason, "torn": torn}
+    return {"position": position, "reason": reason, "torn": torn, "made": made}

@@ -334,7 +334,8 @@ def move_torn_tail(run_dir: Path, rel: str, offset: int, continuation: int) -> d
 
 
 
-def begin(run: Any, position: Position, *, reason: str, torn: list[dict[str, Any]]) -> None:
+def begin(run: Any, position: Position, *, reason: str, torn: list[dict[str, Any]],
+          made: list[str] | None = None) -> None:
     """Write what the crash leaves to the continuation, in this order: a
     ``continuation`` line in every log (the reason, every log's lines and
     head at the crash, the last anchor, the torn tails moved aside, this
@@ -352,7 +353,7 @@ def begin(run: Any, position: Position, *, reason: str, torn: list[dict[str, Any
     t = run.clock.now()
     head = {"event": "continuation", "t": t, "continuation": position.continuation, "reason": reason,
             "crash_t": position.crash_t, "logs": position.logs, "last_anchor": position.last_anchor,
-            "torn_tails": torn, "process": {"pid": os.getpid()}}
+            "torn_tails": torn, "process": {"pid": os.getpid()}, "made": list(made or [])}
     lost = {name: pos.lost_nusd for name, pos in position.models.items()}
     under_way = {name: [c.household for c in pos.cut] for name, pos in position.models.items() if pos.cut}
     files.run_log.append({**head, "lost_nusd": lost, "under_way": under_way})

@@ -177,7 +177,7 @@ class Run(Deadlines, RecordLines):
         if self.continuation is not None:
             from confirmatory.engine.continuation import begin
             begin(self, self.continuation["position"], reason=self.continuation["reason"],
-                  torn=self.continuation["torn"])
+                  torn=self.continuation["torn"], made=self.continuation.get("made", []))
         self._start_host()
         if not early:  # a model stopped before a crash gets no pool: its lanes only end
             pools.start_all([m.name for m in self.models.values() if not (m.stopped or self.stopped)])

@@ -147,6 +147,44 @@ def create_run_dir(loaded: Any, run_dir: Path, *, clock: Any, config: dict[str, 
     return files
 
 
+def complete_run_dir(loaded: Any, run_dir: Path, t: float) -> list[str]:
+    """Finish the making of a run directory whose runner died while it made
+    it (its run manifest written, not everything after): the design's copy,
+    every log's open line and each model's manifest, as ``create_run_dir``
+    writes them (a model manifest is the design's, seeded; a log that is
+    missing or empty gets its open line at ``t``). config.json is not made
+    again: what the runner pinned then is gone. Returns what it made."""
+    import json
+
+    run_dir = Path(run_dir)
+    raw = (run_dir / "manifest.json").read_bytes()
+    sha = sha256_hex(raw)
+    made: list[str] = []
+    if not (run_dir / "design.toml").exists():
+        (run_dir / "design.toml").write_bytes(loaded.raw)
+        _fsync_file(run_dir / "design.toml")
+        made.append("design.toml")
+
+    def log(rel: str, msha: str) -> None:
+        path = run_dir / rel
+        if not path.exists() or path.stat().st_size == 0:
+            _open_log(run_dir, rel, msha, t).close()
+            made.append(rel)
+
+    for rel in ("run.jsonl", "host.jsonl", "anchors.jsonl", "anchor-pushes.jsonl", "resume.jsonl"):
+        log(rel, sha)
+    for spec in loaded.design.models:
+        rel = f"models/{spec.name}/manifest.json"
+        if not (run_dir / rel).exists():
+            write_json_durable(run_dir / rel, model_manifest(loaded, spec))
+            made.append(rel)
+        msha = sha256_hex((run_dir / rel).read_bytes())
+        json.loads((run_dir / rel).read_bytes())  # (a manifest that is not JSON raises: verify names it)
+        for name in ("run.jsonl", "admission.jsonl"):
+            log(f"models/{spec.name}/{name}", msha)
+    return made
+
+
 def open_run_dir(run_dir: Path) -> RunFiles:
     """The writers of an existing run directory's logs, to carry a crashed run
     on (``confirmatory continue``): each opens where its last complete line
