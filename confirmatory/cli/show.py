@@ -153,6 +153,9 @@ def read_run(root: Path) -> dict:
         "stops": [{"t": o.get("t"), "cause": o.get("cause"), "detail": o.get("detail")}
                   for o in run_lines if o.get("event") == "stop"],
         "stop_causes": sorted({str(o.get("cause")) for o in run_lines if o.get("event") == "stop"}),
+        # each continuation of a crashed run (docs/RUN.md "Continuing a crashed run")
+        "continuations": [{"t": o.get("t"), "crash_t": o.get("crash_t"), "reason": o.get("reason")}
+                          for o in run_lines if o.get("event") == "continuation"],
         "anchors": sum(1 for a in anchors if a.get("event") == "anchor"),
         "final_anchor": any(a.get("event") == "anchor" and a.get("final") is True for a in anchors),
         "last_push": ({"t": last_push.get("t"), "anchor_seq": last_push.get("anchor_seq"), "rc": last_push.get("rc")}
@@ -180,7 +183,8 @@ def render(info: dict) -> str:
     lines = [f"run: {info['run_dir']}",
              f"state: {info['state']} ({info['state_detail']})"]
     if info["close_status"]:
-        causes = f" ({', '.join(info['stop_causes'])})" if info["stop_causes"] else ""
+        shown = [c for c in info["stop_causes"] if c != "crash"]  # a crash's stop: its continuation, below
+        causes = f" ({', '.join(shown)})" if shown else ""
         lines.append(f"ended: {info['close_status']}{causes}")
     lines += [f"study: {info['study']}; design sha256 {info['design_sha256']}",
               f"started: {when(info['created_t'])}",
@@ -190,7 +194,10 @@ def render(info: dict) -> str:
         c = info["ceiling_crossed"]
         lines.append(f"ceiling crossed at {when(c['t'])} (spend then {_usd(c['total_nusd'])})")
     for s in info["stops"]:
-        lines.append(f"run stopped at {when(s['t'])}: {s['cause']}" + (f": {s['detail']}" if s.get("detail") else ""))
+        if s["cause"] != "crash":
+            lines.append(f"run stopped at {when(s['t'])}: {s['cause']}" + (f": {s['detail']}" if s.get("detail") else ""))
+    for c in info.get("continuations", ()):
+        lines.append(f"the runner died at {when(c['crash_t'])}; continued at {when(c['t'])}: {c['reason']}")
     for name, m in info["models"].items():
         results = ", ".join(f"{c} {n}" for c, n in m["results_by_class"].items()) or "none"
         reruns = ", ".join(f"{c} {n}" for c, n in m["reruns_by_class"].items())

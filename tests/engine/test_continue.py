@@ -88,6 +88,13 @@ def continued_ok(run_dir: Path, continuations: int = 1) -> dict:
     assert states.violations(report) == [], states.violations(report)
     assert (rc, report["state"]) == (0, "complete"), report
     assert report["outcome"].count("continued after a crash") == continuations, report["outcome"]
+    # show says the same as verify of a continued run, and says it was continued
+    from confirmatory.cli.show import read_run, render
+
+    info = read_run(run_dir)
+    for name, m in report["figures"]["models"].items():
+        assert {k: info["models"][name][k] for k in m} == m, (name, info["models"][name], m)
+    assert render(info).count("the runner died at") == continuations
     return report
 
 
