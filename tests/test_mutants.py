@@ -35,14 +35,22 @@ def _run_mutant(project: Path, mutant) -> subprocess.CompletedProcess:
     target.write_text(original.replace(mutant.old, mutant.new, 1))
     try:
         env = dict(os.environ, PYTHONPATH=str(project), PYTHONDONTWRITEBYTECODE="1")
-        return subprocess.run(
-            # Without hypothesis's pytest plugin: it imports hypothesis at
-            # start-up (0.9 s of a 2 s run), and a test using hypothesis
-            # imports it anyway. Every named test passes without the fault
-            # and without the plugin (test_every_named_test_passes_...).
-            [sys.executable, "-m", "pytest", "-q", "-x", *FAST_START, mutant.test],
-            cwd=project, env=env, capture_output=True, text=True, timeout=300,
-        )
+        args = [sys.executable, "-m", "pytest", "-q", "-x", *FAST_START, mutant.test]
+        try:
+            return subprocess.run(
+                # Without hypothesis's pytest plugin: it imports hypothesis at
+                # start-up (0.9 s of a 2 s run), and a test using hypothesis
+                # imports it anyway. Every named test passes without the fault
+                # and without the plugin (test_every_named_test_passes_...).
+                args, cwd=project, env=env, capture_output=True, text=True, timeout=300,
+            )
+        except subprocess.TimeoutExpired as exc:
+            # One mutant's run that never ends (a fault that leaves a thread
+            # running keeps its process up) is that mutant's outcome, not every
+            # mutant's: caught (1) if its test had already failed, else -9.
+            out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+            failed = "FAILURES" in out or out.lstrip().startswith("F")
+            return subprocess.CompletedProcess(args, 1 if failed else -9, out + "\n[timed out after 300 s]", "")
     finally:
         target.write_text(original)
 

@@ -851,3 +851,36 @@ def test_a_temporary_directory_that_cannot_take_a_pushs_output_is_a_failed_push_
     assert pushed[0]["rc"] == 127 and "its output" in pushed[0]["output"], pushed[0]
     assert pushed[-1]["rc"] == 0
     verified(run_dir)
+
+
+def test_a_stop_line_a_failed_log_refuses_still_reaches_every_other_log(tmp_path, monkeypatch):
+    """m0's run.jsonl fails at its first spend-journal line (EIO): the run
+    stops (runner-error) and ends as a crash does. Writing the stop, m0's
+    failed log refuses it; the logs after it (m1's) must still get it: a
+    line of the run's end that one log refuses does not keep it from the
+    others (RecordLines.append_at_end)."""
+    real_write = os.write
+    failed = []
+
+    def write(fd, data):
+        if not failed and b'"event":"call-cost"' in bytes(data):
+            try:
+                target = os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:
+                target = ""
+            if target.endswith("/models/m0/run.jsonl"):
+                failed.append(target)
+                raise OSError(errno.EIO, "injected I/O error")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", write)
+    result, run_dir = execute(tmp_path, households=4, models=2, **FAST)
+    monkeypatch.setattr(os, "write", real_write)
+    assert failed and result.disk_failed and result.stop_cause == "runner-error", result
+    def bare(o):
+        return {k: v for k, v in o.items() if k not in ("seq", "prev")}
+
+    (stop,) = of(events(run_dir), "stop")
+    assert [bare(o) for o in of(events(run_dir, "m1"), "stop", cause="runner-error")] == [bare(stop)]
+    assert not of(events(run_dir, "m0"), "stop")  # its log had failed
+    verified(run_dir)
