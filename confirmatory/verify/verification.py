@@ -242,7 +242,8 @@ def run_figures(run_events: list[tuple[int, dict]], states: list[ModelState]) ->
     models = {}
     for st in states:
         late = sum(o["cost_nusd"] for _, o in st.events("late-cost") if type(o.get("cost_nusd")) is int)
-        models[st.name] = {**st.figures, "spend_nusd": st.attempt_cost + late}
+        lost = sum(o["lost_nusd"] for _, o in st.events("continuation") if type(o.get("lost_nusd")) is int)
+        models[st.name] = {**st.figures, "spend_nusd": st.attempt_cost + late + lost}  # its share (money)
     closes = [o for _, o in run_events if o.get("event") == "close"]
     return {"models": models,
             "close_status": closes[-1].get("status") if closes else None,
