@@ -79,3 +79,29 @@ def in_background(fn: Any) -> threading.Thread:
     t = threading.Thread(target=fn, daemon=True)
     t.start()
     return t
+
+
+def fail_first_write(monkeypatch: Any, event: str, log_suffix: str) -> list[str]:
+    """Make the first write of a ``event`` line to the log whose path ends
+    with ``log_suffix`` fail with EIO (a real os.write otherwise); returns
+    the list the failed file's path is put in once it has failed."""
+    import errno
+    import os
+
+    real_write = os.write
+    failed: list[str] = []
+    needle = f'"event":"{event}"'.encode()
+
+    def write(fd: int, data: Any) -> int:
+        if not failed and needle in bytes(data):
+            try:
+                target = os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:
+                target = ""
+            if target.endswith(log_suffix):
+                failed.append(target)
+                raise OSError(errno.EIO, "injected I/O error")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", write)
+    return failed

@@ -188,6 +188,8 @@ def read_position(run_dir: Path, *, precedence: Any, class_lists: Any, max_rerun
                 journal[key] = journal.get(key, 0) + int(o.get("cost_nusd") or 0)
             elif ev == "continuation":
                 pos.spend_nusd += int(o.get("lost_nusd") or 0)
+                # what was journaled before an earlier continuation is its (lost, or lined since)
+                journal.clear()
             elif ev == "stop" and o.get("scope") == "run":
                 pos.run_stops.append(o)
             elif ev == "stop" and o.get("scope") == "model" and not pos.stopped:

@@ -148,27 +148,11 @@ def test_show_leaves_out_a_household_whose_attempt_lines_are_on_disk_but_not_its
     household line fails (the disk): the run ends as a crash does, and that
     household is under way. show counts its results no more than verify
     does (a household ends with its household line, not its attempt lines)."""
-    import errno
+    from runhelpers import execute, fail_first_write
 
-    from runhelpers import execute
-
-    real_write = os.write
-    failed = []
-
-    def write(fd, data):
-        if not failed and b'"event":"household"' in bytes(data):
-            try:
-                target = os.readlink(f"/proc/self/fd/{fd}")
-            except OSError:
-                target = ""
-            if target.endswith("/models/m0/run.jsonl"):
-                failed.append(target)
-                raise OSError(errno.EIO, "injected I/O error")
-        return real_write(fd, data)
-
-    monkeypatch.setattr(os, "write", write)
+    failed = fail_first_write(monkeypatch, "household", "/models/m0/run.jsonl")
     result, run_dir = execute(tmp_path, households=4, models=1, **FAST)
-    monkeypatch.setattr(os, "write", real_write)
+    monkeypatch.undo()
     assert failed and result.disk_failed
     lines = [json.loads(x) for x in (run_dir / "models" / "m0" / "run.jsonl").read_text().splitlines()]
     lined = {o["household"] for o in lines if o["event"] == "attempt"}

@@ -127,20 +127,11 @@ def test_a_continuation_killed_in_its_turn_is_continued_again(tmp_path):
     first = snapshot(run_dir)
     proc = subprocess.Popen([sys.executable, str(SCRIPT), "continue", str(run_dir), "--reason", "first", "--quiet"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 120
-        # killed once the continuation has run some households of its own
-        while sum(p.read_bytes().count(b'"event":"household"') for p in states._model_logs(run_dir, "run.jsonl")) \
-                < 14 + sum(d.count(b'"event":"household"') for r, d in first.items() if r.endswith("run.jsonl")):
-            assert proc.poll() is None, proc.stderr.read()
-            assert time.monotonic() < deadline
-            time.sleep(0.001)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    # killed once the continuation has run some households of its own
+    before = sum(d.count(b'"event":"household"') for r, d in first.items() if r.endswith("run.jsonl"))
+    _kill_when(proc, lambda: sum(p.read_bytes().count(b'"event":"household"')
+                                 for p in states._model_logs(run_dir, "run.jsonl")) >= before + 14,
+               "households of the continuation's own")
     second = snapshot(run_dir)
     rc, report = states.verify_cli(run_dir)
     assert states.violations(report) == [] and (rc, report["state"]) == (3, "crashed")

@@ -859,23 +859,11 @@ def test_a_stop_line_a_failed_log_refuses_still_reaches_every_other_log(tmp_path
     failed log refuses it; the logs after it (m1's) must still get it: a
     line of the run's end that one log refuses does not keep it from the
     others (RecordLines.append_at_end)."""
-    real_write = os.write
-    failed = []
+    from runhelpers import fail_first_write
 
-    def write(fd, data):
-        if not failed and b'"event":"call-cost"' in bytes(data):
-            try:
-                target = os.readlink(f"/proc/self/fd/{fd}")
-            except OSError:
-                target = ""
-            if target.endswith("/models/m0/run.jsonl"):
-                failed.append(target)
-                raise OSError(errno.EIO, "injected I/O error")
-        return real_write(fd, data)
-
-    monkeypatch.setattr(os, "write", write)
+    failed = fail_first_write(monkeypatch, "call-cost", "/models/m0/run.jsonl")
     result, run_dir = execute(tmp_path, households=4, models=2, **FAST)
-    monkeypatch.setattr(os, "write", real_write)
+    monkeypatch.undo()
     assert failed and result.disk_failed and result.stop_cause == "runner-error", result
     def bare(o):
         return {k: v for k, v in o.items() if k not in ("seq", "prev")}
