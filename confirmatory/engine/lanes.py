@@ -349,7 +349,6 @@ class Lane:
             stop_reason=self._stop_reason,
             on_late_cost=on_late_cost,
             journal=journal if self.run.journal_calls else None,
-            round_index=round_index,
         )
         with m.cond:
             while True:

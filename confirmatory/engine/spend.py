@@ -191,7 +191,6 @@ class AttemptSpend:
         stop_reason: Callable[[], str | None],
         on_late_cost: Callable[[int], None],
         journal: Callable[[int], None] | None = None,
-        round_index: int = 0,
     ) -> None:
         self._spend = spend
         # Makes a cost durable (a fsynced call-cost line) before it counts
@@ -199,7 +198,6 @@ class AttemptSpend:
         # loses no dollar the ceiling counted (docs/RUN.md "The spend journal").
         self._journal = journal
         self._journaled = 0  # nano-dollars of this attempt already journaled
-        self.round_index = round_index
         self.model = model
         self.household = household
         self.arm = arm
