@@ -65,10 +65,14 @@ def refusals(run_dir: Path, report: Any) -> list[str]:
     if not crash.get("manifest", True):
         return [f"{run_dir}: the run crashed before its run manifest was written: nothing was started and "
                 "nothing was spent; start the run anew in another directory"]
-    if crash.get("stage") == "closed":
+    if crash.get("stage") == "closed" and crash.get("final_anchor"):
         step = report.next_step()
-        return [f"{run_dir}: the run had closed when it crashed: nothing is left to run"
-                + (f"; finish it with: {step}" if step else "")]
+        return [f"{run_dir}: the run had closed when it crashed, its final anchor written: nothing is left to "
+                "run" + (f"; finish it with: {step}" if step else "")]
+    if crash.get("stage") == "closed" and crash.get("torn_tails"):
+        return [f"{run_dir}: the run had closed when it crashed, and its final anchor was cut short "
+                f"({', '.join(t['log'] for t in crash['torn_tails'])}): the run cannot be finished from here; "
+                "verify's report is the run's last word"]
     return []
 
 
@@ -144,6 +148,8 @@ def _continue(run_dir: Path, *, reason: str, design: Path | None, workers: int |
         problems.extend(witness_problems(run_dir, manifest, loaded.base_dir))
         if problems:
             return _refuse(problems)
+        if (report.crash or {}).get("stage") == "closed":
+            return finish_close(run_dir, manifest, loaded, report, quiet=quiet)
         continuation = prepare(run_dir, loaded, report, reason)
         return _execute(loaded, path, run_dir, quiet=quiet, exiting=True, continuation=continuation)
     finally:
@@ -205,7 +211,7 @@ def _manifest_run_id(manifest: dict) -> str | None:
 def prepare(run_dir: Path, loaded: Any, report: Any, reason: str) -> dict[str, Any]:
     """Move each torn tail aside, then read where the records stand."""
     from confirmatory.core import rules
-    from confirmatory.engine.continuation import move_torn_tail, read_position
+    from confirmatory.engine.continuation import kept_before, move_torn_tail, read_position
     from confirmatory.records.hostindex import HostSummary
     from confirmatory.records.reader import iter_lines, iter_objects
 
@@ -213,7 +219,12 @@ def prepare(run_dir: Path, loaded: Any, report: Any, reason: str) -> dict[str, A
     # (read before run.jsonl's own torn tail is moved aside: complete lines only)
     k = 1 + sum(1 for obj in (iter_objects(run_dir / "run.jsonl") if (run_dir / "run.jsonl").exists() else ())
                 if obj.get("event") == "continuation")
-    torn = [move_torn_tail(run_dir, t["log"], int(t["offset"]), k) for t in crash.get("torn_tails", ())]
+    tails = list(crash.get("torn_tails", ()))
+    from confirmatory.records.layout import load_layout
+
+    rels = [spec.relpath for spec in load_layout(run_dir).logs()]
+    torn = kept_before(run_dir, rels, k, {t["log"] for t in tails})
+    torn += [move_torn_tail(run_dir, t["log"], int(t["offset"]), k) for t in tails]
     # a runner that died while it made the directory: its making finished first
     import time
 
@@ -229,3 +240,42 @@ def prepare(run_dir: Path, loaded: Any, report: Any, reason: str) -> dict[str, A
                              max_reruns=r.max_reruns_per_arm, inconclusive_limit=r.inconclusive_household_limit,
                              host_summary=host)
     return {"position": position, "reason": reason, "torn": torn, "made": made}
+
+
+def finish_close(run_dir: Path, manifest: dict, loaded: Any, report: Any, *, quiet: bool) -> int:
+    """A run killed after its close line, before its final anchor: nothing is
+    left to run, so write what its runner would have written next, the final
+    anchor (every log as it stands, dated above every time recorded), and
+    push it. Exit 0 when the witness took it, 6 when not."""
+    from confirmatory.anchors.anchorer import FINAL_PUSH_TIMEOUT_S, Anchorer
+    from confirmatory.cli.exits import EXIT_WITNESS
+    from confirmatory.records.chain import log_seed, sha256_hex
+    from confirmatory.records.layout import load_layout
+    from confirmatory.records.writer import ChainWriter
+    from confirmatory.runtime.clock import Clock
+
+    layout = load_layout(run_dir)
+    msha = sha256_hex((run_dir / "manifest.json").read_bytes())
+    external = {spec.relpath: spec.seed for spec in layout.logs()
+                if spec.relpath not in ("anchors.jsonl", "anchor-pushes.jsonl")}
+    clock = Clock()
+    clock.start_above(float((report.crash or {}).get("last_durable_t") or 0.0))
+    cmd = (manifest.get("anchors") or {}).get("command")
+    anchors = ChainWriter(run_dir / "anchors.jsonl", log_seed(msha, "anchors.jsonl"))
+    pushes = ChainWriter(run_dir / "anchor-pushes.jsonl", log_seed(msha, "anchor-pushes.jsonl"))
+    try:
+        anchorer = Anchorer(run_dir, clock, logs={}, external_logs=external,
+                            manifests=["manifest.json", *(f"models/{m}/manifest.json" for m in layout.models)],
+                            anchors=anchors, pushes=pushes, interval_s=float(loaded.design.anchors.interval_s),
+                            command=list(cmd) if cmd else None, cwd=loaded.base_dir)
+        rc = anchorer.finish(push_timeout=FINAL_PUSH_TIMEOUT_S)
+    finally:
+        anchors.close()
+        pushes.close()
+    if rc not in (None, 0):
+        print(f"confirmatory continue: the run's final anchor is written, but the witness did not take it "
+              f"(rc {rc}); retry with: confirmatory push-anchor {run_dir}", file=sys.stderr)
+        return EXIT_WITNESS
+    if not quiet:
+        print(f"the run had closed when its runner died: its final anchor is written and pushed: {run_dir}")
+    return 0

@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from confirmatory.core import rules
+from confirmatory.records import killpoint
 from confirmatory.records.chain import log_seed, sha256_hex
 from confirmatory.records.layout import load_layout
 from confirmatory.records.reader import iter_lines
@@ -232,6 +234,11 @@ def read_position(run_dir: Path, *, precedence: Any, class_lists: Any, max_rerun
             k = index.get(h, len(draw))
             if d.get("admit") is not True:
                 pos.lane_done[lane] = "refused"
+            elif (h, r) in ended and ended[(h, r)].get("cut_by") == CRASH:
+                # cut short by an earlier continuation that died before this
+                # lane decided again: the household still runs again whole
+                pos.rounds[h] = r + 1
+                pos.lane_start[lane] = k
             elif (h, r) in ended:
                 pos.lane_start[lane] = k + lanes
             else:
@@ -307,19 +314,30 @@ def move_torn_tail(run_dir: Path, rel: str, offset: int, continuation: int) -> d
     """Move the bytes a crash left after ``rel``'s last complete line into a
     kept file beside it (``<log>.torn-<k>``, fsynced), then cut the log back
     to its last complete line: what was never acknowledged is kept, named and
-    hashed in the continuation line, and the log can be appended to again."""
+    hashed in the continuation line, and the log can be appended to again.
+    A kept file an earlier try of this continuation wrote before it was
+    killed, holding these bytes, is the one kept (it is not written twice)."""
     path = Path(run_dir) / rel
     with open(path, "rb") as fh:
         fh.seek(offset)
         data = fh.read()
-    kept = f"{rel}.torn-{continuation}"
-    kept_path = Path(run_dir) / kept
-    fd = os.open(kept_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    kept, i = f"{rel}.torn-{continuation}", 1
+    while True:
+        kept_path = Path(run_dir) / kept
+        try:
+            fd = os.open(kept_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        except FileExistsError:
+            if kept_path.read_bytes() == data:
+                break  # kept by the try that was killed before it cut the log back
+            i += 1
+            kept = f"{rel}.torn-{continuation}.{i}"
+            continue
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        break
     fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
     try:
         os.ftruncate(fd, offset)
@@ -331,9 +349,28 @@ def move_torn_tail(run_dir: Path, rel: str, offset: int, continuation: int) -> d
         os.fsync(dfd)
     finally:
         os.close(dfd)
+    if killpoint.ACTIVE:
+        killpoint.wrote(path, "torn-tail")
     return {"log": rel, "offset": offset, "length": len(data), "sha256": sha256_hex(data), "kept": kept}
 
 
+def kept_before(run_dir: Path, rels: list[str], continuation: int, moving: set[str]) -> list[dict[str, Any]]:
+    """Torn tails an earlier try of this continuation moved aside before it
+    was killed (its kept files, ``<log>.torn-<k>``, and no continuation line
+    naming them): named now, as if this try had moved them. The log was cut
+    back to where the tail stood and nothing was written to it since, so the
+    offset is its length."""
+    out = []
+    for rel in rels:
+        if rel in moving:
+            continue  # still torn: move_torn_tail finds its kept file
+        for kept_path in sorted(Path(run_dir).glob(f"{rel}.torn-{continuation}*")):
+            if not re.fullmatch(rf"\.torn-{continuation}(\.\d+)?", kept_path.name[len(Path(rel).name):]):
+                continue
+            data = kept_path.read_bytes()
+            out.append({"log": rel, "offset": (Path(run_dir) / rel).stat().st_size, "length": len(data),
+                        "sha256": sha256_hex(data), "kept": kept_path.relative_to(run_dir).as_posix()})
+    return out
 
 
 def begin(run: Any, position: Position, *, reason: str, torn: list[dict[str, Any]],

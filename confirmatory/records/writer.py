@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from confirmatory.core.redaction import secret_values
+from confirmatory.records import killpoint
 from confirmatory.records.chain import ChainBroken, ChainWriteFailed, TornTail, dumps, sha256_hex
 from confirmatory.core.merkle import Range, leaf_hash
 from confirmatory.records.reader import _walk, prefix_tree
@@ -187,6 +188,8 @@ def write_json_durable(path: Path, obj: dict, *, guard: Any = None) -> str:
         # directory is not fsynced again: its failed fsync is not retried.
         path.unlink(missing_ok=True)
         raise _failed("fsync of the directory of", path, exc) from exc
+    if killpoint.ACTIVE:
+        killpoint.wrote(path, "file")
     return sha256_hex(data)
 
 
@@ -280,6 +283,8 @@ class ChainWriter:
             self.lines += 1
             self.head = digest
             self._tree.append(leaf_hash(line))
+            if killpoint.ACTIVE:
+                killpoint.wrote(self.path, killpoint.label(obj))
             return digest
 
     def _fail(self, op: str, exc: OSError) -> ChainWriteFailed:

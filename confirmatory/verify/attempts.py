@@ -23,7 +23,7 @@ from hashlib import sha256
 
 from confirmatory.records.chain import NotRegularFile, parse_document
 from confirmatory.records.layout import record_relpath
-from confirmatory.verify.state import line_hkey
+from confirmatory.verify.state import hkey, line_hkey
 from confirmatory.records.readers import (
     CALL_FIELDS,
     CALL_KINDS,
@@ -36,6 +36,7 @@ from confirmatory.verify.clocks import CALL_SLACK_S
 from confirmatory.verify.report import UNDER_WAY
 
 _TMP_NAME = re.compile(r"\..+\.\d+\.\d+\.tmp")  # chain.write_json_durable's temporary file
+_RECORD_NAME = re.compile(r"\d+(?:\.r([1-9]\d*))?\.json")  # <pass>.json, <pass>.r<round>.json
 _RECORD_FIELD_SET, _CALL_FIELD_SET = frozenset(RECORD_FIELDS), frozenset(CALL_FIELDS)
 # The fields a record shares with its attempt line, fetched from each at once.
 _AS_LINE = ("household", "arm", "pass", "lane", "start", "end", "cost_nusd")
@@ -306,7 +307,26 @@ class AttemptChecks:
                 extra.append(prefix + arm.name)
         self.f.checked[1] += 1
         for rel in sorted(extra):
-            self.f.fail(1, f"models/{self.st.name}/{rel}", None, "record file without an attempt line")
+            where, message = f"models/{self.st.name}/{rel}", "record file without an attempt line"
+            if self.ctx.logs.stage == UNDER_WAY and self._round_under_way(h, rel):
+                # a round with no household line yet: the crash's if h was under
+                # way at it (verification._check_one), whichever round it is
+                self.st.cut_short_records.append((h, where, None, message))
+            else:
+                self.f.fail(1, where, None, message)
+
+    def _round_under_way(self, h: str, rel: str) -> bool:
+        """Whether ``rel`` is a record of the round of ``h`` that has no
+        household line while every round before it was cut short by a crash:
+        the only round a crash can have left under way."""
+        m = _RECORD_NAME.fullmatch(rel.rpartition("/")[2])
+        if m is None:
+            return False
+        rnd = int(m.group(1) or 0)
+        ends = self.st.ends
+        if hkey(h, rnd) in ends:
+            return False
+        return all((e := ends.get(hkey(h, r))) is not None and e.crash for r in range(rnd))
 
     def orphans(self) -> None:
         base = self.root / "records"

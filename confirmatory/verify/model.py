@@ -26,7 +26,7 @@ from collections import defaultdict
 
 from confirmatory.core import rules
 from confirmatory.records.chain import open_regular
-from confirmatory.records.layout import model_log
+from confirmatory.records.layout import model_log, record_relpath
 from confirmatory.verify.attempts import AttemptChecks
 from confirmatory.verify.classes import ClassChecks
 from confirmatory.verify.clocks import (
@@ -132,7 +132,8 @@ class ModelCheck(ProcedureChecks, AttemptChecks, ClassChecks):
         self.journal: dict[tuple, list[int]] = {}
         for seq, o in self.st.control:
             if o.get("event") == "call-cost" and type(o.get("cost_nusd")) is int:
-                entry = self.journal.setdefault((line_hkey(o), o.get("arm"), o.get("pass")), [0, seq])
+                entry = self.journal.setdefault((line_hkey(o), o.get("arm"), o.get("pass")),
+                                                [0, seq, o.get("household"), o.get("round", 0)])
                 entry[0] += o["cost_nusd"]
 
     def _money_times(self) -> None:
@@ -229,6 +230,8 @@ class ModelCheck(ProcedureChecks, AttemptChecks, ClassChecks):
                 # the control scan skips only attempt and household lines
                 self.f.fail(1, self.log, seq, f"line of no known event ({ev!r})")
         for h, lines in pending.items():
+            for _, o in lines:  # lined: what was journaled for it is counted by its line, not lost
+                self.journal.pop((line_hkey(o), o.get("arm"), o.get("pass")), None)
             if self.ctx.logs.stage == UNDER_WAY:  # the crash's if h was under way (verification._check_one)
                 self.st.cut_short_records.append((h, self.log, lines[0][0],
                                                   f"attempt lines of {h} without a household line"))
@@ -266,7 +269,11 @@ class ModelCheck(ProcedureChecks, AttemptChecks, ClassChecks):
         one, it is the crash's in a run cut short, else a violation."""
         conts = sorted((seq, o) for seq, o in self.st.events("continuation"))
         sums = [0] * (len(conts) + 1)
-        for key, (nusd, seq) in self.journal.items():
+        for key, (nusd, seq, household, rnd) in self.journal.items():
+            if self._record_on_disk(household, key[1], key[2], rnd):
+                # its record was written before the crash, its attempt line not
+                # yet (the continuation that lines it counts its cost): not lost
+                continue
             late = [o for _, o in self.late_named.get(key[0], ()) if (o.get("arm"), o.get("pass")) == key[1:]]
             if late:
                 # a lost record: its cost is in late costs that say why (late_costs)
@@ -288,6 +295,13 @@ class ModelCheck(ProcedureChecks, AttemptChecks, ClassChecks):
                 self.f.explain(7, self.log, None, f"{where}: in flight when the run was cut short")
             else:
                 self.f.fail(7, self.log, None, where)
+
+    def _record_on_disk(self, household, arm, pass_index, rnd) -> bool:
+        try:
+            rel = record_relpath(household, arm, pass_index, rnd)
+        except (TypeError, ValueError):
+            return False
+        return os.path.lexists(self.root / rel)
 
     def control_times(self) -> None:
         """Every control event carries a time and its contract fields, each of

@@ -111,10 +111,18 @@ def test_a_run_killed_at_any_point_is_continued_to_a_complete_run_that_verifies(
         return
     assert (rc, report["state"]) == (3, "crashed")
     done = continue_cli(run_dir)
-    if not (run_dir / "manifest.json").exists() or report["crash"]["stage"] == "closed":
-        # nothing was started (no run manifest: start anew), or nothing is left to run (closed)
+    if not (run_dir / "manifest.json").exists():
+        # nothing was started (no run manifest: start anew)
         assert done.returncode == 3 and "nothing written" in done.stderr, done.stderr
         assert snapshot(run_dir) == before
+        return
+    if report["crash"]["stage"] == "closed":
+        # nothing is left to run: continue writes the final anchor the runner
+        # died before and pushes it (a final anchor written: push-anchor's)
+        assert not report["crash"]["final_anchor"] and done.returncode == 0, done.stderr
+        assert_kept(before, run_dir)
+        rc, report = states.verify_cli(run_dir)
+        assert (rc, report["state"], states.violations(report)) == (0, "complete", [])
         return
     assert done.returncode == 0, done.stderr[-3000:]
     assert_kept(before, run_dir)
