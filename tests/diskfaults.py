@@ -67,7 +67,7 @@ class Faulted:
                        capture_output=True)
 
 
-def simulator_design(root: Path) -> Path:
+def simulator_design(root: Path, witness_root: Path | None = None) -> Path:
     """The bundled minimal design (3 models, 6 households, 3 arms, every call
     to the bundled simulator on 127.0.0.1) in ``root/study``, its harness
     pinned beside it, anchored to a local witness in ``root/witness``
@@ -76,7 +76,7 @@ def simulator_design(root: Path) -> Path:
 
     (root / "study").mkdir(parents=True, exist_ok=True)
     design = minimal_design(root / "study", "diskfault_harness", (DEMO / "minimal_harness.py").read_text())
-    clone = init_local_witness(root / "witness")
+    clone = init_local_witness((witness_root or root) / "witness")
     text = design.read_text()
     text, n = re.subn(r"(?m)^command = \[.*\]$",
                       f'command = ["{{python}}", "-m", "confirmatory.anchors.witness", "--clone", "{clone}"]', text)
@@ -94,7 +94,7 @@ TRACED = "trace=fsync,fdatasync,write,pwrite64,writev,open,openat,close"
 
 
 def run_process(design: Path, run_dir: Path, *, strace_log: Path | None = None, inject: tuple[str, ...] = (),
-                preexec_fn=None, timeout: float = 240) -> subprocess.CompletedProcess:
+                preexec_fn=None, timeout: float = 240, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """``confirmatory run DESIGN --out RUN_DIR --quiet`` as a process. With
     ``strace_log``: under ``strace -f -y`` (every process and thread; each
     descriptor printed with its path), logging every fsync, write, open and
@@ -104,7 +104,7 @@ def run_process(design: Path, run_dir: Path, *, strace_log: Path | None = None, 
     cut the log short."""
     cmd = [sys.executable, "-c", LAUNCH, "run", str(design), "--out", str(run_dir), "--quiet"]
     if strace_log is None:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=_env(),
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env={**_env(), **(env or {})},
                               preexec_fn=preexec_fn)
     strace = strace_or_skip()
     read_end, write_end = os.pipe()
@@ -112,7 +112,7 @@ def run_process(design: Path, run_dir: Path, *, strace_log: Path | None = None, 
     copier.start()
     try:
         done = subprocess.run([strace, "-f", "-y", "-qq", "-e", TRACED, *inject, "-o", f"/dev/fd/{write_end}", *cmd],
-                              capture_output=True, text=True, timeout=timeout, env=_env(),
+                              capture_output=True, text=True, timeout=timeout, env={**_env(), **(env or {})},
                               preexec_fn=preexec_fn, pass_fds=(write_end,))
     finally:
         os.close(write_end)
@@ -201,7 +201,7 @@ def efbig_run(root: Path, limit_bytes: int = EFBIG_BYTES) -> Faulted:
     return Faulted(run_dir, design, done.returncode, done.stderr, strace_log=log)
 
 
-def eio_run(root: Path, when: int, *, only: str | None = None) -> Faulted:
+def eio_run(root: Path, when: int, *, only: str | None = None, env: dict[str, str] | None = None) -> Faulted:
     """``root/run-eio``, with strace injecting EIO into the ``when``-th fsync.
     strace counts per thread: without ``only`` every thread's ``when``-th
     fsync fails; with ``only`` (a path relative to the run directory) only
@@ -214,7 +214,7 @@ def eio_run(root: Path, when: int, *, only: str | None = None) -> Faulted:
     if only is not None:
         inject += ("-P", str(run_dir / only))
     log = root / "strace-eio.log"
-    done = run_process(design, run_dir, strace_log=log, inject=inject)
+    done = run_process(design, run_dir, strace_log=log, inject=inject, env=env)
     return Faulted(run_dir, design, done.returncode, done.stderr, strace_log=log)
 
 
@@ -290,3 +290,21 @@ def audit_fsyncs(log: Path, under: Path) -> FsyncAudit:
             poisoned.add(key)
             bad_files.add(key[1])
     return FsyncAudit(failed, retried, again, fsyncs)
+
+
+@contextlib.contextmanager
+def filled_run(root: Path, at: str, count: int = 1, *, leave: int = 0,
+               witness_on_disk: bool = False) -> Iterator[Faulted]:
+    """The run directory (``run-full``) on a roomy tmpfs that a fault plan
+    (``confirmatory.records.killpoint``: CONFIRMATORY_FILL_AT) fills just
+    before the ``count``-th write ``at`` names, ``leave`` bytes left free: so
+    that write is the first to fail, whichever log it is. The witness clone
+    is on the same disk with ``witness_on_disk``. ``Faulted.grow()`` (or
+    removing ``mount/filler``) gives the room back."""
+    with tmpfs(root / "disk", 32 << 10) as disk:
+        design = simulator_design(root, witness_root=disk if witness_on_disk else None)
+        run_dir = disk / "run-full"
+        done = run_process(design, run_dir, env={"CONFIRMATORY_FILL_AT": at, "CONFIRMATORY_FILL_AT_COUNT": str(count),
+                                                 "CONFIRMATORY_FILL_FILE": str(disk / "filler"),
+                                                 "CONFIRMATORY_FILL_LEAVE": str(leave)})
+        yield Faulted(run_dir, design, done.returncode, done.stderr, mount=disk)

@@ -755,4 +755,37 @@ MUTANTS = (
            'ENDED_BY_CONTINUATION = (CRASH,)',
            "tests/engine/test_run_faults.py::"
            "test_a_record_the_disk_refuses_ends_the_run_as_a_crash_and_continue_carries_it_on"),
+    Mutant("explain no later round's records of a household under way", "confirmatory/verify/attempts.py",
+           "if self.ctx.logs.stage == UNDER_WAY and self._round_under_way(h, rel):",
+           "if False:",
+           "tests/engine/test_continue_again.py::"
+           "test_a_continuation_killed_at_this_step_is_continued_to_a_complete_run[a round-1 record on disk]"),
+    Mutant("take a half-written continuation as a whole one", "confirmatory/verify/continuations.py",
+           "        if all(have):\n            continue\n",
+           "        if True:\n            continue\n",
+           "tests/verify/test_continuation_lines.py::"
+           "test_a_continuation_line_missing_from_a_log_before_one_that_has_it_is_a_violation"),
+    Mutant("forget the torn tails a killed continuation moved aside", "confirmatory/cli/continue_run.py",
+           "    torn = kept_before(run_dir, rels, k, {t[\"log\"] for t in tails})\n",
+           "    torn = []\n",
+           "tests/engine/test_continue_again.py::"
+           "test_a_continuation_killed_at_this_step_is_continued_to_a_complete_run[the first torn tail moved aside]"),
+    Mutant("forget a household an earlier continuation cut", "confirmatory/engine/continuation.py",
+           'elif (h, r) in ended and ended[(h, r)].get("cut_by") == CRASH:',
+           "elif False:",
+           "tests/engine/test_continue_again.py::"
+           "test_a_continuation_killed_at_this_step_is_continued_to_a_complete_run[its first anchor, not pushed]"),
+    Mutant("look up a runner-error stop only in the model's log", "confirmatory/verify/procedure.py",
+           "for _, s in (*st.events(\"stop\"), *self.ctx.run_events)",
+           "for _, s in st.events(\"stop\")",
+           "tests/cli/test_disk_faults.py::"
+           "test_a_runner_error_stop_in_run_jsonl_only_explains_the_late_cost_of_the_record_it_lost"),
+    Mutant("leave lost costs out of admission's finished spend", "confirmatory/engine/continuation.py",
+           "        pos.finished_nusd += pos.lost_nusd\n",
+           "",
+           f"{CONTINUE}::test_the_cost_of_calls_in_flight_at_the_kill_is_counted_by_the_continuation"),
+    Mutant("leave lost costs out of the admission replay", "confirmatory/verify/timeline.py",
+           "            leaves.append((crash_t, lost, 0))\n",
+           "            pass\n",
+           f"{CONTINUE}::test_the_cost_of_calls_in_flight_at_the_kill_is_counted_by_the_continuation"),
 )

@@ -164,8 +164,8 @@ class Anchorer:
 
     # --- anchors ----------------------------------------------------------
 
-    def anchor(self, final: bool = False) -> int:
-        """Append an anchor line and hand it to the push worker; returns its seq."""
+    def anchor(self, final: bool = False, extra: Mapping[str, object] | None = None) -> int:
+        """Append an anchor line (with ``extra``'s fields) and hand it to the push worker; returns its seq."""
         with self._anchor_lock, (self._external_locks() if final else contextlib.nullcontext()):
             if self._final_seq is not None:
                 raise RuntimeError("the final anchor is written; no anchor may follow it")
@@ -189,7 +189,7 @@ class Anchorer:
             seq = self._anchors.snapshot()[0]  # we are its only appender, under our lock
             # t after the snapshots: every counted line existed by t.
             self._anchors.append({"event": "anchor", "t": self._clock.now(), "final": final,
-                                  "logs": logs, "manifests": manifests})
+                                  "logs": logs, "manifests": manifests, **(extra or {})})
             if final:
                 self._final_seq = seq
         self._request_push(seq)
@@ -241,7 +241,8 @@ class Anchorer:
         except BaseException as exc:  # noqa: BLE001 - kept for the Run, not lost with the thread
             self.failure = self.failure or exc
 
-    def finish(self, push_timeout: float = FINAL_PUSH_TIMEOUT_S, final: bool = True) -> int | None:
+    def finish(self, push_timeout: float = FINAL_PUSH_TIMEOUT_S, final: bool = True,
+               extra: Mapping[str, object] | None = None) -> int | None:
         """Stop the anchor thread, write the final anchor, wait up to
         ``push_timeout`` s for its push; its return code (None: no command).
 
@@ -257,7 +258,7 @@ class Anchorer:
             self._ticker.join()
         try:
             # (final False: a run ending as a crash does, its last anchor not final)
-            final = self.anchor(final=final)
+            final = self.anchor(final=final, extra=extra)
         except BaseException:
             self._abandon_pushes()  # a live non-daemon worker would keep the process up
             raise

@@ -34,6 +34,9 @@ from confirmatory.anchors.git import (
 _PUBLISHED = re.compile(rf"^anchors/({_SLUG.pattern})\.jsonl: \d+ lines ")
 
 
+
+CANNOT_CHECK = "cannot check: "  # a witness problem that is this machine's, not the run's
+
 def run_id_from_pushes(run_dir: Path) -> str | None:
     """The id the run's anchors were last filed under: a push line's
     ``run_id`` (``push-anchor --run-id ID``), else the file a successful push
@@ -137,7 +140,12 @@ def check_witness(clone: Path, run_dir: Path, run_id: str | None = None,
     fetch = subprocess.CompletedProcess([], 0) if current else _git(
         clone, "fetch", "--quiet", *unshallow, "origin", f"+refs/heads/{branch}:{tracking}", check=False)
     if fetch.returncode != 0:
-        problems.append(f"could not fetch the witness ({problem_line(fetch.stderr)}); "
+        # what could not be checked here (a full disk, a remote out of reach)
+        # is said as such, never as a violation of the run's records
+        if tip() is None:
+            return problems + [f"{CANNOT_CHECK}could not fetch the witness ({problem_line(fetch.stderr)}), and "
+                               "the clone holds no earlier fetch of it"]
+        problems.append(f"{CANNOT_CHECK}could not fetch the witness ({problem_line(fetch.stderr)}); "
                         "checked the last fetched state")
     if shallow():
         problems.append(f"the witness clone is shallow (cloned with --depth) and its whole history could not "

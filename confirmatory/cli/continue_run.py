@@ -69,10 +69,6 @@ def refusals(run_dir: Path, report: Any) -> list[str]:
         step = report.next_step()
         return [f"{run_dir}: the run had closed when it crashed, its final anchor written: nothing is left to "
                 "run" + (f"; finish it with: {step}" if step else "")]
-    if crash.get("stage") == "closed" and crash.get("torn_tails"):
-        return [f"{run_dir}: the run had closed when it crashed, and its final anchor was cut short "
-                f"({', '.join(t['log'] for t in crash['torn_tails'])}): the run cannot be finished from here; "
-                "verify's report is the run's last word"]
     return []
 
 
@@ -254,6 +250,13 @@ def finish_close(run_dir: Path, manifest: dict, loaded: Any, report: Any, *, qui
     from confirmatory.records.writer import ChainWriter
     from confirmatory.runtime.clock import Clock
 
+    from confirmatory.engine.continuation import move_torn_tail
+    from confirmatory.records.reader import iter_objects
+
+    # a final anchor the kill cut short: its bytes kept beside the log (as a
+    # continuation keeps a torn tail), named in the final anchor written now
+    k = 1 + sum(1 for o in iter_objects(run_dir / "run.jsonl") if o.get("event") == "continuation")
+    torn = [move_torn_tail(run_dir, t["log"], int(t["offset"]), k) for t in (report.crash or {}).get("torn_tails", ())]
     layout = load_layout(run_dir)
     msha = sha256_hex((run_dir / "manifest.json").read_bytes())
     external = {spec.relpath: spec.seed for spec in layout.logs()
@@ -268,7 +271,7 @@ def finish_close(run_dir: Path, manifest: dict, loaded: Any, report: Any, *, qui
                             manifests=["manifest.json", *(f"models/{m}/manifest.json" for m in layout.models)],
                             anchors=anchors, pushes=pushes, interval_s=float(loaded.design.anchors.interval_s),
                             command=list(cmd) if cmd else None, cwd=loaded.base_dir)
-        rc = anchorer.finish(push_timeout=FINAL_PUSH_TIMEOUT_S)
+        rc = anchorer.finish(push_timeout=FINAL_PUSH_TIMEOUT_S, extra={"torn_tails": torn} if torn else None)
     finally:
         anchors.close()
         pushes.close()

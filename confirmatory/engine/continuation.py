@@ -189,7 +189,9 @@ def read_position(run_dir: Path, *, precedence: Any, class_lists: Any, max_rerun
                 key = (h, r, o.get("arm"), o.get("pass"))
                 journal[key] = journal.get(key, 0) + int(o.get("cost_nusd") or 0)
             elif ev == "continuation":
+                # lost with the households that crash cut short: finished spend
                 pos.spend_nusd += int(o.get("lost_nusd") or 0)
+                pos.finished_nusd += int(o.get("lost_nusd") or 0)
                 # what was journaled before an earlier continuation is its (lost, or lined since)
                 journal.clear()
             elif ev == "stop" and o.get("scope") == "run":
@@ -294,7 +296,10 @@ def read_position(run_dir: Path, *, precedence: Any, class_lists: Any, max_rerun
             pos.reruns += (x.record.get("pass") or 0) > 0
     spend_before = int(man.get("spend_before_nusd") or 0)
     for pos in models.values():
+        # money the crash spent is not given back to the cap: the lost costs
+        # are the crash-cut households' finished spend from now on
         pos.spend_nusd += pos.lost_nusd
+        pos.finished_nusd += pos.lost_nusd
     total = spend_before + sum(p.spend_nusd for p in models.values())
     return Position(continuation, crash_t, run_stop, crossed_t, total, models, logs, last_anchor, host_lines,
                     [o for o in run_stops if o.get("scope") == "run"])

@@ -15,6 +15,13 @@ a step of the lanes' concurrent work ("the first round-1 household line")
 has no stable number, but it has a name; ``CONFIRMATORY_KILL_AT_COUNT=K``
 waits for its K-th match.
 
+``CONFIRMATORY_FILL_AT=REGEX`` (with ``CONFIRMATORY_FILL_FILE=PATH``, a file
+on the disk to fill) fills that disk just before the first write the
+expression matches (``CONFIRMATORY_FILL_AT_COUNT=K``: the K-th): PATH grows
+until the filesystem refuses (ENOSPC), leaving ``CONFIRMATORY_FILL_LEAVE``
+bytes free (0 by default), so that this write is the one that fails first
+(the disk-fault tests choose each log in turn).
+
 Unset (as in every real run), each write costs one test of a module constant.
 """
 
@@ -29,11 +36,16 @@ AFTER = int(os.environ.get("CONFIRMATORY_KILL_AFTER_WRITES") or 0)
 TRACE = os.environ.get("CONFIRMATORY_WRITE_TRACE") or ""
 AT = re.compile(os.environ["CONFIRMATORY_KILL_AT"]) if os.environ.get("CONFIRMATORY_KILL_AT") else None
 AT_COUNT = int(os.environ.get("CONFIRMATORY_KILL_AT_COUNT") or 1)
-ACTIVE = bool(AFTER or TRACE or AT)
+FILL_AT = re.compile(os.environ["CONFIRMATORY_FILL_AT"]) if os.environ.get("CONFIRMATORY_FILL_AT") else None
+FILL_AT_COUNT = int(os.environ.get("CONFIRMATORY_FILL_AT_COUNT") or 1)
+FILL_FILE = os.environ.get("CONFIRMATORY_FILL_FILE") or ""
+FILL_LEAVE = int(os.environ.get("CONFIRMATORY_FILL_LEAVE") or 0)
+ACTIVE = bool(AFTER or TRACE or AT or (FILL_AT and FILL_FILE))
 
 _lock = threading.Lock()
 _count = 0
 _matched = 0
+_fill_matched = 0
 
 
 def label(obj: dict) -> str:
@@ -55,3 +67,35 @@ def wrote(path: object, event: object = None) -> None:
             _matched += 1
         if (AFTER and _count >= AFTER) or (AT is not None and _matched >= AT_COUNT):
             os.kill(os.getpid(), signal.SIGKILL)
+
+
+def before(path: object, event: object = None) -> None:
+    """Just before a durable write (called only when ``ACTIVE``): fill the disk if this is the write."""
+    global _fill_matched
+    if FILL_AT is None or not FILL_FILE:
+        return
+    with _lock:
+        if not FILL_AT.search(f"{path}\t{event}"):
+            return
+        _fill_matched += 1
+        if _fill_matched != FILL_AT_COUNT:
+            return
+        fill(FILL_FILE, FILL_LEAVE)
+
+
+def fill(path: str, leave: int = 0) -> None:
+    """Grow ``path`` until its filesystem is full, then give ``leave`` bytes back."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+    try:
+        for block in (1 << 20, 1 << 16, 1 << 12, 1 << 9, 1):
+            chunk = b"\0" * block
+            while True:
+                try:
+                    os.write(fd, chunk)
+                except OSError:
+                    break
+        if leave:
+            os.ftruncate(fd, max(0, os.fstat(fd).st_size - leave))
+        os.fsync(fd)
+    finally:
+        os.close(fd)

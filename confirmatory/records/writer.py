@@ -150,6 +150,8 @@ def write_json_durable(path: Path, obj: dict, *, guard: Any = None) -> str:
     """
     path = Path(path)
     data = _guard(guard).clean(obj, dumps(obj)) + b"\n"
+    if killpoint.ACTIVE:
+        killpoint.before(path, "file")
     try:
         _make_dirs_durable(path.parent)
     except OSError as exc:
@@ -272,6 +274,8 @@ class ChainWriter:
             full = {**obj, "seq": self.lines, "prev": self.head}  # caller's dict untouched
             line = self.guard.clean(full, dumps(full))
             digest = sha256_hex(line)
+            if killpoint.ACTIVE:
+                killpoint.before(self.path, killpoint.label(obj))
             try:
                 _write_all(self._fd, line + b"\n")
             except OSError as exc:

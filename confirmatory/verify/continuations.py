@@ -40,12 +40,39 @@ def continuation_order(layout) -> list[str]:
 _KEPT = re.compile(r"(.+\.jsonl)\.torn-([1-9]\d*)(?:\.\d+)?")
 
 
+def final_anchors(root: Path) -> list[dict]:
+    try:
+        return [o for o in iter_objects(root / "anchors.jsonl") if o.get("event") == "anchor"
+                and o.get("final") is True]
+    except Exception:  # noqa: BLE001 - an unreadable anchors.jsonl is the chain check's
+        return []
+
+
+def _kept_whole(root: Path, torn: object) -> bool:
+    if not isinstance(torn, dict):
+        return False
+    try:
+        return sha256_hex((Path(root) / str(torn.get("kept"))).read_bytes()) == torn.get("sha256")
+    except OSError:
+        return False
+
+
 def kept_files(ctx: RunContext, conts: list[dict]) -> None:
     """Every torn tail kept beside a log (``<log>.torn-<k>``) is named by
     continuation k; one no continuation line names is the crash's only if a
     continuation k was killed before its run.jsonl line (k is the next)."""
     f, root = ctx.findings, ctx.layout.root
-    named = {str(t.get("kept")) for o in conts for t in (o.get("torn_tails") or ()) if isinstance(t, dict)}
+    # named by a continuation line, or by the final anchor `continue` wrote
+    # for a run killed after its close line (cli.continue_run.finish_close)
+    finals = final_anchors(root)
+    for said in finals:
+        for torn in said.get("torn_tails") or ():
+            f.check(8)
+            if not _kept_whole(root, torn):
+                f.fail(8, str(torn.get("kept")), None, "the final anchor's kept torn tail is missing or does not "
+                       "hash as it says")
+    named = {str(t.get("kept")) for o in (*conts, *finals) for t in (o.get("torn_tails") or ())
+             if isinstance(t, dict)}
     for spec in ctx.layout.logs():
         parent = (root / spec.relpath).parent
         base = Path(spec.relpath).name
@@ -143,11 +170,6 @@ def check_continuations(ctx: RunContext) -> None:
     for k, said in enumerate(conts, 1):
         for torn in said.get("torn_tails") or ():
             f.check(8)
-            kept = Path(root) / str(torn.get("kept"))
-            try:
-                ok = sha256_hex(kept.read_bytes()) == torn.get("sha256")
-            except OSError:
-                ok = False
-            if not ok:
+            if not _kept_whole(root, torn):
                 f.fail(8, str(torn.get("kept")), None, f"continuation {k}: the torn tail it kept is missing or does "
                        "not hash as it says")

@@ -377,8 +377,13 @@ class LogPass:
             problems = self._witness_problems
             if problems is None:  # not read up front (no anchor in the run): read now
                 problems = check_witness(Path(witness), self.layout.root)
+            from confirmatory.anchors.check import CANNOT_CHECK
+
             f.check(8)
+            unchecked = [p[len(CANNOT_CHECK):] for p in problems if p.startswith(CANNOT_CHECK)]
+            problems = [p for p in problems if not p.startswith(CANNOT_CHECK)]
             f.witness, f.witness_problems = str(witness), len(problems) + f.witness_problems
+            f.witness_unchecked.extend(unchecked)
             for p in problems:
                 f.fail(8, "witness", None, p)
 

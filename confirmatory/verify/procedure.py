@@ -343,8 +343,11 @@ class ProcedureChecks:
                            "at its deadline")
                     continue
                 if runner_error is None:
+                    # in this log, or in run.jsonl only: a disk that failed may
+                    # have torn the stop's copy here (a continuation copies it)
                     runner_error = any(s.get("cause") == "runner-error" and s.get("scope") == "run"
-                                       for _, s in st.events("stop"))
+                                       for _, s in (*st.events("stop"), *self.ctx.run_events)
+                                       if s.get("event") == "stop")
                 end = st.ends.get(h)
                 # unfinished: its household line says so, or it has none yet (a run cut short: under way)
                 unfinished = (end is not None and not end.finished) or (end is None and self.ctx.logs.stage == UNDER_WAY)

@@ -102,6 +102,9 @@ class Report:
     tallies: dict | None = None
     # What the records hold, as the checks counted it (verification.run_figures)
     figures: dict | None = None
+    # What of the witness could not be checked on this machine (a fetch that
+    # failed: a full disk, a remote out of reach): said, never a violation
+    witness_unchecked: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -158,9 +161,13 @@ class Report:
         if self.witness is None:
             return ("witness: not checked (verify --witness CLONE checks that the witness holds every "
                     "anchor, unchanged)")
+        unchecked = "".join(f"; NOT CHECKED: {u}" for u in self.witness_unchecked)
         if self.witness_problems:
-            return f"witness: {self.witness}: {self.witness_problems} problem(s), listed under invariant 8"
-        return f"witness: {self.witness} holds every anchor of the run, unchanged"
+            return (f"witness: {self.witness}: {self.witness_problems} problem(s), listed under invariant 8"
+                    + unchecked)
+        if self.witness_unchecked and "no earlier fetch" in unchecked:
+            return f"witness: {self.witness}: NOT CHECKED: {'; '.join(self.witness_unchecked)}"
+        return f"witness: {self.witness} holds every anchor of the run, unchanged" + unchecked
 
     def households_line(self) -> str:
         if self.households is None:
@@ -178,7 +185,8 @@ class Report:
             "under_way": self.crash if self.state == RUNNING else None,
             "start_here": [asdict(v) for v in self.start_here],
             "witness": {"checked": self.witness is not None, "clone": self.witness,
-                        "problems": self.witness_problems if self.witness is not None else None},
+                        "problems": self.witness_problems if self.witness is not None else None,
+                        "unchecked": list(self.witness_unchecked)},
             "outcome": self.outcome, "figures": self.figures,
             "households": {"checked": self.households is not None, "file": self.households,
                            "count": self.households_count if self.households is not None else None,
@@ -263,6 +271,7 @@ class Findings:
     households: str | None = None
     households_count: int = 0
     households_problems: int = 0
+    witness_unchecked: list[str] = field(default_factory=list)
     # How far a run that is not complete got (UNDER_WAY, CLOSED; None: the
     # records must be whole), set before any check reads a log.
     stage: str | None = None
@@ -320,6 +329,7 @@ class Findings:
         self.unanchored += other.unanchored
         self.rootless += other.rootless
         self.witness_problems += other.witness_problems  # the witness's anchors, checked by the logs' passes
+        self.witness_unchecked.extend(other.witness_unchecked)
         self.root.extend(other.root[: KEEP_PER_INVARIANT - len(self.root)])
         self.explained.extend(other.explained)
         for model, hh in other.under_way.items():
@@ -346,4 +356,5 @@ class Findings:
                                   tuple(self.first[i]), note))
         return Report(run_dir, tuple(results), self.unanchored, tuple(self.root), self.witness,
                       self.witness_problems, self.outcome, self.households, self.households_count,
-                      self.households_problems, state, crash, dict(self.tallies), self.figures)
+                      self.households_problems, state, crash, dict(self.tallies), self.figures,
+                      tuple(self.witness_unchecked))

@@ -53,7 +53,13 @@ def check_admission(ctx: RunContext, st: ModelState) -> None:
         # cut short by a crash: under way until the crash's stop, then its
         # spend counts as finished (docs/RUN.md "Continuing a crashed run")
         done = e.finished or e.crash
-        leaves.append((e.t if done else cut_until, e.spend if done else 0))
+        leaves.append((e.t if done else cut_until, e.spend if done else 0, 1))
+    for _, o in st.events("continuation"):
+        # what a crash lost with the households it cut short (calls in flight,
+        # journaled, no record) is their finished spend from the crash on
+        lost, crash_t = o.get("lost_nusd"), o.get("crash_t")
+        if type(lost) is int and lost and _num(crash_t):
+            leaves.append((crash_t, lost, 0))
     leaves.sort()
     i, finished_nusd, left = 0, 0, 0
     admitted, refused = 0, False
@@ -73,7 +79,7 @@ def check_admission(ctx: RunContext, st: ModelState) -> None:
     for t, seq, d in decisions:
         while i < len(leaves) and leaves[i][0] < t:
             finished_nusd += leaves[i][1]
-            left += 1
+            left += leaves[i][2]
             i += 1
         under_way = admitted - left
         lane, h, _, admit, d_finished, d_under_way, d_reserve, d_cap = d  # DECISION_FIELDS

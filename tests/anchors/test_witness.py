@@ -324,7 +324,7 @@ def test_a_shallow_clone_of_the_witness_is_checked_over_the_whole_history(tmp_pa
     git(tmp_path, "clone", "--quiet", "--depth", "1", url, str(tmp_path / "cut-off"))
     git(tmp_path / "cut-off", "remote", "set-url", "origin", str(tmp_path / "gone.git"))
     problems = check_witness(tmp_path / "cut-off", run_dir)
-    assert problems[0].startswith("could not fetch the witness")
+    assert problems[0].startswith("cannot check: could not fetch the witness")
     assert problems[1] == ("the witness clone is shallow (cloned with --depth) and its whole history could not "
                            "be fetched: the versions of anchors/run.jsonl before its shallow history were not checked")
 
@@ -448,7 +448,7 @@ def test_check_witness_says_why_it_could_not_fetch(tmp_path, witness):
     publish(work, write_anchors(run_dir, 2))
     reviewer = _unreachable_clone(remote, tmp_path / "reviewer")
     problems = check_witness(reviewer, run_dir)
-    assert problems[0].startswith("could not fetch the witness ('")
+    assert problems[0].startswith("cannot check: could not fetch the witness ('")
     assert "gone.git' does not appear to be a git repository; Could not read from remote repository.)" \
         in problems[0]
 

@@ -242,6 +242,12 @@ def test_the_cost_of_calls_in_flight_at_the_kill_is_counted_by_the_continuation(
     lost = sum(c["lost_nusd"] for m in ("m0", "m1") for c in _events(run_dir / "models" / m / "run.jsonl",
                                                                       "continuation"))
     assert close["spend_total_nusd"] == attempts + lost and lost >= 250_000_000, report["outcome"]
+    # the lost costs count against the cap: from the continuation on, the
+    # admission decisions' finished spend holds them (the households the
+    # crash cut short spent them), and verify's replay says the same
+    ended = [h for h in _events(log, "household") if h["t"] < cont["t"]]
+    after = [d for d in _events(run_dir / "models" / "m0" / "admission.jsonl", "decision") if d["t"] > cont["t"]]
+    assert after and after[0]["finished_nusd"] == sum(h["spend_nusd"] for h in ended) + cont["lost_nusd"]
 
 
 @pytest.mark.slow

@@ -1,0 +1,72 @@
+"""Continuations killed at wall-clock times, and three kills in a row.
+
+The second family of the continuation kill suite: points chosen by time,
+not by what is on disk. The crashed run of continuation_kills.make_base is
+continued, and the continuation SIGKILLed at times spread uniformly over
+an uncut continuation's life (CONFIRMATORY_KILL_POINTS of them, 10 by
+default; the README's testing section runs 100). Then three kills in a
+row: a fresh run killed a fraction of the way through its life, its
+continuation killed, the second continuation killed, and a last one run to
+the end. Each ends in a complete run that verifies, every household of
+every draw ended, every line acknowledged before each kill kept.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import continuation_kills as ck  # noqa: E402
+
+POINTS = int(os.environ.get("CONFIRMATORY_KILL_POINTS") or 10)
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    return ck.make_base(tmp_path_factory.mktemp("times"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("k", range(POINTS), ids=[f"{(k + 0.5) / POINTS:.3f} of its life" for k in range(POINTS)])
+def test_a_continuation_killed_at_a_time_is_continued_to_a_complete_run(base, k):
+    ck.carried_on(base, [{"seconds": base.duration_s * (k + 0.5) / POINTS}])
+
+
+@pytest.fixture(scope="module")
+def run_life(tmp_path_factory) -> float:
+    """How long an uncut run of the kill suite's design takes, start to exit."""
+    started = time.monotonic()
+    run_dir, code = ck.run_killed(tmp_path_factory.mktemp("life"))
+    assert code == 0
+    return time.monotonic() - started
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fractions", [(0.3, 0.3, 0.3), (0.5, 0.2, 0.6), (0.7, 0.5, 0.1)],
+                         ids=lambda f: "-".join(f"{x:.1f}" for x in f))
+def test_three_kills_in_a_row_end_in_a_complete_run(tmp_path, run_life, fractions):
+    first, second, third = fractions
+    run_dir, code = ck.run_killed(tmp_path, seconds=run_life * first)
+    assert code == -signal.SIGKILL, "the run ended before its kill"
+    snaps = [ck.snapshot(run_dir)]
+    assert ck.crashed_ok(run_dir) == "crashed"
+    # a continuation lives about as long as what was left of the run
+    left = run_life * (1 - first)
+    for k, fraction in enumerate((second, third), 1):
+        code = ck.continue_killed(run_dir, f"kill {k}", seconds=max(1.5, left * fraction))
+        snaps.append(ck.snapshot(run_dir))
+        if ck.crashed_ok(run_dir) == "complete":
+            break
+    else:
+        assert ck.continue_killed(run_dir, "last") == 0
+    for snap in snaps:
+        ck.assert_kept(snap, run_dir)
+    conts = sum(1 for raw in (run_dir / "run.jsonl").read_bytes().splitlines() if b'"event":"continuation"' in raw)
+    assert conts >= 2
+    ck.assert_complete(run_dir, conts)
