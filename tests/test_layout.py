@@ -84,15 +84,16 @@ def import_graph(package: Path) -> dict[str, set[str]]:
 
 def layer_of(module: str, package: Path = PACKAGE) -> str:
     """``confirmatory.engine.llm.chat`` -> ``engine``; the package itself is ``confirmatory``;
-    ``python -m confirmatory`` is ``__main__``; its other top-level modules
-    (the deprecated 0.1 paths) are ``deprecated``."""
+    ``python -m confirmatory`` is ``__main__``; no other module stands at
+    the top (0.1's re-exporting paths are gone): one there is ``top``, a
+    layer the table does not have."""
     parts = module.split(".")
     if len(parts) == 1:
         return "confirmatory"
     if parts[1:] == ["__main__"]:
         return "__main__"
     if len(parts) == 2 and not (package / parts[1]).is_dir():
-        return "deprecated"
+        return "top"
     return parts[1]
 
 
