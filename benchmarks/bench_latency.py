@@ -90,8 +90,8 @@ def model_logs(run_dir: Path) -> dict[str, list[dict]]:
 def execute(design: Path, run_dir: Path, *, install_signals: bool = False) -> tuple[object, float, float, dict]:
     """Execute a Run; return (result, execute() wall s, time.time() at return, evidence wait s per lane thread)."""
     from confirmatory.design.load import load_design
-    from confirmatory.host.sampler import HostMonitor
     from confirmatory.engine.run import Run
+    from confirmatory.host.sampler import HostMonitor
 
     waited: dict[str, float] = defaultdict(float)
     lock = threading.Lock()

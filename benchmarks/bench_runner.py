@@ -110,8 +110,8 @@ def parallel_append_rate(directory: Path, n_total: int, threads: int = 12) -> fl
 
 def chain_append_rate(directory: Path, n: int) -> tuple[float, int]:
     """ChainWriter.append of ~300-byte lines: (appends per second, line length)."""
-    from confirmatory.records.writer import ChainWriter
     from confirmatory.records.chain import dumps, log_seed
+    from confirmatory.records.writer import ChainWriter
 
     path = directory / "chain-append.jsonl"
     seed = log_seed("0" * 64, path.name)
@@ -140,11 +140,11 @@ def child(cfg: dict) -> dict:
     base = Path(cfg["dir"])
     anchors = {"interval_s": 3600.0} if cfg["witness"] else {"command": ["true"], "interval_s": 3600.0}
 
-    from confirmatory.design.load import load_design
-    from confirmatory.host.sampler import HostMonitor
-    from confirmatory.engine.run import Run
-    from confirmatory.testing.designs import write_design
     import confirmatory.core.hostrules as hostrules
+    from confirmatory.design.load import load_design
+    from confirmatory.engine.run import Run
+    from confirmatory.host.sampler import HostMonitor
+    from confirmatory.testing.designs import write_design
 
     if cfg.get("slack") is not None:  # diagnostic only: not the rule
         hostrules.BASE_SLACK_S = float(cfg["slack"])

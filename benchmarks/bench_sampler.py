@@ -28,9 +28,9 @@ import threading
 import time
 from pathlib import Path
 
-from confirmatory.runtime.clock import Clock
-from confirmatory.host.sampler import CommandSource, FileSource, HostMonitor, RealReaders
 from confirmatory.core.hostrules import HostParams
+from confirmatory.host.sampler import CommandSource, FileSource, HostMonitor, RealReaders
+from confirmatory.runtime.clock import Clock
 from confirmatory.testing.hostfakes import open_host_log
 
 

@@ -35,7 +35,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from runhelpers import DEMO, minimal_design
 
 ROOT = Path(__file__).resolve().parent.parent

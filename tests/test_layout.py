@@ -260,12 +260,14 @@ def test_a_planted_cycle_is_found(copy):
         [m for m in c if m in ("confirmatory.records.chain", "confirmatory.records.writer")] for c in found]
 
 
+@pytest.mark.slow
 def test_a_planted_upward_import_is_found(copy):
     plant(copy, "core/money.py", "from confirmatory.records.chain import dumps")
     assert new_in(copy, order_problems) == {
         "confirmatory.core.money imports confirmatory.records.chain: core may import only "}
 
 
+@pytest.mark.slow
 def test_an_import_under_type_checking_is_no_import(copy):
     path = copy / "core" / "money.py"
     path.write_text(path.read_text() + "\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
@@ -273,6 +275,7 @@ def test_an_import_under_type_checking_is_no_import(copy):
     assert new_in(copy, order_problems) == set()
 
 
+@pytest.mark.slow
 def test_verify_reaching_the_sampler_through_another_module_is_found(copy):
     # Not verify's own import: design's loader would import the sampler, and verify imports the loader.
     plant(copy, "design/load.py", "from confirmatory.host.sampler import HostMonitor")
@@ -280,6 +283,7 @@ def test_verify_reaching_the_sampler_through_another_module_is_found(copy):
     assert paths and all("confirmatory.design.load -> confirmatory.host.sampler" in p for p in paths)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", ["confirmatory.anchors.witness", "confirmatory.engine.run"])
 def test_verify_importing_the_pusher_or_the_runner_is_found(copy, target):
     plant(copy, "verify/report.py", f"import {target}")
@@ -299,6 +303,7 @@ def test_a_module_added_at_the_top_of_the_package_is_found(copy):
     assert stray_top_modules(copy) == ["helpers.py"]
 
 
+@pytest.mark.slow
 def test_a_layer_the_page_does_not_name_is_found(copy):
     (copy / "extras").mkdir()
     (copy / "extras" / "__init__.py").write_text("from confirmatory.core import money\n")

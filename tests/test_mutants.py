@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from mutants import MUTANTS
 
 ROOT = Path(__file__).resolve().parent.parent

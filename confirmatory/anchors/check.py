@@ -168,7 +168,7 @@ def check_witness(clone: Path, run_dir: Path, run_id: str | None = None,
                            "file is the one to check)"]
     longest = 0
     for sha, ct in versions:
-        where = f"witness commit {sha[:12]} ({_dt.datetime.fromtimestamp(int(ct), _dt.timezone.utc):%Y-%m-%d %H:%M:%SZ})"
+        where = f"witness commit {sha[:12]} ({_dt.datetime.fromtimestamp(int(ct), _dt.UTC):%Y-%m-%d %H:%M:%SZ})"
         content = _committed(clone, sha, rel)
         if content is None:
             problems.append(f"{where} deletes {rel}")

@@ -30,9 +30,9 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from filelock import FileLock
 
@@ -127,7 +127,7 @@ def _message(rel: str, data: bytes) -> str:
     last = data[: -1].rsplit(b"\n", 1)[-1]
     try:
         t = float(json.loads(last)["t"])
-        when = _dt.datetime.fromtimestamp(t, _dt.timezone.utc).isoformat(timespec="seconds")
+        when = _dt.datetime.fromtimestamp(t, _dt.UTC).isoformat(timespec="seconds")
         stamp = f"last anchor t={t:.3f} ({when})"
     except (ValueError, KeyError, TypeError, OverflowError):
         stamp = "last anchor t unreadable"

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from confirmatory.design.model import DesignError, LoadedDesign, ModelSpec
-from confirmatory.design.load import load_design
 from confirmatory.core.money import NUSD_PER_USD, format_usd, usd_to_nusd
+from confirmatory.design.load import load_design
+from confirmatory.design.model import DesignError, LoadedDesign, ModelSpec
 
 EXIT_OK = 0
 EXIT_REFUSED = 3  # the cli's "refused to start"

@@ -65,10 +65,6 @@ def refusals(run_dir: Path, report: Any) -> list[str]:
     if not crash.get("manifest", True):
         return [f"{run_dir}: the run crashed before its run manifest was written: nothing was started and "
                 "nothing was spent; start the run anew in another directory"]
-    if crash.get("stage") == "closed" and crash.get("final_anchor"):
-        step = report.next_step()
-        return [f"{run_dir}: the run had closed when it crashed, its final anchor written: nothing is left to "
-                "run" + (f"; finish it with: {step}" if step else "")]
     return []
 
 
@@ -145,6 +141,8 @@ def _continue(run_dir: Path, *, reason: str, design: Path | None, workers: int |
         if problems:
             return _refuse(problems)
         if (report.crash or {}).get("stage") == "closed":
+            if (report.crash or {}).get("final_anchor"):
+                return push_final(run_dir, manifest)
             return finish_close(run_dir, manifest, loaded, report, quiet=quiet)
         continuation = prepare(run_dir, loaded, report, reason)
         return _execute(loaded, path, run_dir, quiet=quiet, exiting=True, continuation=continuation)
@@ -238,6 +236,21 @@ def prepare(run_dir: Path, loaded: Any, report: Any, reason: str) -> dict[str, A
     return {"position": position, "reason": reason, "torn": torn, "made": made}
 
 
+def push_final(run_dir: Path, manifest: dict) -> int:
+    """A run killed after its final anchor, before the witness took it:
+    push it, as `push-anchor` does (the run's lock is held)."""
+    from confirmatory.cli.push_anchor import _push_anchor_locked
+
+    def fail(message: str) -> int:
+        print(f"confirmatory continue: {message}", file=sys.stderr)
+        return 1
+
+    anchors = manifest.get("anchors") or {}
+    raw = (run_dir / "manifest.json").read_bytes()
+    return _push_anchor_locked(run_dir, raw, list(anchors.get("command") or []), run_dir / anchors.get("cwd", "."),
+                               None, fail)
+
+
 def finish_close(run_dir: Path, manifest: dict, loaded: Any, report: Any, *, quiet: bool) -> int:
     """A run killed after its close line, before its final anchor: nothing is
     left to run, so write what its runner would have written next, the final
@@ -245,13 +258,12 @@ def finish_close(run_dir: Path, manifest: dict, loaded: Any, report: Any, *, qui
     push it. Exit 0 when the witness took it, 6 when not."""
     from confirmatory.anchors.anchorer import FINAL_PUSH_TIMEOUT_S, Anchorer
     from confirmatory.cli.exits import EXIT_WITNESS
+    from confirmatory.engine.continuation import move_torn_tail
     from confirmatory.records.chain import log_seed, sha256_hex
     from confirmatory.records.layout import load_layout
+    from confirmatory.records.reader import iter_objects
     from confirmatory.records.writer import ChainWriter
     from confirmatory.runtime.clock import Clock
-
-    from confirmatory.engine.continuation import move_torn_tail
-    from confirmatory.records.reader import iter_objects
 
     # a final anchor the kill cut short: its bytes kept beside the log (as a
     # continuation keeps a torn tail), named in the final anchor written now

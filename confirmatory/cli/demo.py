@@ -47,7 +47,6 @@ def demo_command(run_dir: Path | None = None, design: Path | None = None, *, exi
     as ``run`` does, so that a second one changes nothing.
     """
     from confirmatory.cli.exits import EXIT_REFUSED  # noqa: PLC0415
-    from confirmatory.engine.signals import ignore_interrupts  # noqa: PLC0415
     from confirmatory.cli.run import (  # noqa: PLC0415 - keeps `demo --help` light
         EarlyInterrupt,
         early_interrupt_status,
@@ -56,6 +55,7 @@ def demo_command(run_dir: Path | None = None, design: Path | None = None, *, exi
         run_dir_problems,
         take_early_interrupts,
     )
+    from confirmatory.engine.signals import ignore_interrupts  # noqa: PLC0415
     from confirmatory.verify import verify_command  # noqa: PLC0415
 
     design = Path(design) if design is not None else REFERENCE_DESIGN
@@ -130,8 +130,8 @@ def write_demo_report(run_dir: Path, witness: Path | None, households: Path | No
 
 def _design_problems(design: Path) -> list[str]:
     """What ``run``'s preflight says of the design file itself, one line each."""
-    from confirmatory.design.model import DesignError  # noqa: PLC0415
     from confirmatory.design.load import load_design
+    from confirmatory.design.model import DesignError  # noqa: PLC0415
 
     try:
         load_design(design)

@@ -13,7 +13,13 @@ from pathlib import Path
 import click
 
 from confirmatory.cli.exits import (  # noqa: F401 - the statuses, named where the commands are
-    EXIT_CEILING, EXIT_FAILED, EXIT_OK, EXIT_REFUSED, EXIT_STOPPED, EXIT_USAGE, EXIT_WITNESS,
+    EXIT_CEILING,
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_STOPPED,
+    EXIT_USAGE,
+    EXIT_WITNESS,
 )
 
 

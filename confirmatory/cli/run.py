@@ -203,10 +203,9 @@ def entry_problems(loaded: Any) -> list[str]:
     engine factory must start a pool (call, alive, close) that is then closed
     again: a factory that fails would otherwise stop every model at the
     start of the one confirmatory run, its run directory and witness id spent."""
-    from confirmatory.engine.config import describe_problems, harness_described
+    from confirmatory.design.load import entry_module, resolve_entry
     from confirmatory.design.model import DesignError
-    from confirmatory.design.load import resolve_entry
-    from confirmatory.design.load import entry_module
+    from confirmatory.engine.config import describe_problems, harness_described
     from confirmatory.engine.pool import not_a_pool
 
     problems: list[str] = []
@@ -286,8 +285,8 @@ def evidence_problems(loaded: Any, notes: list[str] | None = None) -> list[str]:
 
 def preflight(design: Path, run_dir: Path, *, workers: int | None) -> Any:
     """Load and check everything; raise ``Refused`` naming every problem."""
-    from confirmatory.design.model import DesignError
     from confirmatory.design.load import load_design
+    from confirmatory.design.model import DesignError
 
     problems = run_dir_problems(run_dir)
     try:
@@ -378,9 +377,9 @@ def _preflight_and_execute(design: Path, run_dir: Path, *, workers: int | None, 
 
 def _execute(loaded: Any, design: Path, run_dir: Path, *, quiet: bool, exiting: bool = False,
              restore_to: dict[int, Any] | None = None, continuation: dict[str, Any] | None = None) -> int:
+    from confirmatory.cli.progress import Progress
     from confirmatory.engine import llm
     from confirmatory.engine.config import build_config
-    from confirmatory.cli.progress import Progress
     from confirmatory.engine.run import Run
 
     # Before any lane thread, and before the config records the prices:
@@ -454,8 +453,8 @@ def result_lines(run_dir: Path) -> list[str]:
     import json
     from collections import Counter
 
-    from confirmatory.records.reader import iter_lines
     from confirmatory.core.rules import OBSERVED_CLASSES
+    from confirmatory.records.reader import iter_lines
 
     try:
         models = json.loads((run_dir / "manifest.json").read_text()).get("models") or []

@@ -36,8 +36,9 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 BASE_SLACK_S = 0.1
 """Slack for comparing clock times, before any backward wall-clock step widens it."""

@@ -72,7 +72,7 @@ class Range:
         self.left: list[tuple[int, bytes]] = []
         self.right: dict[int, bytes] = {}
 
-    def copy(self) -> "Range":
+    def copy(self) -> Range:
         other = Range(self.begin)
         other.end, other.left, other.right = self.end, list(self.left), dict(self.right)
         return other
@@ -120,7 +120,7 @@ class Range:
             pos >>= 1
             level += 1
 
-    def extend_range(self, other: "Range") -> None:
+    def extend_range(self, other: Range) -> None:
         """Join the range that starts where this one ends onto it."""
         if other.begin != self.end:
             raise ValueError(f"a range from {other.begin} cannot follow one ending at {self.end}")

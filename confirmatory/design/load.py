@@ -30,7 +30,6 @@ from typing import Any
 from pydantic import ValidationError
 
 from confirmatory.core.redaction import HEADER_KEYS, find_secrets, is_secret_name
-
 from confirmatory.design.model import (
     ENTRY_RE,
     MAX_DURATION_S,

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import date, datetime, time
 from pathlib import Path
-from typing import Any, Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -202,7 +202,7 @@ class Price(_Frozen):
     cache_write: Num | None = Field(default=None, ge=0)
 
     @model_validator(mode="after")
-    def _not_free(self) -> "Price":
+    def _not_free(self) -> Price:
         if not (self.input > 0 or self.output > 0):
             raise ValueError("input and output are both 0: every call would count as free "
                              "and the spend ceiling could not be enforced")
@@ -307,7 +307,7 @@ class Evidence(_Frozen):
         return self._base_dir
 
     @model_validator(mode="after")
-    def _one_source(self) -> "Evidence":
+    def _one_source(self) -> Evidence:
         if (self.path is None) == (self.command is None):
             raise ValueError("give exactly one of path or command")
         return self
@@ -404,7 +404,7 @@ class Design(_Frozen):
     simulator: Simulator | None = None
 
     @model_validator(mode="after")
-    def _across_tables(self) -> "Design":
+    def _across_tables(self) -> Design:
         problems = cross_problems(self.model_dump(by_alias=True))
         if problems:
             raise ValueError("\n".join(problems))

@@ -27,13 +27,13 @@ from typing import Any
 
 from confirmatory.core import rules
 from confirmatory.core.money import usd_to_nusd
-from confirmatory.engine.deadlines import Deadlines
-from confirmatory.engine.lines import RecordLines, _round
-from confirmatory.engine.result import RunResult
-from confirmatory.engine.lanes import Lane
-from confirmatory.engine.modelstate import ModelState
 from confirmatory.engine.config import with_backend
+from confirmatory.engine.deadlines import Deadlines
+from confirmatory.engine.lanes import Lane
+from confirmatory.engine.lines import RecordLines, _round
+from confirmatory.engine.modelstate import ModelState
 from confirmatory.engine.pools import EnginePools
+from confirmatory.engine.result import RunResult
 from confirmatory.engine.signals import (
     INTERRUPT_SIGNALS,
     _inherited_ignore,

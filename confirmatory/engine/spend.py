@@ -138,7 +138,7 @@ def carried_cost(exc: BaseException) -> float | None:
     return reply.cost_usd if isinstance(reply, Reply) else None
 
 
-def bound_attempt() -> "AttemptSpend | None":
+def bound_attempt() -> AttemptSpend | None:
     """The attempt bound to this thread, or None (outside any attempt)."""
     return getattr(_bound, "attempt", None)
 
@@ -218,7 +218,7 @@ class AttemptSpend:
         self._opened_mono = time.monotonic()  # ... and where it lies on the wall clock of later (_bad_times)
 
     @contextmanager
-    def bound(self) -> Iterator["AttemptSpend"]:
+    def bound(self) -> Iterator[AttemptSpend]:
         """Bind this attempt to the calling thread while its harness runs."""
         previous = getattr(_bound, "attempt", None)
         _bound.attempt = self

@@ -19,21 +19,28 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Protocol
 
 import psutil
 
-from confirmatory.records.reader import iter_lines, iter_objects
-from confirmatory.records.chain import ChainWriteFailed
 from confirmatory.core.hostrules import HostVerdict
-from confirmatory.records.hostindex import HostSummary
 from confirmatory.host.sources import (  # noqa: F401 - re-exported: the sources' types and factory
-    READ_ERRORS, CommandSource, EvidenceSource, FileSource, ReadFailed, SourceRead, command_timeout_s,
+    READ_ERRORS,
+    CommandSource,
+    EvidenceSource,
+    FileSource,
+    ReadFailed,
+    SourceRead,
+    command_timeout_s,
     sources_from_spec,
 )
 from confirmatory.host.sources import retry_pause_s as default_retry_pause_s  # the parameter is named so
+from confirmatory.records.chain import ChainWriteFailed
+from confirmatory.records.hostindex import HostSummary
+from confirmatory.records.reader import iter_lines, iter_objects
 
 PSI_MEMORY = "/proc/pressure/memory"
 WAIT_POLL_S = 0.05  # how often wait_complete looks at the caller's stop event

@@ -13,9 +13,10 @@ from __future__ import annotations
 import os
 import subprocess
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
 
 from confirmatory.runtime import children
 

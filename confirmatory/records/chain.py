@@ -34,7 +34,7 @@ class NotRegularFile(OSError):
     folder, a socket): reading it could block for ever or never end."""
 
 
-def open_regular(path: Any, dir_fd: int | None = None) -> "io.FileIO":
+def open_regular(path: Any, dir_fd: int | None = None) -> io.FileIO:
     """``path`` opened for reading, unbuffered, once it is known to be a
     regular file: opened without blocking (a FIFO with no writer would block
     the open itself), then ``fstat``ed; anything else raises
@@ -224,7 +224,7 @@ class ChainBroken(ChainError):
 class TornTail(ChainError):
     """The file ends in bytes without a newline after its last complete line."""
 
-    def __init__(self, path: Path | str, torn: "TornInfo") -> None:
+    def __init__(self, path: Path | str, torn: TornInfo) -> None:
         super().__init__(
             f"{path}: torn tail of {torn.length} bytes at offset {torn.offset} "
             f"(sha256 {torn.sha256}): {torn.reason}; nothing was truncated"

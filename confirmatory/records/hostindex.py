@@ -281,7 +281,7 @@ class HostSummary:
                 self.gaps_end, self.gaps)
 
     @classmethod
-    def join(cls, parts: "list[tuple[HostSummary, object]]") -> "HostSummary | None":
+    def join(cls, parts: list[tuple[HostSummary, object]]) -> HostSummary | None:
         """The summary of a log from the summaries of its consecutive spans,
         each built from a fresh summary: ``parts`` is [(summary, the ``t`` of
         the span's first line)]. Exactly what feeding every line to one
@@ -305,7 +305,7 @@ class HostSummary:
             whole._extend(part)
         return whole
 
-    def _extend(self, part: "HostSummary") -> None:
+    def _extend(self, part: HostSummary) -> None:
         """Append a span's summary to this one (see ``join``)."""
         lines, samples = self.lines, len(self.sample_t)
         self.monotone = self.monotone and part.monotone
@@ -402,7 +402,7 @@ class HostSummary:
                           _Overlaps([q for q, _, _ in self.gaps], self.gaps_end))
         return self._by_t
 
-    def _since_tree(self) -> "_Least | None":
+    def _since_tree(self) -> _Least | None:
         """The marks' ``since`` in a `_Least` tree, in line order, for a log in
         time order, brought up to date with the marks added since it was last
         asked for (the runner's monitor adds as it asks); None where a mark's

@@ -15,14 +15,14 @@ from __future__ import annotations
 import errno
 import os
 import threading
-from pathlib import Path
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
+from confirmatory.core.merkle import Range, leaf_hash
 from confirmatory.core.redaction import secret_values
 from confirmatory.records import killpoint
 from confirmatory.records.chain import ChainBroken, ChainWriteFailed, TornTail, dumps, sha256_hex
-from confirmatory.core.merkle import Range, leaf_hash
 from confirmatory.records.reader import _walk, prefix_tree
 
 # ---------------------------------------------------------------- the guard
@@ -324,7 +324,7 @@ class ChainWriter:
             if not self.failed:
                 os.close(self._fd)
 
-    def __enter__(self) -> "ChainWriter":
+    def __enter__(self) -> ChainWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:

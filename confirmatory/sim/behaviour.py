@@ -20,9 +20,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from confirmatory.sim.faults import draw
-
 from confirmatory.core.simulated import SIM_MODELS, SIM_PRICES  # noqa: E402,F401 - the catalogue, kept in core
+from confirmatory.sim.faults import draw
 
 SLOPPY_GARBLED_RATE = 0.15  # answer that does not parse
 SLOPPY_WRONG_RATE = 0.20  # a parseable but perturbed number

@@ -14,8 +14,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import socket
 import signal
+import socket
 import sys
 import threading
 import time
@@ -25,6 +25,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from confirmatory.core.simulated import SIM_MAX_INPUT_TOKENS, SIM_MAX_OUTPUT_TOKENS
+from confirmatory.engine.llm import serve_as_simulator
 from confirmatory.sim.behaviour import (
     SIM_MODELS,
     Conversation,
@@ -34,8 +36,6 @@ from confirmatory.sim.behaviour import (
     truncated,
     unparseable,
 )
-from confirmatory.core.simulated import SIM_MAX_INPUT_TOKENS, SIM_MAX_OUTPUT_TOKENS
-from confirmatory.engine.llm import serve_as_simulator
 from confirmatory.sim.faults import ERROR_TEXT, STATUS_OF, FaultKind, FaultPlan
 
 ATTEMPT_HEADER = "X-Confirmatory-Attempt"

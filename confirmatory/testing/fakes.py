@@ -117,7 +117,7 @@ def harness(model: Any, household: Any, arm: Any, pool: Any, spend: Any, clock: 
             def rate_limited(pad: int) -> BaseException:
                 return _lib().exceptions.RateLimitError(
                     message=f"Rate limited for API key {os.environ.get('OPENAI_API_KEY')}; {'.' * pad}"
-                            f"token {token} and more", llm_provider="openai", model=model.litellm_model)
+                            f"token {token} and more", llm_provider="openai", model=model.litellm_model)  # noqa: B023 - called in this iteration
 
             at = str(rate_limited(0)).find(f"token {token}") + len("token ")  # litellm prefixes the text
             exc = rate_limited(max(0, 2000 - len(token) // 2 - at))

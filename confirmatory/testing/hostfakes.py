@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from confirmatory.records.writer import ChainWriter
 from confirmatory.host.sampler import MemoryReading, ReadFailed, SourceRead
+from confirmatory.records.writer import ChainWriter
 
 TEST_SEED = "0" * 64
 

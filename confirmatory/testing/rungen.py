@@ -271,14 +271,14 @@ class _Gen:
         for log in self.logs.values():
             log.close()
 
-    def halted(self, m: "_Model", t: float) -> str | None:
+    def halted(self, m: _Model, t: float) -> str | None:
         if self.crossed_t is not None and self.crossed_t <= t:
             return "ceiling"
         if m.stop_t is not None and m.stop_t <= t:
             return "stopped"
         return None
 
-    def step(self, m: "_Model", lane: int, t: float) -> float | None:
+    def step(self, m: _Model, lane: int, t: float) -> float | None:
         cur = m.current.get(lane)
         why = self.halted(m, t)
         if cur is None:
@@ -306,7 +306,7 @@ class _Gen:
             return m.pause_until + 0.5
         return self.attempt(m, lane, cur, t)
 
-    def decide(self, m: "_Model", lane: int, t: float) -> float:
+    def decide(self, m: _Model, lane: int, t: float) -> float:
         h = m.queue[lane].pop(0)
         t = self.now(t)
         while m.ongoing and m.ongoing[0][0] < t:
@@ -328,7 +328,7 @@ class _Gen:
         heapq.heappush(m.ongoing, m.current[lane].end_placeholder)
         return t + EPS
 
-    def outcome(self, m: "_Model", house: "_House", arm: str, pass_index: int) -> tuple[str, dict | None]:
+    def outcome(self, m: _Model, house: _House, arm: str, pass_index: int) -> tuple[str, dict | None]:
         p = self.plan
         k = m.draw_index[house.id]
         named = {"operator": p.operator, "harness": p.harness, "deadline": p.deadline}
@@ -361,7 +361,7 @@ class _Gen:
                          None, "something odd happened to request 123"),
     }
 
-    def attempt(self, m: "_Model", lane: int, house: "_House", t: float) -> float:
+    def attempt(self, m: _Model, lane: int, house: _House, t: float) -> float:
         """Start an attempt; it ends (record, costs, consequences) at its own step."""
         arm = house.todo.pop(0)
         start = self.now(t)
@@ -370,7 +370,7 @@ class _Gen:
         house.inflight = (arm, house.passes, start, round(start + dur, 6), kind)
         return house.inflight[3]
 
-    def finish(self, m: "_Model", lane: int, house: "_House", t: float) -> float:
+    def finish(self, m: _Model, lane: int, house: _House, t: float) -> float:
         arm, pass_index, start, end, kind = house.inflight
         house.inflight = None
         self.now(t)
@@ -408,7 +408,7 @@ class _Gen:
             self.pause(m, house, arm, pass_index, end)
         return self.clock + EPS
 
-    def add_cost(self, cost: int, m: "_Model", t: float) -> None:
+    def add_cost(self, cost: int, m: _Model, t: float) -> None:
         self.total += cost
         m.spend += cost
         if self.crossed_t is None and self.total > self.ceiling_nusd:
@@ -419,7 +419,7 @@ class _Gen:
             for name in self.models:
                 self.logs[f"models/{name}/run.jsonl"].append(line)
 
-    def trigger(self, m: "_Model", cause: str, h: str, arm: str, pass_index: int, t: float) -> None:
+    def trigger(self, m: _Model, cause: str, h: str, arm: str, pass_index: int, t: float) -> None:
         log = self.logs[f"models/{m.name}/run.jsonl"]
         log.append({"event": "trigger", "cause": cause, "household": h, "arm": arm, "pass": pass_index,
                     "t": self.now(t)})
@@ -430,7 +430,7 @@ class _Gen:
             m.stop_t = stop_t
         log.append({"event": "stop", "cause": cause, "scope": rules.STOP_SCOPE[cause], "t": stop_t})
 
-    def pause(self, m: "_Model", house: "_House", arm: str, pass_index: int, t: float) -> None:
+    def pause(self, m: _Model, house: _House, arm: str, pass_index: int, t: float) -> None:
         log = self.logs[f"models/{m.name}/run.jsonl"]
         m.pause_t = self.now(t)
         log.append({"event": "pause", "household": house.id, "arm": arm, "pass": pass_index, "t": m.pause_t})
@@ -444,7 +444,7 @@ class _Gen:
                      {"event": "resume", "request_t": req, "accepted": True, "t": m.pause_t + 61}]
         m.pause_until = m.pause_t + 61
 
-    def classify(self, m: "_Model", lane: int, house: "_House", t: float) -> bool:
+    def classify(self, m: _Model, lane: int, house: _House, t: float) -> bool:
         """Decide the pass just run; plan the next. False when the household must end."""
         r = self.rules
         actions = {}
@@ -474,7 +474,7 @@ class _Gen:
         house.passes += 1
         return True
 
-    def end_household(self, m: "_Model", lane: int, t: float, finished: bool) -> float:
+    def end_household(self, m: _Model, lane: int, t: float, finished: bool) -> float:
         house = m.current.pop(lane)
         if house.classified < len(house.ended):
             self.classify(m, lane, house, t)

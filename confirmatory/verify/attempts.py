@@ -23,7 +23,6 @@ from hashlib import sha256
 
 from confirmatory.records.chain import NotRegularFile, parse_document
 from confirmatory.records.layout import record_relpath
-from confirmatory.verify.state import hkey, line_hkey
 from confirmatory.records.readers import (
     CALL_FIELDS,
     CALL_KINDS,
@@ -34,6 +33,7 @@ from confirmatory.records.readers import (
 from confirmatory.verify.classes import _INCONCLUSIVE
 from confirmatory.verify.clocks import CALL_SLACK_S
 from confirmatory.verify.report import UNDER_WAY
+from confirmatory.verify.state import hkey, line_hkey
 
 _TMP_NAME = re.compile(r"\..+\.\d+\.\d+\.tmp")  # chain.write_json_durable's temporary file
 _RECORD_NAME = re.compile(r"\d+(?:\.r([1-9]\d*))?\.json")  # <pass>.json, <pass>.r<round>.json

@@ -126,7 +126,7 @@ class ClassChecks:
         by_sig: dict[str, list[tuple]] = defaultdict(list)
         for item in self.incon:
             by_sig[item[2].signature].append(item)
-        for sig, items in by_sig.items():
+        for items in by_sig.values():
             counts = known_counts([(a["household"], a["end"]) for _, a, _, _ in items],
                                   {x[1]["household"]: ends[x[1]["household"]].t for x in items})
             for (seq, a, d, reruns), (lower, upper) in zip(items, counts):

@@ -82,7 +82,7 @@ class ClockDrift:
                 self.unseen = mono - self.last_mono
             self.last_mono = mono
 
-    def then(self, later: "ClockDrift") -> "ClockDrift":
+    def then(self, later: ClockDrift) -> ClockDrift:
         """This span's drift followed by a later span's: the whole's."""
         out = ClockDrift()
         out.low, out.high = min(self.low, later.low), max(self.high, later.high)

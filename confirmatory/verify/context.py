@@ -35,7 +35,7 @@ class RulesView:
     evidence_sources: frozenset | None = None
 
     @classmethod
-    def from_manifest(cls, manifest: Any, findings: Findings) -> "RulesView":
+    def from_manifest(cls, manifest: Any, findings: Findings) -> RulesView:
         """The rules as the manifest gives them. A rule missing or not of its
         kind fails invariant 11, naming it, and the checks go on with the
         design format's default in its place: never a value made up from a

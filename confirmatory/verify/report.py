@@ -317,7 +317,7 @@ class Findings:
             self.fail(invariant, file, line, message)
         return ok
 
-    def merge(self, other: "Findings") -> None:
+    def merge(self, other: Findings) -> None:
         """Add what ``other`` found after what this one found (as if one had
         gone on collecting): counts add up, first violations are kept in order."""
         for i in INVARIANTS:

@@ -49,7 +49,7 @@ def check_admission(ctx: RunContext, st: ModelState) -> None:
     # finished, else at the first stop of its model or the run (never, if none).
     cut_until = st.halt_t
     leaves = []
-    for h, e in st.ends.items():
+    for e in st.ends.values():
         # cut short by a crash: under way until the crash's stop, then its
         # spend counts as finished (docs/RUN.md "Continuing a crashed run")
         done = e.finished or e.crash
@@ -206,7 +206,7 @@ def lanes_end(ctx: RunContext, st: ModelState, index: dict, lanes: int, lane_nex
             f.fail(3, log, seq, f"second lane-end for lane {lane}")
             continue
         said[lane] = reason
-        ok = {"done": lambda: ran_out(lane), "refused": lambda: lane in lane_closed,
+        ok = {"done": lambda: ran_out(lane), "refused": lambda: lane in lane_closed,  # noqa: B023 - called at once
               "stopped": lambda: stopped, "ceiling": lambda: crossed}.get(reason) if type(reason) is str else None
         if ok is not None and not ok():  # (a reason of no kind fails with the control fields)
             f.fail(3, log, seq, f"lane {lane} ended {reason!r}, but " + {

@@ -10,16 +10,16 @@ import time
 from pathlib import Path
 
 import pytest
+from processes import process_gone
 
 from confirmatory.anchors.anchorer import Anchorer
-from confirmatory.core import merkle
+from confirmatory.anchors.check import check_witness
 from confirmatory.cli.push_anchor import push_anchor_command
-from confirmatory.records.writer import ChainWriter, write_json_durable
+from confirmatory.core import merkle
 from confirmatory.records.chain import dumps, log_seed
 from confirmatory.records.reader import check_chain, iter_lines, prefix_head
+from confirmatory.records.writer import ChainWriter, write_json_durable
 from confirmatory.runtime.clock import Clock, FakeClock
-from confirmatory.anchors.check import check_witness
-from processes import process_gone
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "confirmatory_anchor.py"
 PY = sys.executable
@@ -336,6 +336,7 @@ def killed_once_then_retried(run: RunDir, command: list[str], *, push_timeout_s:
     return first, failure
 
 
+@pytest.mark.slow
 def test_a_push_that_hangs_during_the_run_is_killed_at_its_timeout_and_retried_at_the_next_anchor(tmp_path):
     run = RunDir(tmp_path)
     hung, failure = killed_once_then_retried(run, HANG_ONCE, push_timeout_s=0.5,
@@ -352,6 +353,7 @@ def test_a_push_that_hangs_during_the_run_is_killed_at_its_timeout_and_retried_a
 FLOOD_ONCE = ["sh", "-c", "if [ ! -e flooded ]; then touch flooded; yes | head -c 20000000; sleep 30; fi; echo pushed"]
 
 
+@pytest.mark.slow
 def test_a_push_that_floods_its_output_is_stopped_at_8_mib_and_retried_at_the_next_anchor(tmp_path):
     """A push's output goes to a temporary file: a command writing without
     end filled it for up to its timeout (450 s at the default interval), and
@@ -366,6 +368,7 @@ def test_a_push_that_floods_its_output_is_stopped_at_8_mib_and_retried_at_the_ne
     assert failure.tail == "killed for writing more than 8,388,608 bytes of output; its output: y", failure.tail
 
 
+@pytest.mark.slow
 def test_the_final_push_is_bounded_by_finish_not_by_the_timeout_of_pushes_during_the_run(tmp_path):
     run = RunDir(tmp_path)
     slow = [PY, "-c", "import time; time.sleep(1.5); print('pushed')"]
@@ -498,9 +501,9 @@ def run_with_a_hung_witness(tmp_path: Path, hang: str) -> tuple[int, list[str], 
     import io
 
     from confirmatory.anchors import anchorer as anchors
+    from confirmatory.anchors.witness import init_local_witness
     from confirmatory.cli.run import run_command
     from confirmatory.testing.designs import write_design
-    from confirmatory.anchors.witness import init_local_witness
 
     clone = init_local_witness(tmp_path / "w")
     flag = tmp_path / "w" / "hang"
@@ -545,6 +548,7 @@ KILLED_AT_THE_END = f"[killed by the runner: the time for pushes at the end of t
 NOT_RUN = f"not run: the time for pushes at the end of the run ({END_S} s) was spent on anchor 1's push"
 
 
+@pytest.mark.slow
 def test_the_records_of_a_push_the_runs_end_killed_or_never_ran_say_so_plainly_as_the_docs_do(hung_run):
     """The outputs read "[killed by the runner after finish()'s push_timeout]"
     and "not run: finish()'s push_timeout was spent on an earlier push": an
@@ -561,6 +565,7 @@ def test_the_records_of_a_push_the_runs_end_killed_or_never_ran_say_so_plainly_a
     assert NOT_RUN.replace(f"({END_S} s)", "(120 s)").replace("anchor 1's", "anchor M's") in docs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("hang", list(HANG_HOOK))
 def test_the_end_summary_says_what_the_records_say_of_the_final_push(hung_run, hang):
     """It said "the witness does not hold the final anchor yet (push rc -1)"
@@ -645,14 +650,16 @@ def test_the_pushes_of_a_run_whose_final_anchor_could_not_be_written_say_so(tmp_
     assert f"[killed by the runner: {ABANDONED}]" in docs and f"not run: {ABANDONED}" in docs
 
 
+@pytest.mark.slow
 def test_a_run_closed_without_its_main_loop_waits_for_its_pushes_for_the_close_time_and_says_so(
         tmp_path, monkeypatch):
     """Set-up failed after the anchorer started (or wait() never ran):
     close() writes a final anchor and waits for the pushes at most
     anchors.CLOSE_PUSH_TIMEOUT_S (30 s, lowered here); the records name
     that time as the time for pushes at the end of the run."""
-    from confirmatory.anchors import anchorer as anchors
     from runhelpers import make_run
+
+    from confirmatory.anchors import anchorer as anchors
 
     monkeypatch.setattr(anchors, "CLOSE_PUSH_TIMEOUT_S", 1.5)
     run = make_run(tmp_path, households=2, models=1, engine_factory="confirmatory.testing.fakes:null_engine",

@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from confirmatory.anchors.git import WitnessError, problem_line
-from confirmatory.anchors.check import check_witness
-from confirmatory.anchors.witness import preflight_problems, publish
 from processes import as_a_user_who_may_not_write
+
+from confirmatory.anchors.check import check_witness
+from confirmatory.anchors.git import WitnessError, problem_line
+from confirmatory.anchors.witness import preflight_problems, publish
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "confirmatory_anchor.py"
 ENV = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}

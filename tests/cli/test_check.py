@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from runhelpers import DEMO, minimal_design
 
 from confirmatory.cli.main import main
-from runhelpers import DEMO, minimal_design
 
 HARNESS_SRC = "def run(model, household, arm, pool, spend, clock):\n    return {'answer': None}\n"
 
@@ -159,7 +159,7 @@ def test_a_drifted_pin_is_refused_naming_the_file_and_both_hashes(tmp_path):
     actual = hashlib.sha256(harness.read_bytes()).hexdigest()
     result = check(str(design))
     assert result.exit_code == 3
-    line = next(l for l in result.output.splitlines() if "harness.pins" in l)
+    line = next(x for x in result.output.splitlines() if "harness.pins" in x)
     assert harness.name in line and f"expected sha256 {expected}" in line and f"actual {actual}" in line
 
 

@@ -17,10 +17,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from diskfaults import Faulted, FsyncAudit, _env, audit_fsyncs, efbig_run, eio_run, enospc_run, filled_run
 
 from confirmatory.records.chain import ChainError
 from confirmatory.records.reader import iter_lines
-from diskfaults import Faulted, FsyncAudit, _env, audit_fsyncs, efbig_run, enospc_run, eio_run, filled_run
 
 pytestmark = pytest.mark.slow
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from processes import as_a_user_who_may_not_write, held_by_another_process
 
-from confirmatory.cli.push_anchor import push_anchor_command
 from confirmatory.anchors.check import check_witness
+from confirmatory.cli.push_anchor import push_anchor_command
 from confirmatory.engine.resume import resume_command
 from confirmatory.records import lock as runlock
 from confirmatory.records.chain import log_seed

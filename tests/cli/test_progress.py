@@ -7,9 +7,11 @@ import json
 import re
 import time
 
+import pytest
+from runhelpers import in_background, make_run, verified
+
 from confirmatory.cli.progress import Progress
 from confirmatory.engine.resume import request_resume
-from runhelpers import in_background, make_run, verified
 
 FAST = {"engine_factory": "confirmatory.testing.fakes:null_engine"}
 
@@ -26,6 +28,7 @@ def watched(run, progress, meanwhile):
     return result
 
 
+@pytest.mark.slow
 def test_a_quiet_run_still_says_once_that_a_model_paused_and_how_to_resume_it(tmp_path):
     hh = [{"id": "hh-000", "plan": {"calculator/0": "operator"}}, {"id": "hh-001"}]
     run = make_run(tmp_path, households=hh, models=1, **FAST)

@@ -47,6 +47,7 @@ def reviewer_check():
     return lambda p: namespace["verify_inclusion"](p) if "leaf" in p else namespace["verify_consistency"](p)
 
 
+@pytest.mark.slow
 def test_an_inclusion_proof_of_every_line_checks_by_check_proof_and_by_the_documented_python(run, tmp_path):
     check = reviewer_check()
     last = anchors(run)[-1]

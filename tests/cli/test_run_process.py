@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from confirmatory.records.reader import check_chain
 from confirmatory.records.chain import log_seed, sha256_hex
+from confirmatory.records.reader import check_chain
 from confirmatory.testing.designs import write_design
 from confirmatory.verify import verify_run
 

@@ -13,12 +13,12 @@ import time
 from pathlib import Path
 
 import pytest
+from runhelpers import in_background, make_run
 
 from confirmatory.cli.show import read_run, render, show_command
 from confirmatory.engine.resume import request_resume
 from confirmatory.testing.designs import write_design
 from confirmatory.verify import verify_run
-from runhelpers import in_background, make_run
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "confirmatory_run.py"

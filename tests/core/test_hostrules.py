@@ -4,7 +4,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from confirmatory.core.hostrules import (
-    NO_SAMPLE_AFTER, HostVerdict, attempt_host_verdict, completion_index, scan_completion,
+    NO_SAMPLE_AFTER,
+    HostVerdict,
+    attempt_host_verdict,
+    completion_index,
+    scan_completion,
 )
 from confirmatory.core.rules import Action, Cls, decide
 

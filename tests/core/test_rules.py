@@ -213,6 +213,7 @@ def test_error_signatures_ignore_ids_numbers_case_and_spacing():
 _HEX_PIECES = [*"0123456789abcdef", "_", "-", "0x", "x", "g", "é", "٣", " ", ".", "\n", "a-", "1-", "abcd", "be-ef"]
 
 
+@pytest.mark.slow
 @settings(max_examples=2000, deadline=None)
 @given(st.lists(st.sampled_from(_HEX_PIECES), max_size=60).map("".join))
 @example("id abcdefab-٣ x")     # the lookahead's digit just after the run

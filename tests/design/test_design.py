@@ -5,15 +5,15 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
+from datetime import UTC
 from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
-
-from confirmatory.design.model import CLASSES, Design, DesignError, Evidence, Fault, Host, ModelSpec
-from confirmatory.design.load import load_design, resolve_entry
 from runhelpers import DEMO, minimal_design
 
+from confirmatory.design.load import load_design, resolve_entry
+from confirmatory.design.model import CLASSES, Design, DesignError, Evidence, Fault, Host, ModelSpec
 
 
 def copy_design(tmp_path: Path, module: str) -> Path:
@@ -191,10 +191,10 @@ def test_precedence_must_be_a_permutation_of_the_eight_classes():
 
 
 def test_a_host_window_reads_iso_times_toml_datetimes_and_epoch_seconds():
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     assert Host(window=["1970-01-01T00:00:10Z", 20]).window == (10.0, 20.0)
-    aware = datetime(1970, 1, 1, 0, 1, tzinfo=timezone.utc)
+    aware = datetime(1970, 1, 1, 0, 1, tzinfo=UTC)
     assert Host(window=[0, aware]).window == (0.0, 60.0)
     with pytest.raises(ValidationError, match="needs a UTC offset"):
         Host(window=["2026-01-01T00:00:00", "2026-01-02T00:00:00Z"])

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from runhelpers import minimal_design
 
 from confirmatory.cli.main import main
-from confirmatory.design.load import load_design, ray_installed
 from confirmatory.cli.run import run_command
-from runhelpers import minimal_design
+from confirmatory.design.load import load_design, ray_installed
 
 HARNESS_SRC = "SYSTEM = 'a prompt'\n\ndef run(model, household, arm, pool, spend, clock):\n    return {'answer': None}\n"
 
@@ -384,6 +384,7 @@ def test_check_and_run_refuse_a_bad_design_naming_the_key_before_a_run_directory
     assert not runs.exists(), "a refused run leaves nothing behind"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("plant", [evidence_path_that_is_a_directory, evidence_command_that_fails_here])
 def test_check_and_run_refuse_an_evidence_source_that_cannot_be_read_before_a_run_directory_exists(
         tmp_path, capsys, plant):
@@ -604,6 +605,7 @@ def test_a_malformed_harness_describe_is_refused_by_check_and_run(tmp_path, caps
     assert expected in capsys.readouterr().err and not runs.exists()
 
 
+@pytest.mark.slow
 def test_a_module_beside_the_design_that_the_harness_imports_unpinned_is_named(tmp_path):
     from confirmatory.engine.config import build_config
 

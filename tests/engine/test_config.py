@@ -13,16 +13,15 @@ import uuid
 from pathlib import Path
 
 import pytest
-
-import confirmatory
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-
-from confirmatory.engine.config import IDENTITY_FIELDS, build_config, identity, known_confounds, write_config
-from confirmatory.design.model import Design, DesignError
-from confirmatory.design.load import load_design
-from confirmatory.core.redaction import is_secret_name, redact, redact_argv
 from runhelpers import DEMO, minimal_design
+
+import confirmatory
+from confirmatory.core.redaction import is_secret_name, redact, redact_argv
+from confirmatory.design.load import load_design
+from confirmatory.design.model import Design, DesignError
+from confirmatory.engine.config import IDENTITY_FIELDS, build_config, identity, known_confounds, write_config
 
 OPENAI_KEY = "sk-test-openai-0123456789abcdef"
 ANTHROPIC_KEY = "ant-test-key-9876543210zyx"
@@ -97,7 +96,7 @@ def test_the_config_records_the_runner_the_design_the_harness_and_each_arm(tmp_p
     h = cfg["harness"]
     assert h["declared"] and h["pins"] == loaded.pins
     assert h["prompts"]["system"] == {"text": "Be exact.", "sha256": hashlib.sha256(b"Be exact.").hexdigest()}
-    assert h["documents"]["rules"]["sha256"] == hashlib.sha256("Tax is 20%.".encode()).hexdigest()
+    assert h["documents"]["rules"]["sha256"] == hashlib.sha256(b"Tax is 20%.").hexdigest()
     assert h["tool_schemas"]["calc"]["sha256"] == hashlib.sha256(
         b'{"name":"calc","type":"function"}').hexdigest()
     assert cfg["arms"]["calculator_explain"] == {"tools": ["calculate"], "explain": True}
@@ -133,7 +132,7 @@ def test_the_runner_and_the_harness_carry_the_commit_of_the_checkout_that_tracks
     git(study, "add", "-A")
     git(study, "commit", "-q", "-m", "design")
     head = git(study, "rev-parse", "HEAD")
-    probe = ("import json, confirmatory.engine.config as c; assert c.__file__.startswith(%r), c.__file__; "
+    probe = ("import json, confirmatory.engine.config as c; assert c.__file__.startswith(%r), c.__file__; "  # noqa: UP031
              "r = c.runner_identity([]); print(json.dumps([r['git_commit'], r['git_dirty']]))" % str(site))
     done = subprocess.run([sys.executable, "-c", probe], env={**os.environ, "PYTHONPATH": str(site)},
                           cwd=tmp_path, capture_output=True, text=True, timeout=120)

@@ -12,8 +12,8 @@ byte for byte (a torn tail moved aside, whole, into its kept file).
 from __future__ import annotations
 
 import json
-import shutil
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -118,8 +118,8 @@ def test_a_run_killed_at_any_point_is_continued_to_a_complete_run_that_verifies(
         return
     if report["crash"]["stage"] == "closed":
         # nothing is left to run: continue writes the final anchor the runner
-        # died before and pushes it (a final anchor written: push-anchor's)
-        assert not report["crash"]["final_anchor"] and done.returncode == 0, done.stderr
+        # died before (if it did) and pushes it
+        assert done.returncode == 0, done.stderr
         assert_kept(before, run_dir)
         rc, report = states.verify_cli(run_dir)
         assert (rc, report["state"], states.violations(report)) == (0, "complete", [])

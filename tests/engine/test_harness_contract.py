@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from runhelpers import events, execute, of, verified
 
 FAST = {"engine_factory": "confirmatory.testing.fakes:null_engine"}
@@ -67,9 +66,10 @@ def run(model, household, arm, pool, spend, clock):
 
 
 def run_study(tmp_path, name, src):
-    from confirmatory.cli.run import run_command
-    from confirmatory.anchors.witness import init_local_witness
     from runhelpers import minimal_design
+
+    from confirmatory.anchors.witness import init_local_witness
+    from confirmatory.cli.run import run_command
 
     study = tmp_path / "study"
     study.mkdir()
@@ -87,6 +87,7 @@ def first_records(run_dir):
     return out
 
 
+@pytest.mark.slow
 def test_a_reply_the_harness_did_not_report_is_counted_and_stops_its_model(tmp_path):
     rc, run_dir = run_study(tmp_path, "unreported", UNREPORTED)
     assert rc == 4  # stopped: every model's harness failed
@@ -204,14 +205,16 @@ call = 0
 '''
 
 
+@pytest.mark.slow
 def test_a_billed_reply_without_choices_is_rerun_as_a_provider_failure_and_its_cost_is_counted(tmp_path):
     import re
 
-    from confirmatory.core.money import to_nusd
-    from confirmatory.cli.run import run_command
-    from confirmatory.sim import SIM_PRICES
-    from confirmatory.anchors.witness import init_local_witness
     from runhelpers import DEMO, minimal_design, record
+
+    from confirmatory.anchors.witness import init_local_witness
+    from confirmatory.cli.run import run_command
+    from confirmatory.core.money import to_nusd
+    from confirmatory.sim import SIM_PRICES
 
     study = tmp_path / "study"
     study.mkdir()

@@ -15,12 +15,12 @@ import urllib.request
 
 import pytest
 
-from confirmatory.engine import llm
-from confirmatory.runtime.clock import Clock
 from confirmatory.core.errors import describe_exception
 from confirmatory.core.money import to_nusd
-from confirmatory.sim import SIM_PRICES, FaultPlan, SimProvider
+from confirmatory.engine import llm
 from confirmatory.engine.spend import AttemptSpend, Spend
+from confirmatory.runtime.clock import Clock
+from confirmatory.sim import SIM_PRICES, FaultPlan, SimProvider
 
 rules = pytest.importorskip("confirmatory.core.rules")
 

@@ -25,17 +25,16 @@ from pathlib import Path
 
 import pytest
 
-from confirmatory.engine import llm
-
-from confirmatory.core import rules
-from confirmatory.runtime.clock import Clock
-from confirmatory.demo import harness
 from confirmatory.cli.demo import REFERENCE_DESIGN
-from confirmatory.design.model import Arm, Household, ModelSpec
-from confirmatory.core.errors import describe_exception
 from confirmatory.cli.run import Refused, preflight, run_command
-from confirmatory.sim import SIM_PRICES, FaultPlan, SimProvider
+from confirmatory.core import rules
+from confirmatory.core.errors import describe_exception
+from confirmatory.demo import harness
+from confirmatory.design.model import Arm, Household, ModelSpec
+from confirmatory.engine import llm
 from confirmatory.engine.spend import AttemptSpend, Spend
+from confirmatory.runtime.clock import Clock
+from confirmatory.sim import SIM_PRICES, FaultPlan, SimProvider
 from confirmatory.testing.designs import write_design
 
 DEMO = REFERENCE_DESIGN.parent

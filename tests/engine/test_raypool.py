@@ -18,12 +18,13 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="ray is not installed: pip install -e '.[test,ray]'")
 
+from runhelpers import events, make_run, of, verified  # noqa: E402
+
 from confirmatory.core.errors import BudgetStop  # noqa: E402
 from confirmatory.engine.pool import PoolFailure  # noqa: E402
 from confirmatory.engine.raypool import RayEnginePool, public_address  # noqa: E402
 from confirmatory.engine.spend import AttemptSpend, Spend  # noqa: E402
 from confirmatory.runtime.clock import Clock  # noqa: E402
-from runhelpers import events, make_run, of, verified  # noqa: E402
 
 FAKE = "confirmatory.testing.fakes:engine_op"
 CPUS = 0.1
@@ -67,6 +68,7 @@ def test_a_target_that_cannot_be_imported_refuses_to_start(cluster):
         RayEnginePool("confirmatory.no_such_module:serve", 1, num_cpus=CPUS, start_timeout_s=60)
 
 
+@pytest.mark.slow
 def test_a_killed_actor_breaks_the_pool_and_fails_the_call_in_flight(cluster):
     pool = RayEnginePool(FAKE, 2, num_cpus=CPUS)
     try:
@@ -105,6 +107,7 @@ def test_an_idle_actor_killed_makes_the_pool_not_alive(cluster):
         assert "engine actor 1 died" in pool._broken
 
 
+@pytest.mark.slow
 def test_an_ended_attempt_stops_waiting_and_its_late_result_is_discarded(cluster):
     """The deadline abandons the attempt while its engine call runs: the call
     raises BudgetStop at once; the actor is lent again only after the late

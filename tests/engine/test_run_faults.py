@@ -8,7 +8,6 @@ import os
 import time
 
 import pytest
-
 from runhelpers import events, execute, make_run, of, record, verified
 
 FAST = {"engine_factory": "confirmatory.testing.fakes:null_engine"}
@@ -162,6 +161,7 @@ def test_a_wall_clock_stepping_back_inside_a_call_begun_after_the_clocks_last_re
     verified(run_dir)
     assert result.status == "completed"
 
+@pytest.mark.slow
 def test_a_wall_clock_stepping_back_3_s_inside_a_call_after_1_5_s_unread_verifies(tmp_path, monkeypatch):
     """The attempt's first call takes 1.5 s (nothing reads the run's clock:
     one lane, rare samples and anchors); the wall clock steps back 3 s inside
@@ -246,6 +246,7 @@ def test_an_engine_pool_that_fails_to_start_stops_its_model_with_cause_pool(tmp_
     assert result.status == "stopped" and result.stop_cause == "pool"
 
 
+@pytest.mark.slow
 def test_memory_readings_failing_longer_than_sampler_failure_s_stop_the_run_with_cause_sampler(tmp_path):
     from confirmatory.testing.hostfakes import Fail, ScriptedReaders
 
@@ -309,6 +310,7 @@ def test_a_witness_that_is_unreachable_at_the_end_is_reported_and_push_anchor_ca
     assert [p["rc"] for p in pushes][-3:] == [1, 1, 0]
 
 
+@pytest.mark.slow
 def test_a_lane_stuck_in_a_call_that_never_returns_is_settled_and_the_run_still_ends(tmp_path):
     from confirmatory.testing import fakes
 
@@ -342,6 +344,7 @@ def _wall_clock_jump(monkeypatch, after_s: float, by_s: float):
     return real_time
 
 
+@pytest.mark.slow
 def test_a_wall_clock_jumping_forward_does_not_abandon_attempts_before_their_deadline(tmp_path, monkeypatch):
     """Deadlines run on the monotonic clock: a 120 s jump of the wall clock
     (NTP catching up, a suspended VM) is not 120 s of an attempt's time."""
@@ -394,6 +397,7 @@ def test_no_admission_decision_while_a_pass_waits_for_its_record_on_a_slow_disk(
     assert any(t > slow["end"] for t in decisions)  # the other lane did go on afterwards
 
 
+@pytest.mark.slow
 def test_clean_attempts_that_end_as_the_ceiling_is_crossed_keep_their_class(tmp_path):
     """At a stop a lane still waits, briefly, for the sample it asked for:
     without it a clean attempt would be judged `host` (no sample after it)."""
@@ -457,6 +461,7 @@ def test_run_refuses_to_start_with_less_free_disk_than_the_floor(tmp_path):
     assert run_dir_problems(tmp_path / "runs" / "r", disk_floor_bytes=0) == []
 
 
+@pytest.mark.slow
 def test_logs_that_can_no_longer_be_written_end_the_run_with_a_report_not_a_traceback(tmp_path):
     # Real write failures: the runner in a process whose files may not grow
     # past 40 kB (RLIMIT_FSIZE; Python ignores SIGXFSZ, so a write past it
@@ -514,6 +519,7 @@ def _on_disk(run_dir, model):
     return len(of(admission, "decision")), len(ended), len(results)
 
 
+@pytest.mark.slow
 def test_after_a_failed_write_the_table_and_the_summary_count_only_what_is_on_disk(tmp_path):
     # As the audit found it: a runner whose files may not grow past 9000
     # bytes (RLIMIT_FSIZE, SIGXFSZ ignored: the write stops part-way with
@@ -661,6 +667,7 @@ def test_a_deadline_record_the_disk_refuses_is_a_runner_error_with_its_spend_kep
     assert not list((run_dir / "models" / "m0" / "records").rglob("*.tmp"))
 
 
+@pytest.mark.slow
 def test_a_lane_stuck_past_its_deadline_whose_record_the_disk_refuses_is_still_settled(tmp_path, monkeypatch):
     """The same lost deadline record, its lane stuck in a call that never
     returns: the main thread settles the lane without the record, and the
@@ -688,6 +695,7 @@ def test_a_lane_stuck_past_its_deadline_whose_record_the_disk_refuses_is_still_s
             t.join(10)
 
 
+@pytest.mark.slow
 def test_the_engine_pool_of_a_model_that_has_finished_dying_does_not_stop_the_run(tmp_path):
     """m0 has ended every household (its lanes are done) while m1 runs on;
     then a worker of m0's idle pool is killed (an OOM killer picks a large

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from runhelpers import make_run, verified
 
 from confirmatory.engine.resume import request_resume
-from runhelpers import make_run, verified
 
 KINDS = ["ok", "ok", "ok", "provider", "unavailable", "timeout", "model", "truncated", "operator",
          "forbidden", "harness", "inconclusive", "expensive", "hang"]

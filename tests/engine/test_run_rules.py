@@ -12,9 +12,9 @@ import json
 import time
 
 import pytest
+from runhelpers import events, execute, in_background, make_run, of, record, verified
 
 from confirmatory.engine.resume import request_resume
-from runhelpers import events, execute, in_background, make_run, of, record, verified
 
 FAST = {"engine_factory": "confirmatory.testing.fakes:null_engine"}
 
@@ -47,6 +47,7 @@ def test_a_provider_failure_is_rerun_in_the_next_pass(tmp_path):
     assert first["error"]["type"] == "litellm.exceptions.RateLimitError"
 
 
+@pytest.mark.slow
 def test_a_rerun_pass_waits_the_designs_rerun_wait_doubled_each_pass(tmp_path):
     """A provider that refused a call is not asked again at once: pass p
     starts rerun_wait_s * 2**(p-1) after pass p-1 ended (rules.rerun_wait_s)."""
@@ -65,6 +66,7 @@ def test_a_rerun_pass_waits_the_designs_rerun_wait_doubled_each_pass(tmp_path):
     assert manifest["rules"]["rerun_wait_s"] == 0.4
 
 
+@pytest.mark.slow
 def test_a_stop_ends_a_lanes_wait_before_a_rerun_pass_at_once(tmp_path):
     """A lane waiting 20 s before its rerun pass stops with its model:
     the household ends cut short at the stop, no rerun starts."""
@@ -131,6 +133,7 @@ def test_an_operator_failure_pauses_until_a_fresh_resume_and_a_stale_one_is_reje
     assert result.status == "completed"
 
 
+@pytest.mark.slow
 def test_a_harness_failure_stops_its_model_within_five_seconds(tmp_path):
     # m0's other households take 0.5 s an attempt, so its other lane is in
     # the middle of an attempt (with more to run) when the trigger comes a

@@ -11,19 +11,33 @@ import time
 from pathlib import Path
 
 import pytest
+from processes import killed_afterwards, process_gone
 
-from confirmatory.records.reader import check_chain, iter_lines
-from confirmatory.runtime.clock import Clock
+from confirmatory.core.hostrules import NO_SAMPLE_AFTER, HostParams, HostVerdict, attempt_host_verdict
 from confirmatory.design.model import Evidence
 from confirmatory.host.sampler import (
-    CommandSource, FileSource, HostMonitor, RealReaders, ReadFailed, parse_psi_some_avg10,
-    SourceRead, psutil_pressure, sources_from_spec,
+    CommandSource,
+    FileSource,
+    HostMonitor,
+    ReadFailed,
+    RealReaders,
+    SourceRead,
+    parse_psi_some_avg10,
+    psutil_pressure,
+    sources_from_spec,
 )
-from confirmatory.core.hostrules import NO_SAMPLE_AFTER, HostParams, HostVerdict, attempt_host_verdict
+from confirmatory.records.reader import check_chain, iter_lines
+from confirmatory.runtime.clock import Clock
 from confirmatory.testing.hostfakes import (
-    TEST_SEED, BackStepClock, Crash, Fail, FakeEvidenceSource, ScriptedReaders, Stall, open_host_log,
+    TEST_SEED,
+    BackStepClock,
+    Crash,
+    Fail,
+    FakeEvidenceSource,
+    ScriptedReaders,
+    Stall,
+    open_host_log,
 )
-from processes import killed_afterwards, process_gone
 
 FAST = dict(sample_interval_s=0.05, max_gap_s=0.5, sampler_failure_s=30.0, read_tries=5,
             pressure_threshold=10.0)
@@ -131,6 +145,7 @@ def test_a_pressure_spike_outside_every_attempt_changes_nothing(make_monitor):
     assert monitor.verdict(*after) == HostVerdict(complete=True, reasons=())
 
 
+@pytest.mark.slow
 def test_a_stalled_sampler_leaves_a_gap_that_makes_the_attempt_host(make_monitor):
     readers = ScriptedReaders([0.0])
     monitor, clock, fatals = make_monitor(readers)  # waits at most 0.55 s
@@ -532,6 +547,7 @@ def read_fails_and_leaves_no_child(tmp_path, script: str, *, timeout_s: float, m
         assert process_gone(int(pidfile.read_text()), timeout=gone_within)
 
 
+@pytest.mark.slow
 def test_a_command_behind_a_shell_that_times_out_is_stopped_with_every_process_it_started(tmp_path):
     """`sh -c "a | b"` that runs past its timeout: stopping the shell alone
     left its pipeline running (for good, with a follow-mode command), one
@@ -540,6 +556,7 @@ def test_a_command_behind_a_shell_that_times_out_is_stopped_with_every_process_i
                                    timeout_s=0.5, match="TimeoutExpired", within=5)
 
 
+@pytest.mark.slow
 def test_a_commands_child_that_ignores_sigterm_is_killed_after_the_grace(tmp_path):
     """The group gets SIGTERM, and SIGKILL 3 s later for what is left of it:
     here a child that outlived the shell, ignoring SIGTERM."""
@@ -547,6 +564,7 @@ def test_a_commands_child_that_ignores_sigterm_is_killed_after_the_grace(tmp_pat
                                    timeout_s=0.5, match="TimeoutExpired", within=10, gone_within=1)
 
 
+@pytest.mark.slow
 def test_a_command_that_floods_its_output_is_stopped_at_16_mib_and_is_a_failed_read(tmp_path):
     """Its output was all held in memory until the command ended or its
     timeout came (10 s of `yes`: gigabytes). Past 16 MiB of stdout the

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from confirmatory.records.chain import ChainBroken, ChainWriteFailed, TornTail, dumps, log_seed, sha256_hex
-from confirmatory.records.writer import ChainWriter, write_json_durable
 from confirmatory.records.reader import check_chain, iter_lines, prefix_head
+from confirmatory.records.writer import ChainWriter, write_json_durable
 
 SEED = log_seed("0" * 64, "run.jsonl")
 

@@ -82,6 +82,7 @@ def encodings(obj: dict) -> list[bytes]:
     return out
 
 
+@pytest.mark.slow
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(objects)
 def test_fast_canonical_accepts_only_what_the_standard_test_accepts(obj):
@@ -93,6 +94,7 @@ def test_fast_canonical_accepts_only_what_the_standard_test_accepts(obj):
             assert same(fast, std), line
 
 
+@pytest.mark.slow
 @settings(max_examples=1500, deadline=None)
 @given(objects)
 def test_parse_document_is_json_loads(obj):

@@ -15,10 +15,10 @@ import time
 from pathlib import Path
 
 import pytest
+from runhelpers import events, execute, in_background, make_run, verified
 
 from confirmatory.engine.resume import request_resume
 from confirmatory.testing.designs import write_design
-from runhelpers import events, execute, in_background, make_run, verified
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "confirmatory_run.py"

@@ -27,7 +27,7 @@ VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "met
 class Node:
     tag: str
     attrs: dict
-    parent: "Node | None" = None
+    parent: Node | None = None
     children: list = field(default_factory=list)
     text: list = field(default_factory=list)
 
@@ -35,7 +35,7 @@ class Node:
     def classes(self) -> set[str]:
         return set((self.attrs.get("class") or "").split())
 
-    def all(self, tag: str | None = None, cls: str | None = None, **attrs: str) -> list["Node"]:
+    def all(self, tag: str | None = None, cls: str | None = None, **attrs: str) -> list[Node]:
         """Every element below this one with the tag, the class and the attributes given."""
         out = []
         stack = list(reversed(self.children))
@@ -47,7 +47,7 @@ class Node:
             stack.extend(reversed(n.children))
         return out
 
-    def one(self, tag: str | None = None, cls: str | None = None, **attrs: str) -> "Node":
+    def one(self, tag: str | None = None, cls: str | None = None, **attrs: str) -> Node:
         found = self.all(tag, cls, **attrs)
         assert len(found) == 1, f"{len(found)} elements {tag}.{cls} {attrs}"
         return found[0]

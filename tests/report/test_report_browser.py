@@ -15,14 +15,14 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from pagedom import Node, needs_chromium, render, screenshot
+from runhelpers import events, of
 
 from confirmatory.cli.run import result_lines
 from confirmatory.report import write_report
 from confirmatory.report.charts import LEFT, WIDTH
 from confirmatory.testing.rungen import Plan, generate_run
 from confirmatory.verify import verify_run
-from pagedom import Node, needs_chromium, render, screenshot
-from runhelpers import events, of
 
 pytestmark = [needs_chromium, pytest.mark.slow]
 

@@ -11,13 +11,13 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from pagedom import parse
+from runhelpers import events
 
 from confirmatory.report import write_report
 from confirmatory.report.charts import BAR_CAP
 from confirmatory.testing.rungen import Plan, generate_run
 from confirmatory.verify import verify_run
-from pagedom import parse
-from runhelpers import events
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "confirmatory_run.py"

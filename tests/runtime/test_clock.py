@@ -119,6 +119,7 @@ def racing(targets: list) -> None:
         sys.setswitchinterval(old)
 
 
+@pytest.mark.slow
 def test_twelve_threads_see_no_step_back_alone_or_together(monkeypatch):
     wall = JitteryWall(seed=11, yield_after_read=True)
     monkeypatch.setattr(time, "time", wall)

@@ -54,7 +54,7 @@ def _pids(base: Path, suffixes: tuple[str, ...], timeout_s: float = 60) -> dict[
             return {s: int(Path(f"{base}{s}").read_text()) for s in suffixes}
         except (FileNotFoundError, ValueError):
             if time.monotonic() > deadline:
-                raise AssertionError(f"the runner did not say its children's pids: {sorted(base.parent.iterdir())}")
+                raise AssertionError(f"the runner did not say its children's pids: {sorted(base.parent.iterdir())}") from None
             time.sleep(0.05)
 
 

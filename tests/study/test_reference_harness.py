@@ -8,15 +8,15 @@ from importlib import resources
 
 import pytest
 
-from confirmatory.engine import llm
-from confirmatory.runtime.clock import Clock
-from confirmatory.demo import calculator, engine, harness
-from confirmatory.design.model import Arm, Household, ModelSpec
 from confirmatory.core.errors import BudgetStop, EscalatedTimeout, TruncationSurvived, UnparseableAnswer
 from confirmatory.core.money import to_nusd
+from confirmatory.demo import calculator, engine, harness
+from confirmatory.design.model import Arm, Household, ModelSpec
+from confirmatory.engine import llm
+from confirmatory.engine.spend import AttemptSpend, Spend
+from confirmatory.runtime.clock import Clock
 from confirmatory.sim import SIM_PRICES, FaultPlan, SimProvider
 from confirmatory.sim.behaviour import rule_of_thumb
-from confirmatory.engine.spend import AttemptSpend, Spend
 
 ARMS = {
     "alone": Arm(name="alone", features={"tools": []}),
@@ -129,6 +129,7 @@ def test_a_responses_turn_that_truncates_is_escalated_too(pool):
     assert calls[-2]["finish_reason"] == "length" and calls[-1]["escalated_after_truncation"]
 
 
+@pytest.mark.slow
 def test_a_timeout_on_the_escalated_request_is_escalated_timeout(pool):
     result, calls, _ = converse("sim-careful", "alone", pool, {"kind": "truncate", "call": 0},
                                 {"kind": "hang", "call": 1}, hang_s=3.0, timeout_s=1.0)

@@ -15,18 +15,18 @@ import threading
 from pathlib import Path
 
 import pytest
+from runhelpers import events, of, verified
 
-from confirmatory.engine import llm
+from confirmatory.anchors.witness import init_local_witness
 from confirmatory.cli.demo import REFERENCE_DESIGN
-from confirmatory.design.load import load_design
 from confirmatory.core.money import to_nusd
+from confirmatory.design.load import load_design
+from confirmatory.engine import llm
 from confirmatory.engine.resume import request_resume
 from confirmatory.engine.run import Run
 from confirmatory.sim.behaviour import SIM_PRICES
 from confirmatory.sim.faults import FaultPlan
 from confirmatory.sim.server import SimProvider
-from confirmatory.anchors.witness import init_local_witness
-from runhelpers import events, of, verified
 
 DEMO = REFERENCE_DESIGN.parent
 ROOT = Path(__file__).resolve().parents[2]
@@ -136,9 +136,9 @@ def test_a_real_provider_design_without_its_key_is_refused_before_anything_start
 
 
 def test_the_real_provider_design_names_dated_snapshots_litellm_prices_and_models_json_describes():
-    from confirmatory.engine.config import load_registry
-    from confirmatory.design.load import load_design
     from confirmatory.cli.run import model_problems, registry_path
+    from confirmatory.design.load import load_design
+    from confirmatory.engine.config import load_registry
 
     design = DEMO / "real-provider.toml"
     loaded = load_design(design)
@@ -150,6 +150,7 @@ def test_the_real_provider_design_names_dated_snapshots_litellm_prices_and_model
         assert entry["snapshot"] and m.litellm_model.endswith(entry["snapshot"]), entry
 
 
+@pytest.mark.slow
 def test_the_refusal_names_the_missing_environment_variable(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
     proc = subprocess.run(
@@ -162,6 +163,7 @@ def test_the_refusal_names_the_missing_environment_variable(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_check_says_which_keys_this_environment_lacks_though_it_passes(tmp_path):
     # check printed the plan, exit 0, and nothing of the keys; run then
     # refused (exit 3) for want of them. The keys may be set only where the

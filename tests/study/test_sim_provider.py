@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from confirmatory.engine import llm
 from confirmatory.cli.main import main
 from confirmatory.core.money import to_nusd
+from confirmatory.engine import llm
 from confirmatory.sim import SIM_PRICES, FaultPlan, SimProvider
 from confirmatory.sim.behaviour import Conversation, decide, household_from, rule_of_thumb
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from test_violations import pristine, reseal, run  # noqa: F401 - the generated run's fixtures
 
-from confirmatory.records.chain import dumps
 from confirmatory.core.streams import arm_orders, draw_order
+from confirmatory.records.chain import dumps
 from confirmatory.verify import verify_run
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "confirmatory_run.py"

@@ -21,11 +21,11 @@ import sys
 import textwrap
 
 import pytest
+from test_violations import reseal
 
 from confirmatory.records.manifests import differences
 from confirmatory.testing.rungen import Plan, generate_run
 from confirmatory.verify import verify_run
-from test_violations import reseal
 
 PLAN = Plan(households=10, anchor_every_s=600, harness=None, operator=None)
 

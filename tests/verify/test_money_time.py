@@ -20,8 +20,8 @@ from test_violations import PLAN, attempts, edit_log, read, replay_decisions, re
 
 from confirmatory.records.chain import dumps
 from confirmatory.testing.rungen import Plan, generate_run
-from confirmatory.verify.clocks import ClockDrift
 from confirmatory.verify import verify_run
+from confirmatory.verify.clocks import ClockDrift
 
 DEADLINE_PLAN = Plan(households=16, anchor_every_s=120, cap_usd=0.3, deadline=("alpha", 5), inconclusive=None,
                      harness=None)
@@ -290,8 +290,8 @@ def test_a_record_that_disagrees_with_its_attempt_line_on_one_field_fails_invari
         def change(rec):
             v = rec[name]
             rec[name] = v + "x" if isinstance(v, str) else v + 1
-            if lacking:
-                rec.pop(lacking)
+            if lacking:  # noqa: B023
+                rec.pop(lacking)  # noqa: B023
         _edit_record(root, change)
         fails_with(root, 1, "record disagrees with its attempt line")
         shutil.rmtree(root)

@@ -110,6 +110,7 @@ def positions(n: int) -> list[int]:
     return sorted({round(k * step) for k in range(SAMPLE)} | {1, n - 2})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("log", LOGS)
 def test_every_operation_on_every_sampled_line_of_a_log_fails_verify(run, log, witness):
     path = run / log

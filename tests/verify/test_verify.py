@@ -52,7 +52,7 @@ def test_without_a_witness_the_report_says_it_was_not_checked(run):
     report = verify_run(run)
     assert report.ok and report.witness is None
     assert "witness: not checked (verify --witness CLONE" in report.to_table()
-    assert json.loads(report.to_json())["witness"] == {"checked": False, "clone": None, "problems": None}
+    assert json.loads(report.to_json())["witness"] == {"checked": False, "clone": None, "problems": None, "unchecked": []}
 
 
 def test_the_report_says_how_the_records_say_the_run_ended(run, tmp_path):
@@ -144,7 +144,7 @@ def test_a_witness_that_holds_every_anchor_passes_and_one_that_diverges_fails(ru
     honest = verify_run(run, witness=clone)
     assert honest.ok
     assert honest.witness_line() == f"witness: {clone} holds every anchor of the run, unchanged"
-    assert json.loads(honest.to_json())["witness"] == {"checked": True, "clone": str(clone), "problems": 0}
+    assert json.loads(honest.to_json())["witness"] == {"checked": True, "clone": str(clone), "problems": 0, "unchecked": []}
     # a forger re-chains anchors.jsonl after changing its open line: nothing in the
     # run can tell, the witness can
     import shutil
@@ -197,6 +197,7 @@ def _random_host_log(rng, n=300):
     return lines, t
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("block", [None, 1, 3])  # None: column.BLOCK, every sample in memory here
 def test_the_host_summary_gives_the_verdict_of_the_log_or_its_prefix(block):
     import random
@@ -315,7 +316,7 @@ def test_the_host_summary_gives_the_verdict_of_an_edited_log_or_none_where_the_r
         summary = HostSummary(max_gap_s=45, pressure_threshold=10, block=block)
         for obj in lines:
             summary.add(obj)
-        end_t = max((x["t"] for x in lines if isinstance(x.get("t"), float) and not math.isnan(x["t"])))
+        end_t = max(x["t"] for x in lines if isinstance(x.get("t"), float) and not math.isnan(x["t"]))
         for _ in range(60):
             s = rng.uniform(-20, end_t + 60)
             e = s + rng.choice([0.0, 3.0, 40.0, 200.0])
@@ -359,8 +360,8 @@ def test_a_host_log_whose_times_go_back_is_said_so_and_its_lines_still_judged():
 def test_the_one_pass_reader_agrees_with_check_chain_and_iter_lines(tmp_path, run):
     from itertools import islice
 
-    from confirmatory.records.reader import ChainReader, check_chain, iter_lines
     from confirmatory.records.layout import load_layout
+    from confirmatory.records.reader import ChainReader, check_chain, iter_lines
 
     seed = {s.relpath: s.seed for s in load_layout(run).logs()}["models/alpha/run.jsonl"]
     data = (run / "models/alpha/run.jsonl").read_bytes()
@@ -467,7 +468,7 @@ def test_what_verify_keeps_of_each_anchor_is_a_few_hundred_bytes(tmp_path):
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
-        logs = LogPass(layout, Findings())
+        logs = LogPass(layout, Findings())  # noqa: F841 - kept alive while its memory is measured
         kept = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
@@ -579,6 +580,7 @@ def test_a_host_log_the_fast_parser_reads_otherwise_gives_the_same_report(run, t
         assert _report_key(many) == _report_key(one), n
 
 
+@pytest.mark.slow
 def test_host_spans_joined_give_the_same_report_as_one_pass(run, tmp_path):
     """host.jsonl's chain is checked in spans by worker processes and joined;
     damage at and around the cut (or anywhere) must read exactly as one pass
@@ -725,9 +727,9 @@ def test_the_checked_pass_over_host_lines_gives_what_adding_and_checking_every_l
 
     from confirmatory.records import chain
     from confirmatory.records.hostindex import HostSummary
+    from confirmatory.verify import report as report_module
     from confirmatory.verify.clocks import ClockDrift
     from confirmatory.verify.hostlog import sample_problem, summarize_checked
-    from confirmatory.verify import report as report_module
     from confirmatory.verify.report import Findings
 
     if parse == "orjson" and chain._fast_loads is None:
@@ -791,8 +793,8 @@ def test_a_sample_field_of_any_other_kind_is_reported_by_the_checked_pass(name, 
     first sample (which sets the drift's start) or a later one, among
     samples of the common kind. The kinds the contract allows are not."""
     from confirmatory.records.hostindex import HostSummary
-    from confirmatory.verify.hostlog import SAMPLE_INTEGERS, summarize_checked
     from confirmatory.verify.clocks import ClockDrift
+    from confirmatory.verify.hostlog import SAMPLE_INTEGERS, summarize_checked
     from confirmatory.verify.report import Findings
 
     def sample(k):

@@ -191,7 +191,7 @@ def _carry_billed_usage(model: ModelLike, kind: str, exc: BaseException) -> None
     _note_reply(reply)
 
 
-def _note_reply(reply: "Reply") -> None:
+def _note_reply(reply: Reply) -> None:
     """Tell the attempt bound to this thread (if any) what this reply cost:
     the lane checks that the harness reported it (spend.AttemptSpend.unreported)."""
     from confirmatory.engine.spend import bound_attempt
