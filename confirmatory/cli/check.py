@@ -41,7 +41,7 @@ def check_command(design_path: Path | str, workers: int | None = None, *, run_di
             print(f"{design_path}: {problem}", file=err)
         print(f"{design_path}: refused ({len(exc.problems)} problem{'s' * (len(exc.problems) != 1)})", file=err)
         return EXIT_REFUSED
-    from confirmatory.cli.run import (
+    from confirmatory.engine.preflight import (
         entry_problems,
         evidence_problems,
         model_problems,

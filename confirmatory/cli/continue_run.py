@@ -75,7 +75,7 @@ def continue_command(run_dir: Path, *, reason: str, design: Path | None = None, 
         early_interrupt_status,
         take_early_interrupts,
     )
-    from confirmatory.engine.run import ignore_interrupts
+    from confirmatory.engine.signals import ignore_interrupts
 
     take_early_interrupts()
     try:
@@ -96,15 +96,15 @@ def _refuse(problems: list[str]) -> int:
 def _continue(run_dir: Path, *, reason: str, design: Path | None, workers: int | None, quiet: bool) -> int:
     from filelock import FileLock, Timeout
 
-    from confirmatory.cli.run import (
-        _execute,
+    from confirmatory.cli.run import _execute
+    from confirmatory.design.load import load_design
+    from confirmatory.design.model import DesignError
+    from confirmatory.engine.preflight import (
         entry_problems,
         evidence_problems,
         model_problems,
         registry_problems,
     )
-    from confirmatory.design.load import load_design
-    from confirmatory.design.model import DesignError
     from confirmatory.records import lock as runlock
     from confirmatory.verify import verify_run
 
@@ -150,7 +150,7 @@ def _continue(run_dir: Path, *, reason: str, design: Path | None, workers: int |
         lock.release()
 
 
-def pin_problems(loaded: Any, manifest: dict) -> list[str]:
+def pin_problems(loaded: Any, manifest: dict[str, Any]) -> list[str]:
     """The design's pins as verified now against those the run started with."""
     was = (manifest.get("harness") or {}).get("pins") or {}
     now = dict(loaded.pins)
@@ -158,7 +158,7 @@ def pin_problems(loaded: Any, manifest: dict) -> list[str]:
             for p in sorted(set(was) | set(now)) if was.get(p) != now.get(p)]
 
 
-def witness_problems(run_dir: Path, manifest: dict, base_dir: Path, *, catch_up: bool = True) -> list[str]:
+def witness_problems(run_dir: Path, manifest: dict[str, Any], base_dir: Path, *, catch_up: bool = True) -> list[str]:
     """The witness clone the anchor command pushes to must hold every anchor
     the directory holds (checked read-only, as verify --witness does)."""
     from confirmatory.anchors.check import check_witness
@@ -184,7 +184,8 @@ def witness_problems(run_dir: Path, manifest: dict, base_dir: Path, *, catch_up:
             # with the witness as push-anchor would, then look again. Only
             # the witness is written; the continuation line names the anchor.
             from confirmatory.anchors.check import run_id_from_pushes
-            from confirmatory.anchors.witness import WitnessError, publish
+            from confirmatory.anchors.git import WitnessError
+            from confirmatory.anchors.witness import publish
 
             try:
                 publish(clone, run_dir / "anchors.jsonl", run_id_from_pushes(run_dir)
@@ -197,7 +198,7 @@ def witness_problems(run_dir: Path, manifest: dict, base_dir: Path, *, catch_up:
     return [f"witness: {p}" for p in found]
 
 
-def _manifest_run_id(manifest: dict) -> str | None:
+def _manifest_run_id(manifest: dict[str, Any]) -> str | None:
     command = list((manifest.get("anchors") or {}).get("command") or [])
     return str(command[command.index("--run-id") + 1]) if "--run-id" in command[:-1] else None
 
@@ -236,7 +237,7 @@ def prepare(run_dir: Path, loaded: Any, report: Any, reason: str) -> dict[str, A
     return {"position": position, "reason": reason, "torn": torn, "made": made}
 
 
-def push_final(run_dir: Path, manifest: dict) -> int:
+def push_final(run_dir: Path, manifest: dict[str, Any]) -> int:
     """A run killed after its final anchor, before the witness took it:
     push it, as `push-anchor` does (the run's lock is held)."""
     from confirmatory.cli.push_anchor import _push_anchor_locked
@@ -251,7 +252,7 @@ def push_final(run_dir: Path, manifest: dict) -> int:
                                None, fail)
 
 
-def finish_close(run_dir: Path, manifest: dict, loaded: Any, report: Any, *, quiet: bool) -> int:
+def finish_close(run_dir: Path, manifest: dict[str, Any], loaded: Any, report: Any, *, quiet: bool) -> int:
     """A run killed after its close line, before its final anchor: nothing is
     left to run, so write what its runner would have written next, the final
     anchor (every log as it stands, dated above every time recorded), and

@@ -21,7 +21,7 @@ leaf i is the i-th line's bytes without its newline (docs/ANCHORS.md).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 _sha256 = hashlib.sha256
 _digest = type(_sha256()).digest  # unbound: map() calls it in C
@@ -170,7 +170,7 @@ def consistency_proof(leaves: Sequence[bytes], first: int) -> list[bytes]:
     return _subproof(first, len(leaves), lambda a, b: root(leaves[a:b]))
 
 
-def _subproof(m: int, n: int, mth) -> list[bytes]:
+def _subproof(m: int, n: int, mth: Callable[[int, int], bytes]) -> list[bytes]:
     """SUBPROOF(m, D[0:n], true), with ``mth(a, b)`` giving MTH(D[a:b])."""
     if not 0 < m <= n:
         raise ValueError(f"no consistency proof from {m} to {n} leaves")
@@ -193,7 +193,7 @@ def _subproof(m: int, n: int, mth) -> list[bytes]:
     return out
 
 
-def _oracle(*ranges: Range):
+def _oracle(*ranges: Range) -> Callable[[int, int], bytes]:
     """``mth(a, b)``: MTH(D[a:b]) for a subtree [a, b) that is one of the
     ranges' subtrees or is tiled by them (the only kind a proof between a
     frontier and the range after it asks for)."""
@@ -234,7 +234,7 @@ def inclusion_between(frontier: Range, leaf: Range, after: Range) -> list[bytes]
     return _path(i, after.end, _oracle(frontier, leaf, after))
 
 
-def _path(index: int, n: int, mth) -> list[bytes]:
+def _path(index: int, n: int, mth: Callable[[int, int], bytes]) -> list[bytes]:
     """PATH(index, D[0:n]) of section 2.1.3.1 with ``mth(a, b)`` giving MTH(D[a:b]), leaf upward."""
     path: list[bytes] = []
     lo, hi = 0, n

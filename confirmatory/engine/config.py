@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import confirmatory
 from confirmatory.core.redaction import HEADER_KEYS, is_secret_name, redact, redact_obj
+from confirmatory.core.version import VERSION
 from confirmatory.design.load import entry_module
 from confirmatory.design.model import ENTRY_RE, LoadedDesign, ModelSpec
 from confirmatory.engine import llm
@@ -172,10 +172,10 @@ def runner_identity(argv: list[str]) -> dict[str, Any]:
             packages[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
             packages[name] = None
-    commit, dirty = git_state(Path(confirmatory.__file__).resolve().parent, "__init__.py")
+    commit, dirty = git_state(Path(__file__).resolve().parents[1], "__init__.py")
     return {
         "name": "confirmatory",
-        "version": confirmatory.__version__,
+        "version": VERSION,
         "packages": packages,
         "git_commit": commit,
         "git_dirty": dirty,

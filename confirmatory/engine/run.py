@@ -23,7 +23,7 @@ import threading
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from confirmatory.core import rules
 from confirmatory.core.money import usd_to_nusd
@@ -45,6 +45,10 @@ from confirmatory.records.rundir import RunFiles, create_run_dir
 from confirmatory.records.writer import Guard
 from confirmatory.runtime.clock import Clock
 
+if TYPE_CHECKING:
+    from confirmatory.design.model import LoadedDesign
+    from confirmatory.engine.options import RunOptions
+
 POLL_S = 0.05
 
 
@@ -62,9 +66,10 @@ class Run(Deadlines, RecordLines):
 
     def __init__(
         self,
-        loaded: Any,
+        loaded: LoadedDesign,
         run_dir: Path,
         *,
+        options: RunOptions | None = None,
         clock: Any = None,
         host_readers: Any = None,
         config: dict[str, Any] | None = None,
@@ -75,6 +80,12 @@ class Run(Deadlines, RecordLines):
         disk_floor_bytes: int | None = None,
         continuation: dict[str, Any] | None = None,
     ) -> None:
+        if options is not None:  # the front door's one typed value (docs/LIBRARY.md)
+            given = options.as_kwargs()
+            clock, host_readers, config = given["clock"], given["host_readers"], given["config"]
+            install_signals, restore_signals = given["install_signals"], given["restore_signals"]
+            restore_to, api_bases = given["restore_to"], given["api_bases"]
+            disk_floor_bytes = given.get("disk_floor_bytes", disk_floor_bytes)
         self.loaded = loaded
         # Carrying a crashed run on (engine.continuation): its position, the
         # operator's reason and the torn tails already moved aside.

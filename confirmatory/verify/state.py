@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(slots=True)
@@ -23,13 +24,13 @@ class HouseholdEnd:
     crash: bool = False  # cut short by a crash (`cut_by: crash`): its lane runs it again whole
 
 
-def hkey(household, round_index) -> str:
+def hkey(household: Any, round_index: Any) -> str:
     """A household's run as the checks key it: ``h`` for its first, ``h@r``
     for round r >= 1 (a continuation ran it again; ``@`` is in no slug)."""
     return household if not round_index else f"{household}@{round_index}"
 
 
-def line_hkey(obj: dict):
+def line_hkey(obj: dict[str, Any]) -> str:
     """``hkey`` of a line that names a household (its optional ``round``)."""
     return hkey(obj.get("household"), obj.get("round", 0))
 
@@ -39,14 +40,14 @@ class ModelState:
     """What one model's pass leaves for the timeline checks and the totals."""
 
     name: str
-    manifest: dict
-    control: list[tuple[int, dict]]
+    manifest: dict[str, Any]
+    control: list[tuple[int, dict[str, Any]]]
     ends: dict[str, HouseholdEnd] = field(default_factory=dict)
     attempt_cost: int = 0
     # (h, arm, pass) -> (seq, class, end, the rules' stop cause or None) of each attempt with action stop
-    stop_attempts: dict[tuple, tuple[int, str, float, str | None]] = field(default_factory=dict)
+    stop_attempts: dict[tuple[str, Any, Any], tuple[int, str, float, str | None]] = field(default_factory=dict)
     halt_t: float = float("inf")
-    ended_halts: list = field(default_factory=list)  # stops a continuation carried the run on from (crash, runner error)
+    ended_halts: list[float] = field(default_factory=list)  # stops a continuation carried the run on from (crash, runner error)
     trigger_t: float = float("inf")
     pauses: list[tuple[float, float]] = field(default_factory=list)
     # the cost of this model's calls that ended before the ceiling event's t,
@@ -68,12 +69,12 @@ class ModelState:
     # the same arm results by class; every attempt of an ended household by
     # class; each rerun by the class of the attempt it replaced (the report's
     # tables: procedure.tally_classes)
-    standing: Counter = field(default_factory=Counter)
-    attempt_classes: Counter = field(default_factory=Counter)
-    rerun_classes: Counter = field(default_factory=Counter)
-    tally: dict = field(default_factory=dict)  # tallies(), kept when the state is slimmed for the run-level checks
+    standing: Counter[str] = field(default_factory=Counter)
+    attempt_classes: Counter[str] = field(default_factory=Counter)
+    rerun_classes: Counter[str] = field(default_factory=Counter)
+    tally: dict[str, Any] = field(default_factory=dict)  # tallies(), kept when the state is slimmed for the run-level checks
 
-    def tallies(self) -> dict:
+    def tallies(self) -> dict[str, Any]:
         """What the report shows of this model's counts (``Report.tallies``)."""
         return {"results": dict(self.standing), "attempts": dict(self.attempt_classes),
                 "reruns": dict(self.rerun_classes), "households": sum(1 for e in self.ends.values() if not e.crash),
@@ -81,7 +82,7 @@ class ModelState:
     by_class: dict[str, int] = field(default_factory=dict)  # the arm results by class
     # what the report's figures take of this model (verification._check_one): households ended,
     # unfinished, arm results by class
-    figures: dict = field(default_factory=dict)
+    figures: dict[str, Any] = field(default_factory=dict)
 
-    def events(self, name: str) -> list[tuple[int, dict]]:
+    def events(self, name: str) -> list[tuple[int, dict[str, Any]]]:
         return [(s, o) for s, o in self.control if o.get("event") == name]

@@ -454,7 +454,7 @@ def test_a_disk_below_the_floor_stops_the_run_while_its_end_can_still_be_written
 
 
 def test_run_refuses_to_start_with_less_free_disk_than_the_floor(tmp_path):
-    from confirmatory.cli.run import run_dir_problems
+    from confirmatory.engine.preflight import run_dir_problems
 
     (problem,) = run_dir_problems(tmp_path / "runs" / "r", disk_floor_bytes=1 << 62)
     assert problem.startswith(f"{tmp_path / 'runs' / 'r'}: its disk has ") and "MiB the run stops at" in problem
