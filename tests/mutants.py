@@ -80,7 +80,7 @@ MUTANTS = (
            "tests/engine/test_run_faults.py::"
            "test_a_signal_that_lands_while_the_main_thread_holds_the_wake_events_lock_stops_the_run"),
     Mutant("let a signal at the runner's exit end it by the signal", "confirmatory/cli/run.py",
-           "        finally:\n            from confirmatory.engine.run import ignore_interrupts\n\n            ignore_interrupts()\n",
+           "        finally:\n            from confirmatory.engine.signals import ignore_interrupts\n\n            ignore_interrupts()\n",
            "        finally:\n            pass\n",
            "tests/cli/test_run_process.py::"
            "test_signals_after_the_first_change_nothing_while_the_runner_stops_and_exits[one]"),
@@ -175,7 +175,7 @@ MUTANTS = (
            "        return str(path.relative_to(Path.cwd().resolve()))\n    except ValueError:\n"
            "        return 'confirmatory/demo/' + path.name",
            "tests/study/test_reference_study.py::test_the_demo_guide_offers_the_pause_demo_only_to_a_run_that_did_not_pause"),
-    Mutant("start a run whose evidence cannot be read", "confirmatory/cli/run.py",
+    Mutant("start a run whose evidence cannot be read", "confirmatory/engine/preflight.py",
            "    problems.extend(evidence_problems(loaded))\n", "",
            "tests/design/test_design_refusals.py::test_check_and_run_refuse_an_evidence_source_that_cannot_be_read_before_a_"
            "run_directory_exists[evidence_path_that_is_a_directory]"),
@@ -545,7 +545,7 @@ MUTANTS = (
            "    if shallow():\n        problems.append(", "    if False:\n        problems.append(",
            "tests/anchors/test_witness.py::test_a_shallow_clone_of_the_witness_is_checked_over_the_whole_history"),
     # check and the keys
-    Mutant("keep quiet in check about a key this environment lacks", "confirmatory/cli/run.py",
+    Mutant("keep quiet in check about a key this environment lacks", "confirmatory/engine/preflight.py",
            "        elif missing and notes is not None:\n", "        elif False:\n",
            "tests/study/test_reference_study.py::test_check_says_which_keys_this_environment_lacks_though_it_passes"),
     # verify --json's documented shape
@@ -553,8 +553,9 @@ MUTANTS = (
            '"run_dir": self.run_dir, "ok": self.ok,', '"run_dir": self.run_dir, "format": 1, "ok": self.ok,',
            "tests/cli/test_ops_commands.py::test_verify_json_has_exactly_the_keys_its_page_documents"),
     # the model registry read before anything starts
-    Mutant("let run start with a model registry it cannot read", "confirmatory/cli/run.py",
-           "    problems.extend(registry_problems(design))\n", "",
+    Mutant("let run start with a model registry it cannot read", "confirmatory/engine/preflight.py",
+           "    problems.extend(registry_problems(Path(design_path) if design_path is not None else loaded.path))\n",
+           "",
            "tests/engine/test_config.py::test_a_model_registry_the_run_cannot_read_is_refused_by_check_and_run_naming_it"),
     Mutant("send the seed probe before reading its registry", "confirmatory/cli/probe.py",
            "        if problem is not None:\n            print(f\"probe-seed: the registry",

@@ -145,7 +145,7 @@ class Anchorer:
         self._pending: int | None = None   # newest anchor not yet handed to a push
         self._done_seq = -1                # anchor covered by the last finished push
         self._done_rc: int | None = None
-        self._proc: subprocess.Popen | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
         self._closing = False              # finish(): the worker exits once idle
         self._give_up = False              # finish() timed out: start nothing more
         self._give_up_why = ""             # why, as a push's output says it: "[killed by the runner: ...]"
@@ -157,7 +157,8 @@ class Anchorer:
         self._end_timeout: float | None = None   # finish()'s push_timeout, once it waits
         self._end_deadline: float | None = None  # monotonic; None once it no longer waits
         self._last_push: tuple[int, int | None, str | None] | None = None  # (seq, rc, how) last logged
-        self._final_push: tuple[int | None, str, str | None, tuple | None] | None = None  # rc, output, how, spent on
+        # rc, output, how, spent on (the last push's _last_push, when the final push was not run)
+        self._final_push: tuple[int | None, str, str | None, tuple[int, int | None, str | None] | None] | None = None
         self.push_timeout_s = float(push_timeout_s)
         # What the progress display reads (push_failures), under _push_cv.
         self._failures: list[PushFailure] = []  # every one: at most one push per anchor
@@ -258,7 +259,7 @@ class Anchorer:
             self._ticker.join()
         try:
             # (final False: a run ending as a crash does, its last anchor not final)
-            final = self.anchor(final=final, extra=extra)
+            final = self.anchor(final=final, extra=extra)  # type: ignore[assignment]  # now the final anchor's seq
         except BaseException:
             self._abandon_pushes()  # a live non-daemon worker would keep the process up
             raise
@@ -456,7 +457,7 @@ class Anchorer:
         with self._push_cv:
             return tuple(self._failures)
 
-    def _started(self, proc: subprocess.Popen) -> None:
+    def _started(self, proc: subprocess.Popen[bytes]) -> None:
         with self._push_cv:
             self._proc = proc
             give_up = self._give_up

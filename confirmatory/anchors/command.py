@@ -28,7 +28,7 @@ MAX_PUSH_OUTPUT_BYTES = 8 << 20
 
 
 def run_anchor_command(command: Sequence[str], anchors_file: Path, cwd: Path,
-                       on_start: Callable[[subprocess.Popen], None] | None = None,
+                       on_start: Callable[[subprocess.Popen[bytes]], None] | None = None,
                        timeout: float | None = None) -> tuple[int, str]:
     """Run ``command + [anchors_file]``; (return code, redacted output tail).
 
@@ -44,7 +44,7 @@ def run_anchor_command(command: Sequence[str], anchors_file: Path, cwd: Path,
 
 
 def _run_command(command: Sequence[str], anchors_file: Path, cwd: Path,
-                 on_start: Callable[[subprocess.Popen], None] | None,
+                 on_start: Callable[[subprocess.Popen[bytes]], None] | None,
                  timeout: float | None) -> tuple[int, str, str | None]:
     """``run_anchor_command`` and why the runner killed the command (None: it
     was not; else children.TIMEOUT or children.OUTPUT)."""

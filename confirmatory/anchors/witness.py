@@ -33,6 +33,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from filelock import FileLock
 
@@ -232,7 +233,7 @@ def preflight_problems(command: Sequence[str] | None, cwd: Path, run_dir: Path) 
                 f"({problem_line(quiet.getvalue())}): every push would fail"]
     problems = []
     run_id: str | None = parsed.run_id or default_run_id(anchors_file)
-    if not is_slug(run_id):
+    if not is_slug(cast(str, run_id)):  # (a str here: the default is one)
         if parsed.run_id:
             problems.append(f"anchors.command: --run-id {run_id!r} is not a slug ([A-Za-z0-9._-]+): "
                             "the witness script would refuse every push")

@@ -215,6 +215,8 @@ def costliest_call(m: ModelSpec) -> CallBound:
     litellm's model table)."""
     from confirmatory.core.simulated import SIM_MAX_INPUT_TOKENS, SIM_MAX_OUTPUT_TOKENS, SIM_PRICES
 
+    max_in: int | None
+    max_out: int | None
     if m.simulated:
         max_in, max_out = SIM_MAX_INPUT_TOKENS, SIM_MAX_OUTPUT_TOKENS
     else:

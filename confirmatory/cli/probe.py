@@ -19,9 +19,12 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from confirmatory.engine.llm import AdHocModel  # no litellm: confirmatory.engine.llm imports it lazily
+
+if TYPE_CHECKING:
+    from confirmatory.engine.llm import ModelLike
 
 PROBE_SEED = 20240611
 PROBE_TIMEOUT_S = 60.0
@@ -58,8 +61,9 @@ def probe(model: str, api_base: str | None) -> ProbeResult:
     """Two identical seeded temperature-0 calls; litellm's exceptions propagate."""
     from confirmatory.engine import llm  # noqa: PLC0415 - litellm loads only when a probe runs
 
+    # cast: the frozen AdHocModel's fields are read-only, ModelLike's members settable (mypy tells them apart)
     spec = _probe_model(model, api_base)
-    replies = [llm.chat(spec, [dict(m) for m in PROBE_MESSAGES]) for _ in range(2)]
+    replies = [llm.chat(cast("ModelLike", spec), [dict(m) for m in PROBE_MESSAGES]) for _ in range(2)]
 
     def shape(reply: Any) -> tuple[Any, ...]:
         calls = tuple((c["name"], c["arguments"]) for c in reply.tool_calls)
@@ -124,7 +128,7 @@ def probe_seed_command(model: str, api_base: str | None = None, registry: Path =
 
             sim = SimProvider(None, 0).start()
             api_base = sim.url
-            llm.prepare([_probe_model(model, api_base)], SIM_PRICES)
+            llm.prepare([cast("ModelLike", _probe_model(model, api_base))], SIM_PRICES)
         else:
             llm.prepare([])
         missing = llm.missing_keys(model, api_base)

@@ -179,7 +179,7 @@ class Progress:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._t0 = time.monotonic()
-        self._seen: set[tuple] = set()
+        self._seen: set[tuple[Any, ...]] = set()
         self._signals_told = 0
         self._pushes_told = 0
         self._kept: deque[str] = deque(maxlen=KEPT_EVENTS)
@@ -236,13 +236,14 @@ class Progress:
         return f"[{_hms(time.monotonic() - self._t0)}]"
 
     # -- events ------------------------------------------------------------------
-    def _once(self, key: tuple, text: str, out: list[str]) -> None:
+    def _once(self, key: tuple[Any, ...], text: str, out: list[str]) -> None:
         if key not in self._seen:
             self._seen.add(key)
             out.append(f"{self._stamp()} {text}")
 
     def events(self) -> list[str]:
         """What happened since the last call that a person must hear of, once each."""
+        out: list[str]
         run, out = self.run, []
         where = shlex.quote(str(run.run_dir))
         for m in _models(run):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from confirmatory.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from confirmatory.core import merkle
@@ -31,7 +31,7 @@ class ProofError(Exception):
         self.status = status
 
 
-def _anchors(path: Path) -> list[dict]:
+def _anchors(path: Path) -> list[dict[str, Any]]:
     """The anchor lines of an anchors file, in order (read as JSON; verify checks their chain)."""
     try:
         data = open_regular(path).readall()
@@ -50,10 +50,11 @@ def _anchors(path: Path) -> list[dict]:
     return out
 
 
-def _entry(anchors: list[dict], seq: int | None, log: str, where: Path) -> tuple[int, int, str]:
+def _entry(anchors: list[dict[str, Any]], seq: int | None, log: str, where: Path) -> tuple[int, int, str]:
     """(anchor seq, lines, root) that anchor ``seq`` (the last when None) fixes for ``log``."""
     if not anchors:
         raise ProofError(f"{where}: no anchor line")
+    anchor: dict[str, Any] | None
     if seq is None:
         anchor = anchors[-1]
     else:
@@ -73,7 +74,7 @@ def _entry(anchors: list[dict], seq: int | None, log: str, where: Path) -> tuple
                          "before anchors had roots): there is no root to prove against", EXIT_FAILED)
     if type(root) is not str or len(root) != 64:
         raise ProofError(f"{where}: anchor {anchor.get('seq')}: {log}'s root is not a sha256 in hex")
-    return anchor.get("seq"), n, root
+    return cast(int, anchor.get("seq")), n, root
 
 
 def _ranges(path: Path, cuts: list[int], keep: int | None = None) -> tuple[list[merkle.Range], bytes | None]:
@@ -82,7 +83,7 @@ def _ranges(path: Path, cuts: list[int], keep: int | None = None) -> tuple[list[
     memory; and line ``keep``'s bytes."""
     ranges, at, kept = [merkle.Range(0)], 0, None
     bounds = iter(cuts)
-    cut = next(bounds)
+    cut: int | None = next(bounds)
     try:
         with open_regular(path) as f:
             for _, parts, is_tail in _batches(f):
@@ -202,7 +203,7 @@ def _short(text: str, width: int = 160) -> str:
 # ------------------------------------------------------------------ check-proof
 
 
-def _hex32(proof: dict, key: str, where: Path) -> bytes:
+def _hex32(proof: dict[str, Any], key: str, where: Path) -> bytes:
     value = proof.get(key)
     if type(value) is not str or len(value) != 64:
         raise ProofError(f"{where}: {key} must be a sha256 in hex (64 digits)")
@@ -212,7 +213,7 @@ def _hex32(proof: dict, key: str, where: Path) -> bytes:
         raise ProofError(f"{where}: {key} must be a sha256 in hex (64 digits)") from None
 
 
-def _size(proof: dict, key: str, where: Path) -> int:
+def _size(proof: dict[str, Any], key: str, where: Path) -> int:
     value = proof.get(key)
     if type(value) is not int or value < 0:
         raise ProofError(f"{where}: {key} must be a whole number >= 0")

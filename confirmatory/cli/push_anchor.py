@@ -10,6 +10,7 @@ import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from filelock import FileLock, Timeout
 
@@ -57,7 +58,7 @@ def push_anchor_command(run_dir: Path, run_id: str | None = None) -> int:
         manifest = json.loads(raw)
     except (OSError, ValueError) as exc:
         return fail(f"cannot read {manifest_path}: {exc}")
-    config = manifest.get("anchors") if isinstance(manifest, dict) else None
+    config: Any = manifest.get("anchors") if isinstance(manifest, dict) else None
     command = config.get("command") if isinstance(config, dict) else None
     if not command or not isinstance(command, list) or not all(isinstance(a, str) for a in command):
         return fail(f"{manifest_path} records no anchor command (key anchors.command); "
@@ -100,7 +101,7 @@ def push_anchor_command(run_dir: Path, run_id: str | None = None) -> int:
         lock.release()  # the file stays: removing a lock file breaks the lock (runlock.held)
 
 
-def _last_anchor(path: Path) -> dict | None:
+def _last_anchor(path: Path) -> dict[str, Any] | None:
     """The last anchor line that reads (verify judges the chain; this is for a message)."""
     last = None
     try:
@@ -127,7 +128,7 @@ def _push_anchor_locked(run_dir: Path, raw: bytes, command: list[str], cwd: Path
         pushes = ChainWriter(run_dir / "anchor-pushes.jsonl", log_seed(msha, "anchor-pushes.jsonl"))
     except (ChainError, OSError) as exc:
         return fail(f"cannot append to anchor-pushes.jsonl: {exc}")
-    extra: dict = {}
+    extra: dict[str, Any] = {}
     if run_id is not None:
         # argparse takes the last --run-id: this one wins over one the design passed.
         command = [*command, "--run-id", run_id]

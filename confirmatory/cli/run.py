@@ -98,8 +98,8 @@ class Refused(Exception):
 
 from confirmatory.engine.preflight import (  # noqa: E402 - the preflight, below the command line
     registry_path,
-    run_dir_problems,
 )
+from confirmatory.engine.preflight import run_dir_problems as run_dir_problems  # noqa: E402 - demo's
 
 
 def preflight(design: Path, run_dir: Path, *, workers: int | None) -> LoadedDesign:

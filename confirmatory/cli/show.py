@@ -21,7 +21,7 @@ import stat
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from confirmatory.core.money import format_usd
 from confirmatory.records.reader import iter_objects
@@ -29,9 +29,9 @@ from confirmatory.records.reader import iter_objects
 RUN_FILES = ("manifest.json", "run.jsonl", "anchors.jsonl")
 
 
-def _objects(path: Path) -> list[dict]:
+def _objects(path: Path) -> list[dict[str, Any]]:
     """The readable lines of a log, up to its first unreadable one (a torn tail)."""
-    out: list[dict] = []
+    out: list[dict[str, Any]] = []
     try:
         if not stat.S_ISREG(os.lstat(path).st_mode):
             return out
@@ -44,7 +44,7 @@ def _objects(path: Path) -> list[dict]:
     return out
 
 
-def _json(path: Path) -> dict:
+def _json(path: Path) -> dict[str, Any]:
     try:
         obj = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -62,7 +62,7 @@ def is_run_dir(path: Path) -> bool:
     return any((path / rel).exists() for rel in RUN_FILES)
 
 
-def run_state(root: Path, anchors: list[dict], pushes: list[dict]) -> tuple[str, str]:
+def run_state(root: Path, anchors: list[dict[str, Any]], pushes: list[dict[str, Any]]) -> tuple[str, str]:
     """verify's state (complete, running, crashed) and, for a crashed run, how far it got."""
     from confirmatory.verify.verification import run_stage
 
@@ -83,12 +83,12 @@ def run_state(root: Path, anchors: list[dict], pushes: list[dict]) -> tuple[str,
     return "complete", "a close line and a pushed final anchor"
 
 
-def model_figures(root: Path, name: str) -> dict:
+def model_figures(root: Path, name: str) -> dict[str, Any]:
     man = _json(root / "models" / name / "manifest.json")
     lines = _objects(root / "models" / name / "run.jsonl")
     ended = {o.get("household"): o for o in lines if o.get("event") == "household"}
-    standing: dict[tuple, str] = {}
-    before: dict[tuple, str] = {}
+    standing: dict[tuple[Any, Any], str] = {}
+    before: dict[tuple[Any, Any], str] = {}
     reruns: dict[str, int] = {}
     spend = 0
     attempts = [o for o in lines if o.get("event") == "attempt"]
@@ -100,7 +100,7 @@ def model_figures(root: Path, name: str) -> dict:
         before[key] = str(a.get("class"))
         if key[0] in ended:
             standing[key] = str(a.get("class"))
-            spend += a.get("cost_nusd") if type(a.get("cost_nusd")) is int else 0
+            spend += cast(int, a.get("cost_nusd")) if type(a.get("cost_nusd")) is int else 0
     spend += sum(o["cost_nusd"] for o in lines if o.get("event") == "late-cost" and type(o.get("cost_nusd")) is int)
     # what each continuation found lost with the attempts its crash killed (docs/RUN.md)
     spend += sum(o["lost_nusd"] for o in lines if o.get("event") == "continuation" and type(o.get("lost_nusd")) is int)
@@ -125,7 +125,7 @@ def model_figures(root: Path, name: str) -> dict:
     }
 
 
-def read_run(root: Path) -> dict:
+def read_run(root: Path) -> dict[str, Any]:
     """What ``show`` says of one run directory, as a dict (``--json``)."""
     root = Path(root)
     man = _json(root / "manifest.json")
@@ -179,7 +179,7 @@ def _usd(nusd: Any) -> str:
     return format_usd(nusd) if type(nusd) is int else "?"
 
 
-def render(info: dict) -> str:
+def render(info: dict[str, Any]) -> str:
     lines = [f"run: {info['run_dir']}",
              f"state: {info['state']} ({info['state_detail']})"]
     if info["close_status"]:
@@ -221,7 +221,7 @@ def render(info: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def one_line(info: dict) -> str:
+def one_line(info: dict[str, Any]) -> str:
     models = ", ".join(f"{n} {m['households_ended']}/{m['draw']}" for n, m in info["models"].items())
     ended = f" {info['close_status']}" if info["close_status"] and info["close_status"] != "completed" else ""
     return (f"{Path(info['run_dir']).name}  {info['state']}{ended}  {info['study']}  "

@@ -110,7 +110,7 @@ def describe_exception(
     status = getattr(exc, "status_code", None)
     if not isinstance(status, int):
         status = None
-    causes = []
+    causes: list[str] = []
     seen = {id(exc)}
     cur = exc.__cause__ or exc.__context__
     while cur is not None and id(cur) not in seen and len(causes) < 5:
@@ -121,7 +121,7 @@ def describe_exception(
     message = redact(str(exc))
     if len(message) > 2000:
         message = message[:2000] + "…"
-    out = {
+    out: dict[str, Any] = {
         "type": qualified_name(type(exc)),
         "mro": [qualified_name(c) for c in type(exc).__mro__],
         "message": message,

@@ -82,7 +82,7 @@ class HostParams:
     window: tuple[float, float | None] | None = None
 
 
-def completion_key(line: dict) -> Any:
+def completion_key(line: dict[str, Any]) -> Any:
     """When a sample's step began looking at the host: its ``reads_began``
     (the clock time before the step read the evidence sources) where the
     sample has one, else its ``t``. A sample completes an attempt ending at
@@ -95,7 +95,7 @@ def completion_key(line: dict) -> Any:
     return min(began, t) if isinstance(began, (int, float)) and isinstance(t, (int, float)) else t
 
 
-def completion_index(host_lines: Sequence[dict], end: float) -> tuple[int | None, float]:
+def completion_index(host_lines: Sequence[dict[str, Any]], end: float) -> tuple[int | None, float]:
     """Index of the sample that completes the evidence for an attempt ending at `end`.
 
     Returns ``(index, slack)``: ``index`` is None when no sample completes it
@@ -107,7 +107,7 @@ def completion_index(host_lines: Sequence[dict], end: float) -> tuple[int | None
 
 
 def scan_completion(
-    host_lines: Sequence[dict], end: float, resume_at: int = 0, back_max: float = 0.0
+    host_lines: Sequence[dict[str, Any]], end: float, resume_at: int = 0, back_max: float = 0.0
 ) -> tuple[int | None, int, float]:
     """`completion_index`, resumable: scan from `resume_at` with the back-step max so far.
 
@@ -126,7 +126,7 @@ def scan_completion(
 
 
 def attempt_host_verdict(
-    host_lines: Sequence[dict],
+    host_lines: Sequence[dict[str, Any]],
     start: float,
     end: float,
     *,
@@ -136,7 +136,7 @@ def attempt_host_verdict(
     """The host verdict for an attempt that ran from `start` to `end` (clock times)."""
     index, slack = completion_index(host_lines, end)
     complete = index is not None
-    prefix = host_lines[: index + 1] if complete else host_lines
+    prefix = host_lines[: index + 1] if index is not None else host_lines
     lo, hi = start - slack, end + slack
 
     reasons: list[str] = []
@@ -203,8 +203,8 @@ class HostTimeline:
     builds one from the file.
     """
 
-    def __init__(self, lines: Sequence[dict] = ()) -> None:
-        self.lines: list[dict] = []
+    def __init__(self, lines: Sequence[dict[str, Any]] = ()) -> None:
+        self.lines: list[dict[str, Any]] = []
         self.times: list[float] = []
         self._back: list[float] = []  # running max of clock_back_max_s through each line
         self._sample_at: list[int] = []  # line indices of samples
@@ -220,7 +220,7 @@ class HostTimeline:
     def back_max(self) -> float:
         return self._back[-1] if self._back else 0.0
 
-    def append(self, line: dict) -> None:
+    def append(self, line: dict[str, Any]) -> None:
         t = line.get("t")
         if not isinstance(t, (int, float)):
             t = self.times[-1] if self.times else 0.0
@@ -268,7 +268,7 @@ class HostTimeline:
         return attempt_host_verdict(self.window(start, end, n), start, end,
                                     max_gap_s=max_gap_s, pressure_threshold=pressure_threshold)
 
-    def window(self, start: float, end: float, n: int) -> Sequence[dict]:
+    def window(self, start: float, end: float, n: int) -> Sequence[dict[str, Any]]:
         if not self.monotone or n == 0:
             return self.lines[:n]
         slack = BASE_SLACK_S + self._back[n - 1]

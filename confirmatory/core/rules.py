@@ -20,6 +20,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 
 class Cls(StrEnum):
@@ -51,7 +52,7 @@ DEADLINE_TYPE = "confirmatory.AttemptDeadline"
 # found in any list, so a subclass listed anywhere wins over its base; each
 # list is still kept subclasses-first so that it reads in match order.
 # Why each entry sits where it does: docs/RULES.md "Class lists".
-CLASS_LISTS: dict = {
+CLASS_LISTS: dict[str, Any] = {
     "operator": [
         # a person must act: credentials, permissions, a name that resolves to
         # nothing, money, an unpriced model, a request the design cannot make
@@ -212,10 +213,10 @@ def admit(*, refused_before: bool, finished_nusd: int, under_way: int,
     return finished_nusd + reserve_nusd * (under_way + 1) <= cap_nusd
 
 
-_LOOKUP_CACHE: dict[int, tuple[Mapping, dict[str, Cls]]] = {}
+_LOOKUP_CACHE: dict[int, tuple[Mapping[str, Any], dict[str, Cls]]] = {}
 
 
-def _lookup(class_lists: Mapping) -> dict[str, Cls]:
+def _lookup(class_lists: Mapping[str, Any]) -> dict[str, Cls]:
     """name -> class for a class-lists mapping; memoised per object (the lanes
     and verify pass the same mapping for every attempt)."""
     hit = _LOOKUP_CACHE.get(id(class_lists))
@@ -228,7 +229,8 @@ def _lookup(class_lists: Mapping) -> dict[str, Cls]:
     return table
 
 
-def _message_class(error: Mapping, names: Sequence[str], overrides: Sequence[Mapping]) -> Cls | None:
+def _message_class(error: Mapping[str, Any], names: Sequence[str],
+                   overrides: Sequence[Mapping[str, Any]]) -> Cls | None:
     """The class of the first message rule the recorded error matches, or None.
 
     Reads only what the record holds (MRO names, ``status_code``, the
@@ -252,7 +254,7 @@ def _message_class(error: Mapping, names: Sequence[str], overrides: Sequence[Map
     return None
 
 
-def _error_class(error: Mapping | None, class_lists: Mapping) -> Cls:
+def _error_class(error: Mapping[str, Any] | None, class_lists: Mapping[str, Any]) -> Cls:
     if not error:
         # status "error" with no error object: the harness broke the contract
         return Cls.HARNESS
@@ -278,7 +280,7 @@ def _error_class(error: Mapping | None, class_lists: Mapping) -> Cls:
     return Cls.INCONCLUSIVE if etype.startswith(PROVIDER_PACKAGES) else Cls.HARNESS
 
 
-def record_class(record: Mapping, *, class_lists: Mapping = CLASS_LISTS) -> Cls:
+def record_class(record: Mapping[str, Any], *, class_lists: Mapping[str, Any] = CLASS_LISTS) -> Cls:
     """The class a record says by itself, before host evidence."""
     status = record.get("status")
     if status == "budget_stop":
@@ -292,9 +294,9 @@ def record_class(record: Mapping, *, class_lists: Mapping = CLASS_LISTS) -> Cls:
     raise ValueError(f"record status {status!r} is none of ok/error/budget_stop/deadline")
 
 
-def classify(record: Mapping, host_reasons: Sequence[str], *,
+def classify(record: Mapping[str, Any], host_reasons: Sequence[str], *,
              precedence: Sequence[str] = DEFAULT_PRECEDENCE,
-             class_lists: Mapping = CLASS_LISTS) -> Cls:
+             class_lists: Mapping[str, Any] = CLASS_LISTS) -> Cls:
     """The attempt's class: of the classes that match (the record's own, and
     ``host`` when the host evidence gave reasons), the first in precedence."""
     matches = {record_class(record, class_lists=class_lists)}
@@ -367,7 +369,7 @@ def _sub_hex_ids(msg: str) -> str:
     return "".join(out)
 
 
-def error_signature(error: Mapping | None) -> str | None:
+def error_signature(error: Mapping[str, Any] | None) -> str | None:
     """``type: message`` with the message normalised so that one failure
     repeated with other ids, counts or times gives one signature."""
     if not error:
@@ -390,7 +392,7 @@ def action_for(cls: Cls, *, reruns_used: int, max_reruns: int) -> Action:
     return action
 
 
-def stop_cause_for(cls: Cls, record: Mapping) -> str | None:
+def stop_cause_for(cls: Cls, record: Mapping[str, Any]) -> str | None:
     """The stop a harness-class attempt triggers: ``deadline`` or ``harness``."""
     if Cls(cls) is not Cls.HARNESS:
         return None
@@ -462,8 +464,8 @@ class Decision:
     stop_cause: str | None  # "harness" / "deadline" / "inconclusive" when action is stop
 
 
-def decide(record: Mapping, host_reasons: Sequence[str], *, reruns_used: int, max_reruns: int,
-           precedence: Sequence[str] = DEFAULT_PRECEDENCE, class_lists: Mapping = CLASS_LISTS,
+def decide(record: Mapping[str, Any], host_reasons: Sequence[str], *, reruns_used: int, max_reruns: int,
+           precedence: Sequence[str] = DEFAULT_PRECEDENCE, class_lists: Mapping[str, Any] = CLASS_LISTS,
            inconclusive_households: Mapping[str, set[str]] | None = None,
            inconclusive_limit: int | None = None) -> Decision:
     """Class, action, signature and stop cause of one attempt, all rules at once.
@@ -479,6 +481,7 @@ def decide(record: Mapping, host_reasons: Sequence[str], *, reruns_used: int, ma
     cause = stop_cause_for(cls, record)
     if (cls is Cls.INCONCLUSIVE and inconclusive_households is not None
             and inconclusive_limit is not None
+            and signature is not None  # an inconclusive attempt has an error, so a signature
             and len(inconclusive_households.get(signature, ())) > inconclusive_limit):
         action, cause = Action.STOP, "inconclusive"
     return Decision(cls, action, signature, cause)

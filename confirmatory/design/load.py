@@ -24,6 +24,7 @@ import re
 import shutil
 import sys
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +73,7 @@ def load_design(path: Path | str, *, workers: int | None = None) -> LoadedDesign
         problems.extend(validation_problems(exc))
     problems.extend(cross_problems(data))
 
-    engine = data.get("engine") if isinstance(data.get("engine"), dict) else {}
+    engine: Any = data.get("engine") if isinstance(data.get("engine"), dict) else {}
     declared_workers = engine.get("workers_per_model", 2)
     if workers is not None and workers != declared_workers:
         problems.append(f"engine.workers_per_model: the design says {declared_workers!r}, --workers says {workers}")
@@ -168,7 +169,7 @@ _KINDS = {
 }
 
 
-def _message(err: dict[str, Any]) -> str:
+def _message(err: Mapping[str, Any]) -> str:
     kind, ctx, got = err["type"], err.get("ctx") or {}, err.get("input")
     if kind == "missing":
         return "missing"
@@ -428,7 +429,7 @@ def _check_entries(data: dict[str, Any], base_dir: Path, problems: list[str]) ->
     if isinstance(engine, dict) and engine.get("backend") == "ray" and not ray_installed():
         problems.append(f'engine.backend: "ray" needs the ray package, which is not installed here: {RAY_EXTRA}')
     for table, key in (("harness", "entry"), ("engine", "factory"), ("engine", "target")):
-        section = data.get(table)
+        section: Any = data.get(table)
         entry = section.get(key) if isinstance(section, dict) else None
         if not isinstance(entry, str) or not ENTRY_RE.fullmatch(entry):
             continue  # the field checks report it
@@ -475,7 +476,7 @@ def executable_problem(program: str, base_dir: Path) -> str | None:
 
 def _check_commands(data: dict[str, Any], base_dir: Path, problems: list[str]) -> None:
     """Evidence commands and the anchor command can start; the anchor command's placeholders are known."""
-    host = data.get("host") if isinstance(data.get("host"), dict) else {}
+    host: Any = data.get("host") if isinstance(data.get("host"), dict) else {}
     evidence = host.get("evidence")
     for i, item in enumerate(evidence if isinstance(evidence, list) else []):
         command = item.get("command") if isinstance(item, dict) else None
@@ -484,7 +485,7 @@ def _check_commands(data: dict[str, Any], base_dir: Path, problems: list[str]) -
             if problem:
                 problems.append(f"host.evidence[{i}].command: {problem}")
 
-    anchors = data.get("anchors") if isinstance(data.get("anchors"), dict) else {}
+    anchors: Any = data.get("anchors") if isinstance(data.get("anchors"), dict) else {}
     command = anchors.get("command")
     if not isinstance(command, list) or not command or not all(isinstance(a, str) for a in command):
         return  # absent, or the field checks report it

@@ -453,7 +453,7 @@ def cross_problems(data: Any) -> list[str]:
     arm_names = names("arms", arms)
     models = entries(data.get("models"))
     model_names = names("models", models)
-    host = data.get("host") if isinstance(data.get("host"), dict) else {}
+    host: Any = data.get("host") if isinstance(data.get("host"), dict) else {}
     names("host.evidence", entries(host.get("evidence")))
 
     for i, item in enumerate(models):
@@ -486,7 +486,7 @@ def cross_problems(data: Any) -> list[str]:
     # The simulator matches a fault by served name; the full litellm string selects it too.
     served = {m["litellm_model"].rsplit("/", 1)[-1] for m in models
               if isinstance(m, dict) and isinstance(m.get("litellm_model"), str)}
-    sim = data.get("simulator") if isinstance(data.get("simulator"), dict) else {}
+    sim: Any = data.get("simulator") if isinstance(data.get("simulator"), dict) else {}
     for i, fault in enumerate(entries(sim.get("faults"))):
         if not isinstance(fault, dict) or not served:
             continue  # (no model to serve: `models` is missing or broken, and said so)

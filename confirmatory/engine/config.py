@@ -23,7 +23,7 @@ import platform
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from confirmatory.core.redaction import HEADER_KEYS, is_secret_name, redact, redact_obj
@@ -81,7 +81,7 @@ def build_config(loaded: LoadedDesign, *, argv: list[str], registry_path: Path) 
     }
     # A last pass over every string: a secret that slipped into a prompt, a
     # feature or a note is still not written.
-    return redact_obj(cfg)
+    return cast(dict[str, Any], redact_obj(cfg))
 
 
 # What Ray decides and nothing in the run fixes (config.json not_pinned_down).
@@ -102,7 +102,7 @@ def with_backend(cfg: dict[str, Any], backend: dict[str, Any]) -> dict[str, Any]
     out = {**cfg, "engine": {**cfg.get("engine", {}), "backend": backend}}
     if backend.get("name") == "ray":
         out["not_pinned_down"] = [*cfg.get("not_pinned_down", []), *RAY_NOT_PINNED]
-    return redact_obj(out)
+    return cast(dict[str, Any], redact_obj(out))
 
 
 def _sha256_or_none(path: Path) -> str | None:

@@ -37,7 +37,7 @@ CRASH = "crash"  # the stop cause of a crash, as a continuation writes it
 ENDED_BY_CONTINUATION = (CRASH, "runner-error")  # run-scope stops a continuation carries the run on from
 
 
-def household_key(obj: dict) -> tuple[str, int]:
+def household_key(obj: dict[str, Any]) -> tuple[str, int]:
     """(household, round) of a line that names one."""
     r = obj.get("round", 0)
     return str(obj.get("household")), r if type(r) is int else 0
@@ -47,7 +47,7 @@ def household_key(obj: dict) -> tuple[str, int]:
 class Replaced:
     """One record of a household the crash cut short, as the continuation classifies it."""
 
-    record: dict
+    record: dict[str, Any]
     rel: str
     sha256: str
     reruns_used: int
@@ -92,9 +92,9 @@ class ModelPosition:
     inconclusive: dict[str, set[str]] = field(default_factory=dict)
     resumes_seen: int = 0
     closed: bool = False  # its close line is on disk
-    run_stops: list[dict] = field(default_factory=list)  # its log's run-scope stops
-    triggered: set[tuple] = field(default_factory=set)
-    paused_keys: set[tuple] = field(default_factory=set)
+    run_stops: list[dict[str, Any]] = field(default_factory=list)  # its log's run-scope stops
+    triggered: set[tuple[Any, ...]] = field(default_factory=set)
+    paused_keys: set[tuple[Any, ...]] = field(default_factory=set)
 
 
 @dataclass
@@ -110,13 +110,13 @@ class Position:
     logs: dict[str, dict[str, Any]]  # every log's lines and head at the crash
     last_anchor: dict[str, Any] | None
     host_lines: int
-    run_stops: list[dict] = field(default_factory=list)  # run.jsonl's run-scope stops
+    run_stops: list[dict[str, Any]] = field(default_factory=list)  # run.jsonl's run-scope stops
 
 
-def _times(obj: dict) -> list[float]:
+def _times(obj: dict[str, Any]) -> list[float]:
     out = []
     for key in ("t", "start", "end"):
-        v = obj.get(key)
+        v: Any = obj.get(key)
         if type(v) in (int, float) and math.isfinite(v):
             out.append(float(v))
     return out
@@ -130,7 +130,7 @@ def read_position(run_dir: Path, *, precedence: Any, class_lists: Any, max_rerun
     man = layout.manifest.obj
     latest = float(man.get("created_t") or 0.0)
     logs: dict[str, dict[str, Any]] = {}
-    objects: dict[str, list[dict]] = {}
+    objects: dict[str, list[dict[str, Any]]] = {}
     for spec in layout.logs():
         path = run_dir / spec.relpath
         lines, head, objs = 0, spec.seed, []
@@ -161,10 +161,11 @@ def read_position(run_dir: Path, *, precedence: Any, class_lists: Any, max_rerun
         mobj = mf.obj
         pos = ModelPosition(name)
         run_log = objects[f"models/{name}/run.jsonl"]
-        decisions = [o for o in objects[f"models/{name}/admission.jsonl"] if o.get("event") == "decision"]
-        ended: dict[tuple[str, int], dict] = {}
-        lined: set[tuple] = set()
-        journal: dict[tuple, int] = {}
+        # (Any: the name d of a decision line is rules.decide's Decision further on)
+        decisions: list[Any] = [o for o in objects[f"models/{name}/admission.jsonl"] if o.get("event") == "decision"]
+        ended: dict[tuple[str, int], dict[str, Any]] = {}
+        lined: set[tuple[Any, ...]] = set()
+        journal: dict[tuple[Any, ...], int] = {}
         for o in run_log:
             ev = o.get("event")
             if ev == "household":
@@ -219,7 +220,7 @@ def read_position(run_dir: Path, *, precedence: Any, class_lists: Any, max_rerun
         draw = list(mobj.get("draw") or [])
         index = {h: k for k, h in enumerate(draw)}
         seen_rounds: dict[str, int] = {}
-        last_on_lane: dict[int, tuple[dict, int]] = {}
+        last_on_lane: dict[int, tuple[dict[str, Any], int]] = {}
         for d in decisions:
             h = str(d.get("household"))
             r = seen_rounds.get(h, -1) + 1
@@ -305,7 +306,7 @@ def read_position(run_dir: Path, *, precedence: Any, class_lists: Any, max_rerun
                     [o for o in run_stops if o.get("scope") == "run"])
 
 
-def iter_record(data: bytes) -> dict | None:
+def iter_record(data: bytes) -> dict[str, Any] | None:
     import json
 
     try:

@@ -13,13 +13,36 @@ ending.
 
 from __future__ import annotations
 
+import threading
 import time
+from typing import TYPE_CHECKING, Any
 
 from confirmatory.engine.modelstate import ModelState, Running
+
+if TYPE_CHECKING:
+    from confirmatory.design.model import Design
+    from confirmatory.engine.lanes import Lane
+    from confirmatory.engine.spend import Spend
 
 
 class Deadlines:
     """The Run's handling of attempts past their deadline (see the module docstring)."""
+
+    if TYPE_CHECKING:  # what this part reads of the Run (set in Run.__init__, or its other base's)
+        design: Design
+        spend: Spend
+        _lanes: list[tuple[threading.Thread, Lane]]
+        _wake: threading.Event
+
+        def write_record(self, m: ModelState, record: dict[str, Any]) -> tuple[str, str]: ...
+
+        def fatal(self, cause: str, detail: str, *, disk: bool = False) -> None: ...
+
+        def late_cost(self, m: ModelState, household: str, arm: str, pass_index: int, nusd: int,
+                      *, reason: str | None = None, round_index: int = 0) -> None: ...
+
+        def trigger(self, m: ModelState, cause: str, household: str, arm: str, pass_index: int,
+                    *, detail: str = "", round_index: int = 0) -> None: ...
 
     def _abandon(self, m: ModelState, r: Running) -> None:
         """An attempt past its deadline: write its record now, trigger, stop the model."""

@@ -21,7 +21,7 @@ are leaves.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from confirmatory.core import rules
 from confirmatory.core.errors import BudgetStop, HarnessContractError, UnreportedCall
@@ -226,7 +226,7 @@ class Lane:
                 if not finished or any(a.action == rules.Action.STOP for a in ended):
                     finished = False
                     break
-                actions = {a.arm: rules.Action(a.action) for a in ended}
+                actions = {a.arm: rules.Action(cast(str, a.action)) for a in ended}  # (classified: set)
                 arms = [
                     arm
                     for arm in rules.next_pass_arms(order, actions)
@@ -374,6 +374,7 @@ class Lane:
                 finally:
                     m.waiting_resume -= 1
         arm_spec = self.run.arms[arm]
+        error: Any  # the record's error (JSON): set, as a dict, whenever ended_by is
         status, error, answer, extra = "ok", None, None, None
         ended_by: BaseException | None = None  # what ended the conversation, if not its end
         try:
@@ -417,15 +418,15 @@ class Lane:
         if breach is not None:
             # Money the harness did not report is counted here, in the record,
             # and the attempt is the harness's failure: its model stops.
-            missing, exc = breach
+            missing, unreported = breach
             if ended_by is not None and not isinstance(ended_by, UnreportedCall):
                 # what ended the conversation otherwise is kept in the message
-                exc = HarnessContractError(f"{exc}; the conversation had ended with "
-                                           f"{error.get('type')}: {str(error.get('message'))[:300]}")
+                unreported = HarnessContractError(f"{unreported}; the conversation had ended with "
+                                                  f"{error.get('type')}: {str(error.get('message'))[:300]}")
             if missing:
                 now = time.time()
-                aspend.add_call("chat", now, now, cost_nusd=missing, error=exc)
-            status, error, answer, extra = "error", record_error(exc), None, None
+                aspend.add_call("chat", now, now, cost_nusd=missing, error=unreported)
+            status, error, answer, extra = "error", record_error(unreported), None, None
         with m.cond:
             # The pass's classes are pending from the instant it ends, taken
             # in the same lock order as a start (m.cond, then the ceiling's):
@@ -557,14 +558,14 @@ class Lane:
         rec_cls = rules.classify(a.record, host_reasons, precedence=self.rules.precedence,
                                  class_lists=self.run.class_lists)
         if rec_cls == rules.Cls.INCONCLUSIVE:
-            sig = rules.error_signature(a.record.get("error"))
+            sig = cast(str, rules.error_signature(a.record.get("error")))  # (inconclusive: it has an error)
             with self.m.cond:
                 self.m.inconclusive.setdefault(sig, set()).add(a.household)
         d = self.decide_attempt(a, host_reasons)
         a.cls, a.action, a.signature = str(d.cls), str(d.action), d.signature
         if d.stop_cause == "inconclusive":
             with self.m.cond:
-                n = len(self.m.inconclusive.get(rules.error_signature(a.record.get("error")), ()))
+                n = len(self.m.inconclusive.get(cast(str, rules.error_signature(a.record.get("error"))), ()))
             detail = (f"{n} households failed inconclusively with one error signature (limit "
                       f"{self.rules.inconclusive_household_limit}); the last: {a.failure(self.m.name)}")
             self.run.trigger(self.m, "inconclusive", a.household, a.arm, a.pass_index, detail=detail,
@@ -579,7 +580,7 @@ def _asked_wait(ended: list[Attempt], arms: list[str]) -> float:
     asked = 0.0
     for a in ended:
         err = a.record.get("error") if a.arm in arms and isinstance(a.record, dict) else None
-        value = err.get("retry_after_s") if isinstance(err, dict) else None
+        value: Any = err.get("retry_after_s") if isinstance(err, dict) else None
         if type(value) in (int, float) and value > asked:
             asked = float(value)
     return asked

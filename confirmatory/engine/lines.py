@@ -7,15 +7,38 @@ not be written (docs/RUN.md "The disk").
 
 from __future__ import annotations
 
-from typing import Any
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 from confirmatory.engine.modelstate import ModelState
 from confirmatory.records.chain import ChainError
-from confirmatory.records.writer import write_json_durable
+from confirmatory.records.writer import Guard, write_json_durable
+
+if TYPE_CHECKING:
+    from confirmatory.engine.lanes import Lane
+    from confirmatory.engine.result import RunResult
+    from confirmatory.engine.spend import Spend
 
 
 class RecordLines:
     """Needs the Run's ``clock``, ``guard``, ``fatal`` and ``write_failures``."""
+
+    if TYPE_CHECKING:  # what this part reads of the Run (set in Run.__init__)
+        clock: Any  # a runtime.clock.Clock, or a test's fake
+        guard: Guard
+        write_failures: list[str]
+        anchorer: Any
+        spend: Spend
+        run_dir: Path
+        stop_detail: str
+        disk_failed: str | None
+        _lanes: list[tuple[threading.Thread, Lane]]
+        _finished: bool
+
+        def fatal(self, cause: str, detail: str, *, disk: bool = False) -> None: ...
+
+        def close(self) -> None: ...
 
     def append_at_end(self, log: Any, line: dict[str, Any]) -> bool:
         """Append a line the run's ending writes (a stop, a close): a log that
@@ -69,7 +92,7 @@ class RecordLines:
             self.fatal("runner-error", f"the spend journal models/{m.name}/run.jsonl could not be written: {exc}",
                        disk=True)
 
-    def _finish_as_crash(self, total: int) -> Any:
+    def _finish_as_crash(self, total: int) -> RunResult:
         """A run file could not be written: the run ends as a crash does. Its
         stop lines are written where they can be; no close line and no final
         anchor claim an end its records do not hold; one more anchor fixes
@@ -88,7 +111,8 @@ class RecordLines:
         self.close()
         stuck = sum(1 for t, lane in self._lanes if lane.settled and t.is_alive())
         status = "ceiling" if self.spend.crossed.is_set() else "stopped"
-        return RunResult(status, "runner-error", total, self.run_dir, rc, stuck, self.stop_detail or self.disk_failed,
+        detail = cast(str, self.stop_detail or self.disk_failed)  # (called only once disk_failed is set)
+        return RunResult(status, "runner-error", total, self.run_dir, rc, stuck, detail,
                          tuple(self.write_failures), final_anchor_written=False, disk_failed=self.disk_failed)
 
 

@@ -27,7 +27,10 @@ import queue
 import signal
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from multiprocessing.context import ForkServerContext, SpawnContext
 
 # How often a caller waiting for an idle worker re-checks that the pool is
 # still usable: bounds how long a queued call can outlive a dead pool.
@@ -151,7 +154,8 @@ class ProcessEnginePool:
             raise ValueError(f"start_method must be 'spawn' or 'forkserver', got {start_method!r}")
         self.target = target
         self.workers = workers
-        self._ctx = multiprocessing.get_context(start_method)
+        # (a spawn or forkserver context: checked above)
+        self._ctx = cast("SpawnContext | ForkServerContext", multiprocessing.get_context(start_method))
         self._lock = threading.Lock()
         self._closed = False
         self._broken: str | None = None
@@ -179,7 +183,7 @@ class ProcessEnginePool:
         ready = multiprocessing.connection.wait([w.conn, w.process.sentinel], timeout=_READY_S)
         if w.conn in ready:
             try:
-                return w.conn.recv()
+                return cast("tuple[str, Any]", w.conn.recv())
             except (EOFError, OSError):
                 pass
         if not ready:
@@ -260,7 +264,7 @@ class ProcessEnginePool:
             ready = multiprocessing.connection.wait([worker.conn, worker.process.sentinel], timeout=1.0)
             if worker.conn in ready:
                 try:
-                    return pickle.loads(worker.conn.recv_bytes())
+                    return cast("tuple[str, Any]", pickle.loads(worker.conn.recv_bytes()))
                 except (EOFError, OSError) as exc:
                     raise self._died(worker) from exc
             if ready:  # only the sentinel: the process ended without answering

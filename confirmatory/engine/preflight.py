@@ -54,7 +54,7 @@ def model_problems(loaded: LoadedDesign, *, keys: bool, notes: list[str] | None 
 
     # Every price the design gives, registered together and read back: one
     # model's registration must not change another's (llm.register_prices).
-    problems = llm.register_prices(list(loaded.design.models))  # type: ignore[arg-type]  # ModelSpec has what ModelLike reads
+    problems = llm.register_prices(list(loaded.design.models))
     for i, m in real:
         # Keyed as the design's other problems are: models[i].<key>.
         key = f"models[{i}].litellm_model"

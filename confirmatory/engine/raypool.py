@@ -42,7 +42,7 @@ import signal
 import sys
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from confirmatory.core.errors import BudgetStop
@@ -109,7 +109,7 @@ class RayCluster:
         """Ray's version, the address (no credentials), and the cluster's live nodes and CPUs."""
         import ray
 
-        nodes = [n for n in ray.nodes() if n.get("Alive")]
+        nodes = [n for n in cast(Any, ray).nodes() if n.get("Alive")]  # (Any: ray.nodes is untyped)
         try:
             gcs = ray.get_runtime_context().gcs_address
         except Exception:  # noqa: BLE001 - Ray Client has no GCS address to give
@@ -203,7 +203,8 @@ def _actor_class() -> Any:
         if _ACTOR_CLASS is None:
             import ray
 
-            cls = ray.remote(concurrency_groups={"watch": 1, "calls": 1})(_EngineActor)
+            # (Any: ray.remote's typed overloads leave concurrency_groups out)
+            cls = cast(Any, ray).remote(concurrency_groups={"watch": 1, "calls": 1})(_EngineActor)
             _ACTOR_CLASS = cls
         return _ACTOR_CLASS
 
@@ -431,7 +432,7 @@ def _ended(attempt: Any) -> str | None:
         return None
     if attempt.abandoned:
         return "attempt abandoned past its deadline"
-    return attempt.stop_reason()
+    return cast("str | None", attempt.stop_reason())
 
 
 def _watch_error(watch: Any) -> str:

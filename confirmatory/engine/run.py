@@ -23,7 +23,7 @@ import threading
 import time
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from confirmatory.core import rules
 from confirmatory.core.money import usd_to_nusd
@@ -455,7 +455,7 @@ class Run(Deadlines, RecordLines):
         requests = read_requests(self.run_dir)
         for req in requests[self._resume_seen:]:
             self._resume_seen += 1
-            m = self.models.get(req.get("model"))
+            m = self.models.get(cast(str, req.get("model")))  # (None, a request without one: no model)
             if m is None:
                 continue
             with m.cond:

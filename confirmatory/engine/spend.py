@@ -234,7 +234,7 @@ class AttemptSpend:
             self._llm_seen += nusd
             due = nusd if self._journal is not None else 0
             self._journaled += due
-        if due:
+        if due and self._journal is not None:  # (due only with a journal)
             self._journal(due)
 
     def note_direct_call(self) -> None:
@@ -275,7 +275,7 @@ class AttemptSpend:
         cost_usd: float | None = None,
         cost_nusd: int | None = None,
         finish_reason: str | None = None,
-        error: BaseException | dict | None = None,
+        error: BaseException | dict[str, Any] | None = None,
         escalated_after_truncation: bool = False,
         **extra: Any,
     ) -> int:
@@ -335,7 +335,7 @@ class AttemptSpend:
         with self._lock:
             due = max(0, self._llm_reported + nusd - self._journaled) if self._journal is not None else 0
             self._journaled += due
-        if due:
+        if due and self._journal is not None:  # (due only with a journal)
             self._journal(due)
         # Race: the deadline watcher may abandon the attempt between two calls.
         # Under this lock a cost is either inside the deadline record or a

@@ -57,7 +57,8 @@ class MemoryReading:
 
 
 class HostReaders(Protocol):
-    sources: Sequence[EvidenceSource]
+    @property
+    def sources(self) -> Sequence[EvidenceSource]: ...  # read only: RealReaders's is a list
 
     def memory(self) -> MemoryReading: ...
 
@@ -104,7 +105,7 @@ class RealReaders:
     a failed reading, not a silent switch to the other figure.
     """
 
-    def __init__(self, psi_path: str | os.PathLike = PSI_MEMORY, sources: Sequence[EvidenceSource] = ()):
+    def __init__(self, psi_path: str | os.PathLike[str] = PSI_MEMORY, sources: Sequence[EvidenceSource] = ()):
         self.psi_path = Path(psi_path)
         self.sources = list(sources)
         try:
@@ -242,7 +243,7 @@ class HostMonitor:
                            pressure_threshold=float(self._spec.pressure_threshold))
 
     @property
-    def lines(self) -> tuple[dict, ...]:
+    def lines(self) -> tuple[dict[str, Any], ...]:
         """The lines written so far, as written (read back from host.jsonl
         without their chain fields ``seq`` and ``prev``; for tests and tools)."""
         # Complete lines only: a line being appended by another thread (an
@@ -433,7 +434,7 @@ class HostMonitor:
         self._fatal("runner-error", f"evidence source {source.name!r} failed {tries} reads: {error}")
         return None
 
-    def _write(self, obj: dict) -> None:
+    def _write(self, obj: dict[str, Any]) -> None:
         # Race: a lane that asks between the append and the copy below sees one
         # line fewer than the file holds; by the prefix rule that can leave its
         # evidence incomplete for a moment, never give a different verdict.

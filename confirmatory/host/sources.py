@@ -131,7 +131,7 @@ class FileSource:
     longer than MAX_LINE_BYTES is cut (``_Lines``), with a note.
     """
 
-    def __init__(self, name: str, path: str | os.PathLike):
+    def __init__(self, name: str, path: str | os.PathLike[str]):
         self.name = name
         self.path = Path(path)
         self._started = False
@@ -219,7 +219,7 @@ class FileSource:
 
 
 def _pread_all(fd: int, offset: int) -> bytes:
-    chunks = []
+    chunks: list[bytes] = []
     while True:
         chunk = os.pread(fd, 1 << 16, offset)
         if not chunk:
@@ -243,7 +243,7 @@ class CommandSource:
     """
 
     def __init__(self, name: str, argv: Sequence[str], *, timeout_s: float = 10.0,
-                 cwd: str | os.PathLike | None = None):
+                 cwd: str | os.PathLike[str] | None = None):
         self.name = name
         self.argv = list(argv)
         self.timeout_s = timeout_s
@@ -293,7 +293,7 @@ def _field(item: Any, key: str) -> Any:
 
 
 def sources_from_spec(evidence: Sequence[Any], *, command_timeout_s: float = 10.0,
-                      base_dir: str | os.PathLike | None = None) -> list[EvidenceSource]:
+                      base_dir: str | os.PathLike[str] | None = None) -> list[EvidenceSource]:
     """The design's `[[host.evidence]]` entries as sources ({name, path} or {name, command}).
 
     Relative paths are the design directory's, as for the households file and

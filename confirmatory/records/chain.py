@@ -22,9 +22,10 @@ import json
 import os
 import re
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
-from json.encoder import c_encode_basestring, c_make_encoder
-from json.scanner import c_make_scanner, py_make_scanner
+from json.encoder import c_encode_basestring, c_make_encoder  # type: ignore[attr-defined]  # not in typeshed
+from json.scanner import c_make_scanner, py_make_scanner  # type: ignore[attr-defined]  # not in typeshed
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,7 @@ _CANON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=Fa
 # and must be judged by the checks past the chain (this runner never writes
 # one: its writer refuses them).
 _scan_once = (c_make_scanner or py_make_scanner)(json.JSONDecoder())
+_canon_text: Callable[[Any], str]  # the C encoder's, else _CANON's own
 if c_make_encoder is not None:
     _encode_c = c_make_encoder(None, _CANON.default, c_encode_basestring, None, ":", ",", True, False, True)
 
@@ -84,12 +86,13 @@ else:  # pragma: no cover - interpreters without the _json accelerator
 # or what it holds: ``_fast_canonical`` accepts a line only when the standard
 # library's canonical test would accept it with an equal object, and
 # everything else goes to the standard parser and encoder.
+_fast_loads: Callable[[bytes], Any] | None  # declared here, so that the readers may import it
 try:  # pragma: no cover - depends on the environment
     from orjson import OPT_SORT_KEYS as _SORT_KEYS
     from orjson import dumps as _fast_dumps
     from orjson import loads as _fast_loads
 except ImportError:  # pragma: no cover
-    _fast_loads = _fast_dumps = None
+    _fast_loads = _fast_dumps = None  # type: ignore[assignment]  # _fast_dumps: called only where orjson is
     _SORT_KEYS = 0
 
 
@@ -185,7 +188,7 @@ def _parse_line(text: str) -> Any:
     return obj
 
 
-def dumps(obj: dict) -> bytes:
+def dumps(obj: dict[str, Any]) -> bytes:
     """The canonical encoding of a line, without its newline."""
     return _CANON.encode(obj).encode()
 
@@ -247,7 +250,7 @@ class LogLine:
     line starts at ``offset + length``."""
 
     seq: int
-    obj: dict
+    obj: dict[str, Any]
     hash: str
     offset: int
     length: int

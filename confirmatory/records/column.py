@@ -32,6 +32,7 @@ import tempfile
 from array import array
 from bisect import bisect_right as _bisect_right
 from collections.abc import Iterator
+from typing import IO
 
 BLOCK = 8192
 """Values per block: 64 KiB."""
@@ -58,9 +59,9 @@ class Column:
         self._firsts = array("d")       # the first value of every full block
         self._full = 0                  # full blocks stored
         self._fd = fd                   # where full blocks go (a file's descriptor), once there is one
-        self._file = None               # the temporary file this column made itself (closed with it)
-        self._blocks: list[array] | None = None  # full blocks in memory, where no file could take them
-        self._kept: dict[int, array] = {}
+        self._file: IO[bytes] | None = None  # the temporary file this column made itself (closed with it)
+        self._blocks: list[array[float]] | None = None  # full blocks in memory, where no file could take them
+        self._kept: dict[int, array[float]] = {}
 
     # -- growing ------------------------------------------------------------------
     def settle(self) -> None:
@@ -80,13 +81,13 @@ class Column:
             self.tail.extend(values)
             self.settle()
 
-    def _in_blocks(self) -> Iterator[array]:
+    def _in_blocks(self) -> Iterator[array[float]]:
         """The values a block at a time (the tail last), read back one by one."""
         for b in range(self._full):
             yield self._read(b)
         yield self.tail
 
-    def _store(self, values: array) -> None:
+    def _store(self, values: array[float]) -> None:
         if self._blocks is None:
             try:
                 if self._fd is None:
@@ -106,10 +107,11 @@ class Column:
         self._full += 1
 
     # -- reading ------------------------------------------------------------------
-    def _read(self, b: int) -> array:
+    def _read(self, b: int) -> array[float]:
         """Full block ``b``, from memory or read back from the file."""
         if self._blocks is not None:
             return self._blocks[b]
+        assert self._fd is not None  # a block was stored, so a file took it
         size = self.block * _ITEM
         at, parts = b * size, []
         while size:
@@ -122,7 +124,7 @@ class Column:
         values.frombytes(b"".join(parts))
         return values
 
-    def _block(self, b: int) -> array:
+    def _block(self, b: int) -> array[float]:
         """Full block ``b``, kept among the last few read."""
         if self._blocks is not None:
             return self._blocks[b]
@@ -175,13 +177,14 @@ class Column:
         return held + (sum(map(len, self._blocks)) if self._blocks is not None else 0)
 
     # -- between processes --------------------------------------------------------------
-    def __getstate__(self) -> tuple:
+    def __getstate__(self) -> tuple[array[float], int, array[float], int, int | None, list[array[float]] | None]:
         if self._file is not None:
             raise TypeError("a column in a temporary file of its own cannot leave its process; "
                             "give it a descriptor that the other process holds too (fd=...)")
         return (self.tail, self.block, self._firsts, self._full, self._fd, self._blocks)
 
-    def __setstate__(self, state: tuple) -> None:
+    def __setstate__(self, state: tuple[array[float], int, array[float], int, int | None,
+                                        list[array[float]] | None]) -> None:
         self.tail, self.block, self._firsts, self._full, self._fd, self._blocks = state
         self.append = self.tail.append
         self._file = None

@@ -16,7 +16,8 @@ Pure: nothing here writes, and nothing imports the runner, litellm or psutil.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from confirmatory.core.hostrules import (
     BASE_SLACK_S,
@@ -51,7 +52,7 @@ class _Least:
     skipping every run whose values are all above x: the log of the list's
     length plus the positions it yields. A NaN value is never <= x."""
 
-    def __init__(self, values: list[float] = ()) -> None:
+    def __init__(self, values: Sequence[float] = ()) -> None:
         self._build([v if v == v else float("inf") for v in values])
 
     def _build(self, leaves: list[float]) -> None:
@@ -165,7 +166,8 @@ class HostSummary:
         # the columns' full blocks are moved out every (a power of two >= block) lines
         self._settle_mask = (1 << (block - 1).bit_length()) - 1
         self._max_c = float("-inf")             # the running maximum of the completion keys
-        self._by_t: tuple | None = None         # the marks' and gaps' interval indexes (made when first asked)
+        # the marks' and gaps' interval indexes (made when first asked)
+        self._by_t: tuple[_Overlaps, _Overlaps] | None = None
         self._since: _Least | None = None       # the marks' since, in line order (made when first asked, then kept up)
         self._marks_nan = False                 # whether a mark's time is NaN
         self._other: list[int] = []             # line index of every line that is not a sample
@@ -180,7 +182,8 @@ class HostSummary:
         self.gaps_end: list[float] = []         # gap (q, p): p
         self.gaps: list[tuple[float, int, str]] = []  # (q, line of p, reason)
 
-    def add(self, obj: dict) -> None:
+    def add(self, obj: dict[str, Any]) -> None:
+        t: Any  # a line's time: any JSON value (an edited line's may be no number)
         if obj.get("event") == "sample":
             # the common line, a sample with float time (not before the last),
             # clock step and pressure: the general path below, shortened
@@ -273,7 +276,7 @@ class HostSummary:
         self._prev_point = t
 
     # -- joining ---------------------------------------------------------------------
-    def state(self) -> tuple:
+    def state(self) -> tuple[Any, ...]:
         """Everything a summary holds, for comparing two summaries."""
         return (self.max_gap_s, self.pressure_threshold, self.monotone, self.poison, self._max_c, self.back_max, self.lines,
                 self._last, self._prev_point, list(self.sample_t), list(self.sample_c), self._other, self._other_q, self._opens,
@@ -374,7 +377,7 @@ class HostSummary:
         n = len(self.sample_t)
         return self._back_through(min(self._completing(end), n - 1)) if n else 0.0
 
-    def _frame(self, start: float, end: float, limit: int | None):
+    def _frame(self, start: float, end: float, limit: int | None) -> tuple[bool, int, float, float, int]:
         """(complete, last line looked at, lo, hi, samples in the prefix)."""
         n = self.lines if limit is None else len(range(self.lines)[:limit])  # as lines[:limit] counts
         ns = n - bisect.bisect_left(self._other, n)   # samples among the first n lines
@@ -391,7 +394,7 @@ class HostSummary:
         slack = BASE_SLACK_S + back
         return complete, cut, start - slack, end + slack, ns
 
-    def _time_ordered(self) -> tuple:
+    def _time_ordered(self) -> tuple[_Overlaps, _Overlaps]:
         """The marks and the gaps as intervals (a mark from its ``since`` to
         its ``t``, a gap from its first time point to its last), each in an
         `_Overlaps` index, for a log whose times go back somewhere (its marks
@@ -419,7 +422,7 @@ class HostSummary:
             tree.append(since[tree.n])
         return tree
 
-    def _hits(self, lo: float, hi: float, cut: int, first: bool) -> list:
+    def _hits(self, lo: float, hi: float, cut: int, first: bool) -> list[tuple[int, int, str]]:
         """The marks and gaps in the prefix through line ``cut`` that touch
         [lo, hi], as (line, 0 mark / 1 gap, reason); with ``first``, at most one."""
         hits = []

@@ -31,6 +31,7 @@ import os
 import re
 import signal
 import threading
+from typing import Any
 
 AFTER = int(os.environ.get("CONFIRMATORY_KILL_AFTER_WRITES") or 0)
 TRACE = os.environ.get("CONFIRMATORY_WRITE_TRACE") or ""
@@ -48,7 +49,7 @@ _matched = 0
 _fill_matched = 0
 
 
-def label(obj: dict) -> str:
+def label(obj: dict[str, Any]) -> str:
     """A log line's label in the trace: its event, and its round when not 0."""
     r = obj.get("round")
     return f"{obj.get('event')}" + (f" r{r}" if r else "")

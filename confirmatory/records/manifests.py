@@ -72,7 +72,7 @@ def model_fields(d: Any, spec: Any) -> dict[str, Any]:
     }
 
 
-def differences(expected: Any, actual: Any, key: str = "", optional: frozenset = frozenset()) -> list[str]:
+def differences(expected: Any, actual: Any, key: str = "", optional: frozenset[str] = frozenset()) -> list[str]:
     """Where ``actual`` (a manifest as read back from JSON) differs from
     ``expected``: dotted keys, each with both values. Values are compared as
     JSON (a tuple is a list), and by kind: True is not 1, "2" is not 2. A

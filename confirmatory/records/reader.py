@@ -64,7 +64,7 @@ def _line_problem(line: bytes, n: int, head: str) -> str | None:
     return None
 
 
-def _batches(f: Any, start: int = 0, stop: int | None = None, *, guard: Any = None) -> Iterator[tuple]:
+def _batches(f: Any, start: int = 0, stop: int | None = None, *, guard: Any = None) -> Iterator[tuple[Any, ...]]:
     """(offset of the first, lines without their newline, is_tail) per chunk
     of the bytes from ``start`` to ``stop`` (the end when None); with
     ``guard``, a fourth item: ``guard`` of bytes that hold every line of the
@@ -277,10 +277,11 @@ class ChainReader:
         # lines the fast parser read but only the standard one accepted
         self.fast_overruled = 0
 
-    def __iter__(self) -> Iterator[tuple[int, dict]]:
+    def __iter__(self) -> Iterator[tuple[int, dict[str, Any]]]:
         parse, links, sha256, fast = _parse_line, _links, hashlib.sha256, _fast_loads
         fast_canonical, guards_hold = _fast_canonical, _guards_hold
         wanted, heads = self.heads_at, self.heads
+        head: str | None  # None only from a span's first line without a position (_take_first)
         head, n, end = self.seed, 0, self.start
         try:
             f = open_regular(self.path)
@@ -295,7 +296,7 @@ class ChainReader:
             if self.start:
                 batch = next(batches, None)
                 head, n = self._take_first(batch)
-                if head is None:
+                if head is None or batch is None:  # (no batch: no head either)
                     return
                 batches = itertools.chain([batch], batches)  # its first line is checked as a link too
             trees, tree = self.trees, None
@@ -355,6 +356,7 @@ class ChainReader:
         """Add ``lines``, the good lines that end at line count ``n``, to the
         tree, cutting it at each count on the way; the range under way and
         the next cut."""
+        assert self.trees is not None  # a tree grows only where trees are kept
         leaves = leaf_hashes(lines)
         at = 0
         while cut is not None and cut <= n:
@@ -368,9 +370,10 @@ class ChainReader:
 
     def _end_tree(self, tree: Range | None) -> None:
         if tree is not None:
+            assert self.trees is not None  # as in _grow
             self.trees.append(tree)
 
-    def _take_first(self, batch: tuple | None) -> tuple[str | None, int]:
+    def _take_first(self, batch: tuple[Any, ...] | None) -> tuple[str | None, int]:
         """A later span's first line: its (prev, seq) as the span's start, or
         (None, 0) with ``result`` set when it has none (the joiner then reads
         the log from its seed instead)."""
@@ -387,7 +390,7 @@ class ChainReader:
         return None, 0
 
 
-def iter_objects(path: Path) -> Iterator[dict]:
+def iter_objects(path: Path) -> Iterator[dict[str, Any]]:
     """The parsed objects of ``path``'s complete lines, in order, by the
     standard parser, without checking links, hashing or re-encoding; stops
     quietly at the first line that is not a JSON object and never yields an

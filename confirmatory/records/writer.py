@@ -133,7 +133,7 @@ def _guard(guard: Any) -> Any:
     return guard
 
 
-def write_json_durable(path: Path, obj: dict, *, guard: Any = None) -> str:
+def write_json_durable(path: Path, obj: dict[str, Any], *, guard: Any = None) -> str:
     """Write ``obj`` as canonical JSON + newline, atomically and durably.
 
     tmp file in the same directory (so the rename cannot cross filesystems)
@@ -260,7 +260,7 @@ class ChainWriter:
             raise
         return fd
 
-    def append(self, obj: dict) -> str:
+    def append(self, obj: dict[str, Any]) -> str:
         """Add ``seq`` and ``prev``, write, fsync; return the line's hash."""
         if "seq" in obj or "prev" in obj:
             raise ValueError("append() adds seq and prev itself; the object must not carry them")

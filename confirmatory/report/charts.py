@@ -13,7 +13,12 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from html import escape
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from confirmatory.report.data import ModelView
 
 # The classes of core.rules.Cls, each with its colour (and one for a class the rules do not know).
 CLASS_COLOURS = {"ok": "#2e7d32", "model": "#ef6c00", "provider": "#1565c0", "host": "#8e24aa",
@@ -82,7 +87,7 @@ def _num(v: object) -> float | None:
     return float(v) if type(v) in (int, float) and v == v else None  # type: ignore[arg-type]
 
 
-def timeline(mv, axis: Axis, run_events: list[dict], ceiling_t: float | None) -> tuple[str, str | None, str]:
+def timeline(mv: ModelView, axis: Axis, run_events: list[dict[str, Any]], ceiling_t: float | None) -> tuple[str, str | None, str]:
     """A model's lane timeline: (svg, the attempts' JSON for the hover, a note).
 
     One ``g.lane`` per lane of the model; each attempt a ``rect.a`` (class
@@ -105,14 +110,14 @@ def timeline(mv, axis: Axis, run_events: list[dict], ceiling_t: float | None) ->
     data = None
     note = ""
     if not aggregated:
-        rows_json = []
-        by_arm: dict[tuple, tuple[float, float]] = {}
+        rows_json: list[list[Any]] = []
+        by_arm: dict[tuple[Any, Any], tuple[float, float]] = {}
         order = sorted(range(len(attempts)), key=lambda i: (attempts[i]["start"], attempts[i].get("pass", 0)))
         links = []
         for i in order:
             a = attempts[i]
             li = index[a["lane"]]
-            y = top + li * ROW + 2
+            y: float = top + li * ROW + 2
             x0, x1 = axis.x(a["start"]), axis.x(a["end"])
             p = a.get("pass")
             cls = klass(a.get("class")) + (" p-rerun" if type(p) is int and p > 0 else "")
@@ -134,7 +139,7 @@ def timeline(mv, axis: Axis, run_events: list[dict], ceiling_t: float | None) ->
         data = json.dumps(rows_json, separators=(",", ":"), ensure_ascii=True).replace("<", "\\u003c")
     else:
         span = (axis.t1 - axis.t0) / BINS
-        counts: dict[tuple[int, int], Counter] = {}
+        counts: dict[tuple[int, int], Counter[Any]] = {}
         for a in attempts:
             b = min(BINS - 1, max(0, int((a["start"] - axis.t0) / span)))
             counts.setdefault((index[a["lane"]], b), Counter())[a.get("class")] += 1
@@ -162,7 +167,7 @@ def timeline(mv, axis: Axis, run_events: list[dict], ceiling_t: float | None) ->
     return svg, data, note
 
 
-def _lanes(lanes: list, top: float, bars: dict[int, list[str]], row: int) -> str:
+def _lanes(lanes: list[int], top: float, bars: dict[int, list[str]], row: int) -> str:
     out = []
     for i, lane in enumerate(lanes):
         y = top + i * row
@@ -172,8 +177,8 @@ def _lanes(lanes: list, top: float, bars: dict[int, list[str]], row: int) -> str
     return "".join(out)
 
 
-def markers(mv, axis: Axis, run_events: list[dict], ceiling_t: float | None, top: float, bottom: float,
-            index: dict, row: int = ROW) -> str:
+def markers(mv: ModelView, axis: Axis, run_events: list[dict[str, Any]], ceiling_t: float | None, top: float,
+            bottom: float, index: dict[int, int], row: int = ROW) -> str:
     out = []
     placed: list[list[float]] = [[], [], []]  # the x of the labels on each of three rows above the lanes
 
@@ -225,17 +230,18 @@ def markers(mv, axis: Axis, run_events: list[dict], ceiling_t: float | None, top
     return "".join(out)
 
 
-def _pause_title(p: dict, end: float | None) -> str:
+def _pause_title(p: dict[str, Any], end: float | None) -> str:
     what = f"paused for an operator at {p.get('household')}/{p.get('arm')} pass {p.get('pass')}"
     return what + ("; resumed" if end is not None else "; never resumed")
 
 
-def thin(points: list[tuple[float, float]], axis: Axis, how=max) -> list[tuple[float, float]]:
+def thin(points: list[tuple[float, float]], axis: Axis,
+         how: Callable[[Iterable[float]], float] = max) -> list[tuple[float, float]]:
     """At most POINTS_CAP points: past it, one per x bin (``how`` of its values; the last time)."""
     if len(points) <= POINTS_CAP:
         return points
     span = (axis.t1 - axis.t0) / POINTS_CAP
-    bins: dict[int, list] = {}
+    bins: dict[int, list[tuple[float, float]]] = {}
     for t, v in points:
         bins.setdefault(int((t - axis.t0) / span), []).append((t, v))
     return [(b[-1][0], how(v for _, v in b)) for _, b in sorted(bins.items())]
@@ -243,7 +249,7 @@ def thin(points: list[tuple[float, float]], axis: Axis, how=max) -> list[tuple[f
 
 def line_chart(cls: str, axis: Axis, series: list[tuple[str, str, list[tuple[float, float]]]],
                levels: list[tuple[str, str, float]], marks: list[tuple[str, float, float, str]], *,
-               unit: str, ymax: float | None = None, height: int = 160, bands: list[tuple[float, float, str]] = (),
+               unit: str, ymax: float | None = None, height: int = 160, bands: Sequence[tuple[float, float, str]] = (),
                **data: object) -> str:
     """Step lines (``series``: name, colour, (t, value) points), horizontal levels
     (``g.level``: name, colour, value), point marks (``g.mark``: kind, t, value,
@@ -299,7 +305,7 @@ def _fmt(v: float, unit: str) -> str:
     return f"{v:g}{unit}"
 
 
-def anchors_strip(axis: Axis, anchors: list[dict], pushes: list[dict]) -> str:
+def anchors_strip(axis: Axis, anchors: list[dict[str, Any]], pushes: list[dict[str, Any]]) -> str:
     """Each anchor a dot (``g.anchor``, a final one ringed) and each push a
     tick below it (``g.push``, green when it returned 0, red otherwise)."""
     body = [axis.ticks(10, 56)]
@@ -309,7 +315,7 @@ def anchors_strip(axis: Axis, anchors: list[dict], pushes: list[dict]) -> str:
             continue
         x = axis.x(t)
         final = a.get("final") is True
-        logs = a.get("logs") if isinstance(a.get("logs"), dict) else {}
+        logs = cast(dict[str, Any], a.get("logs")) if isinstance(a.get("logs"), dict) else {}
         body.append(f'<g class="anchor{" final" if final else ""}" data-t="{t!r}" data-seq="{esc(a.get("seq"))}">'
                     f'<circle cx="{x}" cy="22" r="{6 if final else 4}"/><title>anchor {esc(a.get("seq"))}'
                     f'{" (final)" if final else ""}: {len(logs)} logs</title></g>')

@@ -16,17 +16,17 @@ import json
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from confirmatory.records.layout import ANCHORS_LOG, PUSHES_LOG, load_layout, model_log
 
 try:  # already a dependency (verify's parser); the standard one otherwise
     from orjson import loads as _loads
 except ImportError:  # pragma: no cover
-    _loads = json.loads
+    _loads = json.loads  # type: ignore[assignment]  # called on bytes only, as orjson's is
 
 
-def read_log(path: Path) -> tuple[list[dict], str | None]:
+def read_log(path: Path) -> tuple[list[dict[str, Any]], str | None]:
     """A log's objects in line order, and what could not be read of it (None: all)."""
     try:
         data = path.read_bytes()
@@ -36,7 +36,7 @@ def read_log(path: Path) -> tuple[list[dict], str | None]:
         return [], f"cannot be read: {exc.strerror or exc}"
     lines = data.split(b"\n")
     tail = lines.pop()  # b"" when the file ends with its newline
-    out: list[dict] = []
+    out: list[dict[str, Any]] = []
     bad = 0
     for raw in lines:
         try:
@@ -63,11 +63,11 @@ def _num(v: Any) -> float | None:
 @dataclass
 class ModelView:
     name: str
-    manifest: dict
-    attempts: list[dict] = field(default_factory=list)
-    households: list[dict] = field(default_factory=list)
-    control: list[dict] = field(default_factory=list)  # every other event of its run.jsonl
-    decisions: list[dict] = field(default_factory=list)
+    manifest: dict[str, Any]
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+    households: list[dict[str, Any]] = field(default_factory=list)
+    control: list[dict[str, Any]] = field(default_factory=list)  # every other event of its run.jsonl
+    decisions: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def lanes(self) -> list[int]:
@@ -77,7 +77,7 @@ class ModelView:
         lanes.update(a["lane"] for a in self.attempts if type(a.get("lane")) is int)
         return sorted(lanes)
 
-    def events(self, name: str) -> list[dict]:
+    def events(self, name: str) -> list[dict[str, Any]]:
         return [o for o in self.control if o.get("event") == name]
 
     @property
@@ -89,16 +89,16 @@ class ModelView:
 @dataclass
 class RunView:
     root: Path
-    manifest: dict
-    config: dict | None
+    manifest: dict[str, Any]
+    config: dict[str, Any] | None
     config_problem: str | None
     overall_cap_nusd: int | None
     margin_nusd: int | None
-    run_events: list[dict]
-    host: list[dict]
-    anchors: list[dict]
-    pushes: list[dict]
-    resume_requests: list[dict]
+    run_events: list[dict[str, Any]]
+    host: list[dict[str, Any]]
+    anchors: list[dict[str, Any]]
+    pushes: list[dict[str, Any]]
+    resume_requests: list[dict[str, Any]]
     models: dict[str, ModelView]
     unread: dict[str, str]  # log (relative path) -> what could not be read of it
 
@@ -140,7 +140,7 @@ def read_run(root: Path) -> RunView:
     manifest = layout.manifest.obj if isinstance(layout.manifest.obj, dict) else {}
     unread: dict[str, str] = {}
 
-    def log(rel: str) -> list[dict]:
+    def log(rel: str) -> list[dict[str, Any]]:
         objs, problem = read_log(root / rel)
         if problem:
             unread[rel] = problem
@@ -158,7 +158,7 @@ def read_run(root: Path) -> RunView:
     overall = margin = None
     try:
         design = tomllib.loads((root / "design.toml").read_text(encoding="utf-8"))
-        ceiling = design.get("ceiling") if isinstance(design.get("ceiling"), dict) else {}
+        ceiling = cast(dict[str, Any], design.get("ceiling")) if isinstance(design.get("ceiling"), dict) else {}
         if _num(ceiling.get("overall_cap_usd")) is not None:
             overall = round(ceiling["overall_cap_usd"] * 10**9)
         if _num(ceiling.get("margin_usd")) is not None:

@@ -13,14 +13,18 @@ from __future__ import annotations
 
 import json
 import os
+from typing import TYPE_CHECKING, Any, cast
 
 from confirmatory.report.charts import Axis, anchors_strip, esc, line_chart
 from confirmatory.report.sections import SHOWN, _cut, _table, rel_t
 
+if TYPE_CHECKING:
+    from confirmatory.report.data import RunView
 
-def host(view, axis: Axis, record_href: str) -> str:
-    rules = view.manifest.get("rules") if isinstance(view.manifest.get("rules"), dict) else {}
-    hr = rules.get("host") if isinstance(rules.get("host"), dict) else {}
+
+def host(view: RunView, axis: Axis, record_href: str) -> str:
+    rules = cast(dict[str, Any], view.manifest.get("rules")) if isinstance(view.manifest.get("rules"), dict) else {}
+    hr = cast(dict[str, Any], rules.get("host")) if isinstance(rules.get("host"), dict) else {}
     max_gap = hr.get("max_gap_s") if type(hr.get("max_gap_s")) in (int, float) else None
     threshold = hr.get("pressure_threshold") if type(hr.get("pressure_threshold")) in (int, float) else None
     samples = [(o["t"], o["mem_pressure"]) for o in view.host if o.get("event") == "sample"
@@ -70,14 +74,14 @@ def _record_link(record_href: str, model: str, record: object) -> str:
     return f'<a class="record" href="{esc(href)}">{esc(record)}</a>'
 
 
-def record_href(run_dir, out_file) -> str:
+def record_href(run_dir: str | os.PathLike[str], out_file: str | os.PathLike[str]) -> str:
     """The run directory as a relative link from the page's folder (a link
     never leaves the machine, and never names a scheme)."""
     rel = os.path.relpath(os.path.abspath(run_dir), os.path.dirname(os.path.abspath(out_file)))
     return "/".join(rel.split(os.sep))
 
 
-def anchors(view, axis: Axis) -> str:
+def anchors(view: RunView, axis: Axis) -> str:
     pushes = view.pushes
     failed = [p for p in pushes if p.get("rc") != 0]
     finals = [a for a in view.anchors if a.get("final") is True]
@@ -87,7 +91,7 @@ def anchors(view, axis: Axis) -> str:
     shown = view.anchors[:SHOWN // 2] + (view.anchors[-(SHOWN // 2):] if len(view.anchors) > SHOWN else [])
     for a in shown:
         p = by_seq.get(a.get("seq"))
-        logs = a.get("logs") if isinstance(a.get("logs"), dict) else {}
+        logs = cast(dict[str, Any], a.get("logs")) if isinstance(a.get("logs"), dict) else {}
         lines = sum(v.get("lines", 0) for v in logs.values() if isinstance(v, dict) and type(v.get("lines")) is int)
         result = "not pushed" if p is None else ("pushed" if p.get("rc") == 0 else f"FAILED (rc {esc(p.get('rc'))})")
         rows.append(f'<tr class="{"final" if a.get("final") is True else ""}"><td>{esc(a.get("seq"))}</td>'
@@ -104,27 +108,27 @@ def anchors(view, axis: Axis) -> str:
             + "</section>")
 
 
-def config(view) -> str:
+def config(view: RunView) -> str:
     c = view.config
     if c is None:
         return (f'<section id="config"><h2>What was pinned down</h2><p class="warn">config.json '
                 f'{esc(view.config_problem)}.</p></section>')
-    npd = c.get("not_pinned_down") if isinstance(c.get("not_pinned_down"), list) else []
-    kc = c.get("known_confounds") if isinstance(c.get("known_confounds"), list) else []
+    npd = cast(list[Any], c.get("not_pinned_down")) if isinstance(c.get("not_pinned_down"), list) else []
+    kc = cast(list[Any], c.get("known_confounds")) if isinstance(c.get("known_confounds"), list) else []
     out = ['<section id="config"><h2>What was pinned down, and what was not</h2>',
            f'<div class="callout not-pinned" data-n="{len(npd)}"><h3>Not pinned down ({len(npd)})</h3>'
            + ("<ul>" + "".join(f"<li>{esc(s)}</li>" for s in npd) + "</ul>" if npd else "<p>nothing</p>") + "</div>",
            f'<div class="callout confounds" data-n="{len(kc)}"><h3>Known confounds ({len(kc)})</h3>'
            + ("<ul>" + "".join(f"<li>{esc(s)}</li>" for s in kc) + "</ul>" if kc else
               "<p>none (no pair of models declared matched)</p>") + "</div>"]
-    models = c.get("models") if isinstance(c.get("models"), dict) else {}
+    models = cast(dict[str, Any], c.get("models")) if isinstance(c.get("models"), dict) else {}
     rows = []
     for name, m in models.items():
         if not isinstance(m, dict):
             continue
-        ident = m.get("identity") if isinstance(m.get("identity"), dict) else {}
+        ident = cast(dict[str, Any], m.get("identity")) if isinstance(m.get("identity"), dict) else {}
         ok = m.get("sufficient_for_replication") is True
-        missing = m.get("missing") if isinstance(m.get("missing"), list) else []
+        missing = cast(list[Any], m.get("missing")) if isinstance(m.get("missing"), list) else []
         rows.append(f'<tr data-model="{esc(name)}" data-sufficient="{str(ok).lower()}"><td>{esc(name)}</td>'
                     f'<td>{esc(m.get("litellm_model"))}</td><td>{esc(m.get("provider"))}</td>'
                     f'<td class="{"yes" if ok else "no"}">{"yes" if ok else "NO"}</td>'
@@ -134,8 +138,8 @@ def config(view) -> str:
                     f'</code></details></td></tr>')
     out.append("<h3>Models</h3>" + _table(["model", "litellm model", "provider", "sufficient for replication",
                                            "identity fields missing", "parameters sent", "identity"], rows, "identity"))
-    runner = c.get("runner") if isinstance(c.get("runner"), dict) else {}
-    study = c.get("study") if isinstance(c.get("study"), dict) else {}
+    runner = cast(dict[str, Any], c.get("runner")) if isinstance(c.get("runner"), dict) else {}
+    study = cast(dict[str, Any], c.get("study")) if isinstance(c.get("study"), dict) else {}
     out.append(f'<p>Study {esc(study.get("id"))}, seed {esc(study.get("seed"))}; design sha256 '
                f'<code>{esc(c.get("design_sha256"))}</code>; runner {esc(runner.get("name"))} '
                f'{esc(runner.get("version"))} on Python {esc(runner.get("python"))}, {esc(runner.get("platform"))}.</p>')

@@ -13,7 +13,9 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from confirmatory.report import evidence, sections
 from confirmatory.report.charts import CLASS_COLOURS, Axis, esc
@@ -115,7 +117,7 @@ SCRIPT = r"""
 """
 
 
-def _section(name: str, fn, *args):
+def _section(name: str, fn: Callable[..., str], *args: Any) -> str:
     """A section's HTML; if the records hold what it did not foresee, a line saying
     so in its place (the rest of the page, the verdict first, is still shown)."""
     try:
@@ -134,11 +136,11 @@ def _utc(t: float) -> str:
 
 
 def build_page(run_dir: Path, out_file: Path, *, witness: Path | None = None,
-               households: Path | None = None) -> tuple[str, dict]:
+               households: Path | None = None) -> tuple[str, dict[str, float]]:
     """The page's HTML, and what building it took (seconds per step)."""
     from confirmatory.verify import verify_run  # noqa: PLC0415
 
-    times: dict = {}
+    times: dict[str, float] = {}
     start = time.perf_counter()
     report, problem = None, None
     try:
@@ -208,7 +210,7 @@ def inside(path: Path, run_dir: Path) -> bool:
 
 
 def write_report(run_dir: Path, out: Path | None = None, *, witness: Path | None = None,
-                 households: Path | None = None) -> tuple[Path, dict]:
+                 households: Path | None = None) -> tuple[Path, dict[str, float]]:
     """Build the page and write it (to a temporary name, then renamed)."""
     out = Path(out) if out is not None else default_out(run_dir)
     html, times = build_page(Path(run_dir), out, witness=witness, households=households)

@@ -10,6 +10,7 @@ their first rows (`SHOWN`) and the page says how many there were.
 from __future__ import annotations
 
 from collections import Counter
+from typing import TYPE_CHECKING, Any, cast
 
 from confirmatory.report.charts import (
     CLASS_COLOURS,
@@ -21,6 +22,10 @@ from confirmatory.report.charts import (
     timeline,
 )
 
+if TYPE_CHECKING:
+    from confirmatory.report.data import RunView
+    from confirmatory.verify.report import Report
+
 SHOWN = 200  # rows of a long table shown (the page says how many there were)
 NUSD = 10**9
 
@@ -29,7 +34,7 @@ def usd(nusd: object) -> str:
     return f"${nusd / NUSD:,.6f}" if type(nusd) is int else esc(nusd)
 
 
-def rel_t(t: object, t0: float) -> str:
+def rel_t(t: Any, t0: float) -> str:
     return f"{t - t0:.3f} s" if type(t) in (int, float) else esc(t)
 
 
@@ -46,7 +51,7 @@ def _cut(total: int, shown: int, what: str) -> str:
 
 # ------------------------------------------------------------------ verdict
 
-def verdict(report, problem: str | None) -> str:
+def verdict(report: Report | None, problem: str | None) -> str:
     """verify's verdict: a banner in words and colour, the state, the outcome,
     START HERE, every invariant's row, the witness and households lines and
     what only a crash explains."""
@@ -118,7 +123,7 @@ def legend() -> str:
             '<span class="key"><i class="stopline"></i>trigger, stop, ceiling</span></p>')
 
 
-def timelines(view, axis: Axis, tallies: dict, ceiling_t: float | None) -> tuple[str, list[str]]:
+def timelines(view: RunView, axis: Axis, tallies: dict[str, Any], ceiling_t: float | None) -> tuple[str, list[str]]:
     """The timeline section, and the attempts' JSON scripts for the hover."""
     out = ['<section id="timeline"><h2>Lanes over time</h2>', legend(),
            "<p>Each bar is an attempt on its lane from its start to its end, coloured by its class; hover one "
@@ -157,7 +162,7 @@ def _cumulative(events: list[tuple[float, int]]) -> list[tuple[float, float]]:
     return pts
 
 
-def spend(view, axis: Axis, ceiling: dict | None) -> str:
+def spend(view: RunView, axis: Axis, ceiling: dict[str, Any] | None) -> str:
     """Cumulative spend: the run's total against the overall cap and the
     ceiling (its crossing and late costs marked), then each model's against its cap."""
     per_model: dict[str, list[tuple[float, int]]] = {}
@@ -217,20 +222,20 @@ def spend(view, axis: Axis, ceiling: dict | None) -> str:
 
 # ------------------------------------------------------------------ admission
 
-def admission(view) -> str:
+def admission(view: RunView) -> str:
     out = ['<section id="admission"><h2>Admission</h2><p>A household is admitted iff finished + reserve &times; '
            '(under way + 1) &le; cap. Each decision with what it saw:</p>']
     t0 = view.span()[0]
     for mv in view.models.values():
-        ds = sorted(mv.decisions, key=lambda d: d.get("t") if type(d.get("t")) in (int, float) else 0)
+        ds = sorted(mv.decisions, key=lambda d: cast(float, d.get("t")) if type(d.get("t")) in (int, float) else 0)
         admitted = sum(1 for d in ds if d.get("admit") is True)
         refused = len(ds) - admitted
         shown = [d for d in ds if d.get("admit") is not True][:SHOWN]
         shown = sorted(shown + [d for d in ds if d.get("admit") is True][:max(0, SHOWN - len(shown))],
-                       key=lambda d: d.get("t") if type(d.get("t")) in (int, float) else 0)
+                       key=lambda d: cast(float, d.get("t")) if type(d.get("t")) in (int, float) else 0)
         rows = []
         for d in shown:
-            seen = [d.get(k) for k in ("finished_nusd", "reserve_nusd", "under_way", "cap_nusd")]
+            seen: list[Any] = [d.get(k) for k in ("finished_nusd", "reserve_nusd", "under_way", "cap_nusd")]
             lhs = (seen[0] + seen[1] * (seen[2] + 1)) if all(type(v) is int for v in seen) else None
             rows.append(f'<tr class="{"admit" if d.get("admit") is True else "refuse"}" data-household="{esc(d.get("household"))}">'
                         f'<td class="num">{rel_t(d.get("t"), t0)}</td><td>{esc(d.get("lane"))}</td>'
@@ -249,7 +254,7 @@ def admission(view) -> str:
 
 # ------------------------------------------------------------------ results
 
-def results(view, tallies: dict) -> str:
+def results(view: RunView, tallies: dict[str, Any]) -> str:
     """Arm results, attempts and reruns by class per model: verify's own counts."""
     if not tallies:
         return ('<section id="results"><h2>Arm results by class</h2><p class="warn">verify counted nothing '

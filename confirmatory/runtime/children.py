@@ -30,7 +30,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, Any, cast
 
 # SIGTERM first (git removes its lock files on SIGTERM), SIGKILL what is left this long after.
 TERM_GRACE_S = 3.0
@@ -103,7 +103,7 @@ kill(left, signal.SIGKILL)
 """
 
 _reaper_lock = threading.Lock()
-_reaper: subprocess.Popen | None = None
+_reaper: subprocess.Popen[bytes] | None = None
 
 
 def _tell_reaper(line: str) -> None:
@@ -128,7 +128,8 @@ def reaper_pid() -> int | None:
     return _reaper.pid if _reaper is not None and _reaper.poll() is None else None
 
 
-def start(argv: Sequence[str], *, cwd, stdout, stderr) -> subprocess.Popen:
+def start(argv: Sequence[str], *, cwd: str | os.PathLike[str] | None, stdout: int | IO[Any] | None,
+          stderr: int | IO[Any] | None) -> subprocess.Popen[bytes]:
     """``argv`` in a session of its own, stdin closed: ``kill_group`` then
     reaches every process it starts, and the reaper stops its group if the
     runner dies first. Raises OSError when it cannot start."""
@@ -138,7 +139,7 @@ def start(argv: Sequence[str], *, cwd, stdout, stderr) -> subprocess.Popen:
     return proc
 
 
-def kill_group(proc: subprocess.Popen, grace: float = TERM_GRACE_S) -> None:
+def kill_group(proc: subprocess.Popen[bytes], grace: float = TERM_GRACE_S) -> None:
     """SIGTERM the command's process group, SIGKILL what is left of it after
     ``grace`` s (the command, or a child of it that outlived it); reap it.
 
@@ -165,7 +166,7 @@ def kill_group(proc: subprocess.Popen, grace: float = TERM_GRACE_S) -> None:
     proc.wait()
 
 
-def _signal_group(proc: subprocess.Popen, sig: int) -> bool:
+def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> bool:
     """Send ``sig`` to the command's process group; False when the group is gone."""
     try:
         os.killpg(proc.pid, sig)
@@ -174,7 +175,7 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> bool:
     return True
 
 
-def _supervise(proc: subprocess.Popen, timeout: float | None, step: Callable[[float | None], str | None],
+def _supervise(proc: subprocess.Popen[bytes], timeout: float | None, step: Callable[[float | None], str | None],
                grace: float) -> str | None:
     """Call ``step(wait_s)`` (wait at most that long for the command, None:
     for as long as it takes) until it says the command is done; past
@@ -207,11 +208,12 @@ class _Pipes:
     up to ``max_stdout`` bytes (past it the step says OUTPUT), of stderr
     only its last ``stderr_tail`` bytes."""
 
-    def __init__(self, proc: subprocess.Popen, max_stdout: int, stderr_tail: int):
+    def __init__(self, proc: subprocess.Popen[bytes], max_stdout: int, stderr_tail: int):
         self._proc = proc
         self._selector = selectors.DefaultSelector()
-        self._selector.register(proc.stdout, selectors.EVENT_READ, "stdout")
-        self._selector.register(proc.stderr, selectors.EVENT_READ, "stderr")
+        # (cast: its stdout and stderr are pipes, run_captured's)
+        self._selector.register(cast(IO[bytes], proc.stdout), selectors.EVENT_READ, "stdout")
+        self._selector.register(cast(IO[bytes], proc.stderr), selectors.EVENT_READ, "stderr")
         self._stdout: list[bytes] = []
         self._stdout_bytes = 0
         self._max_stdout = max_stdout
@@ -251,12 +253,12 @@ class _Pipes:
 
     def close(self) -> None:
         self._selector.close()
-        self._proc.stdout.close()
-        self._proc.stderr.close()
+        cast(IO[bytes], self._proc.stdout).close()  # (pipes, as above)
+        cast(IO[bytes], self._proc.stderr).close()
 
 
-def run_captured(argv: Sequence[str], *, cwd, timeout: float, max_stdout: int, stderr_tail: int,
-                 grace: float = TERM_GRACE_S) -> Finished:
+def run_captured(argv: Sequence[str], *, cwd: str | os.PathLike[str] | None, timeout: float, max_stdout: int,
+                 stderr_tail: int, grace: float = TERM_GRACE_S) -> Finished:
     """Run ``argv`` to its end, its stdout and stderr read through pipes:
     ``stdout`` is all of it, ``stderr`` its last ``stderr_tail`` bytes.
 
@@ -274,7 +276,7 @@ def run_captured(argv: Sequence[str], *, cwd, timeout: float, max_stdout: int, s
     return Finished(proc.returncode, stopped, pipes.stdout(), pipes.stderr())
 
 
-def wait_watching(proc: subprocess.Popen, out: IO[bytes], *, timeout: float | None, max_output: int,
+def wait_watching(proc: subprocess.Popen[bytes], out: IO[bytes], *, timeout: float | None, max_output: int,
                   grace: float = TERM_GRACE_S) -> str | None:
     """Wait for a command started (``start``) with its output to the file
     ``out``: past ``timeout`` s (None: no limit), or once ``out`` holds more

@@ -20,7 +20,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from confirmatory.core.simulated import SIM_MODELS, SIM_PRICES  # noqa: E402,F401 - the catalogue, kept in core
+from confirmatory.core.simulated import SIM_MODELS as SIM_MODELS  # noqa: E402,F401 - the catalogue, kept in core
+from confirmatory.core.simulated import SIM_PRICES as SIM_PRICES  # noqa: E402,F401
 from confirmatory.sim.faults import draw
 
 SLOPPY_GARBLED_RATE = 0.15  # answer that does not parse

@@ -135,7 +135,7 @@ def _responses_conversation(body: Mapping[str, Any]) -> Conversation:
                          ((body.get("text") or {}).get("format") or {}).get("type"))
 
 
-def _conversation(texts: list[tuple[str, str]], results: list[str], tools: list, fmt: Any) -> Conversation:
+def _conversation(texts: list[tuple[str, str]], results: list[str], tools: list[Any], fmt: Any) -> Conversation:
     """What either API's request says, once its messages are read: the tools
     offered (a chat tool nests its name under ``function``) and JSON mode."""
     names = tuple(str((t.get("function") or t).get("name", "")) for t in tools if isinstance(t, dict))

@@ -20,8 +20,8 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, cast
 
 from confirmatory.core.errors import TruncationSurvived, UnparseableAnswer
 
@@ -48,11 +48,11 @@ _LITELLM_RAISES = {
 
 
 def _litellm_exception(kind: str, model: str) -> BaseException:
-    from confirmatory.engine.llm import _lib
+    from confirmatory.engine.llm.boundary import _lib
 
     lib = _lib()
     name, status = _LITELLM_RAISES[kind]
-    cls = getattr(lib.exceptions, name)
+    cls: Callable[..., BaseException] = getattr(lib.exceptions, name)
     msg = f"planted {kind} fault"
     if name == "APIError":
         return cls(status_code=status, message=msg, llm_provider="openai", model=model)
@@ -108,16 +108,16 @@ def harness(model: Any, household: Any, arm: Any, pool: Any, spend: Any, clock: 
             return {"result": 1}
         if kind == "echo-key":
             # A provider that echoes the caller's credentials in its error message.
-            from confirmatory.engine.llm import _lib
+            from confirmatory.engine.llm.boundary import _lib
 
             # The token is placed across the 2000th character of the message,
             # where records cut it: redaction must come before the cut.
             token = os.environ.get("MY_SERVICE_TOKEN") or ""
 
             def rate_limited(pad: int) -> BaseException:
-                return _lib().exceptions.RateLimitError(
+                return cast(BaseException, _lib().exceptions.RateLimitError(
                     message=f"Rate limited for API key {os.environ.get('OPENAI_API_KEY')}; {'.' * pad}"
-                            f"token {token} and more", llm_provider="openai", model=model.litellm_model)  # noqa: B023 - called in this iteration
+                            f"token {token} and more", llm_provider="openai", model=model.litellm_model))  # noqa: B023 - called in this iteration
 
             at = str(rate_limited(0)).find(f"token {token}") + len("token ")  # litellm prefixes the text
             exc = rate_limited(max(0, 2000 - len(token) // 2 - at))

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from confirmatory.host.sampler import MemoryReading, ReadFailed, SourceRead
+from confirmatory.host.sampler import MemoryReading
+from confirmatory.host.sources import ReadFailed, SourceRead
 from confirmatory.records.writer import ChainWriter
 
 TEST_SEED = "0" * 64
@@ -50,7 +51,7 @@ class ScriptedReaders:
     def __init__(self, script: Any = (0.0,), *, available: int = 8 << 30, swap_used: int = 0,
                  load1: float = 0.25, sources: Any = ()) -> None:
         self._lock = threading.Lock()
-        self._script: deque = deque(script) or deque([0.0])
+        self._script: deque[Any] = deque(script) or deque([0.0])
         self._released = threading.Event()
         self.available, self.swap_used, self.load1 = available, swap_used, load1
         self.sources = list(sources)

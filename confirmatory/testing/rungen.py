@@ -26,6 +26,7 @@ import random
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, cast
 
 from confirmatory.core import rules
 from confirmatory.core.merkle import Range, leaf_hash
@@ -73,7 +74,7 @@ class _Log:
     durable: bool
     lines: int = 0
     head: str = ""
-    _w: object = None
+    _w: Any = None  # a ChainWriter (durable) or a plain binary file
     tree: Range = field(default_factory=Range)
 
     def __post_init__(self) -> None:
@@ -81,7 +82,7 @@ class _Log:
         self.head = self.seed
         self._w = ChainWriter(self.path, self.seed) if self.durable else open(self.path, "wb")
 
-    def append(self, obj: dict) -> None:
+    def append(self, obj: dict[str, Any]) -> None:
         if self.durable:
             self.head = self._w.append(obj)
         else:
@@ -98,7 +99,7 @@ class _Log:
         self._w.close()
 
 
-def _write_json(path: Path, obj: dict) -> str:
+def _write_json(path: Path, obj: dict[str, Any]) -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
     data = dumps(obj) + b"\n"
     path.write_bytes(data)
@@ -204,7 +205,7 @@ class _Gen:
         self.next_anchor = T0 + 1
         self.anchor_seq = 0
 
-    def _sample(self, k: int) -> dict:
+    def _sample(self, k: int) -> dict[str, Any]:
         p = self.plan
         t = T0 + 5 + k * p.sample_interval_s
         return {"event": "sample", "t": t, "wall": t, "mono": 1000.0 + t - T0,
@@ -302,7 +303,7 @@ class _Gen:
             cur.wait_until = t + rules.rerun_wait_s(self.rules.get("rerun_wait_s", 0.0), cur.passes)
         if cur.wait_until is not None and t < cur.wait_until:
             return cur.wait_until
-        if m.pause_until is not None and m.pause_t <= t < m.pause_until + 0.5:
+        if m.pause_until is not None and cast(float, m.pause_t) <= t < m.pause_until + 0.5:
             return m.pause_until + 0.5
         return self.attempt(m, lane, cur, t)
 
@@ -328,7 +329,7 @@ class _Gen:
         heapq.heappush(m.ongoing, m.current[lane].end_placeholder)
         return t + EPS
 
-    def outcome(self, m: _Model, house: _House, arm: str, pass_index: int) -> tuple[str, dict | None]:
+    def outcome(self, m: _Model, house: _House, arm: str, pass_index: int) -> tuple[str, dict[str, Any] | None]:
         p = self.plan
         k = m.draw_index[house.id]
         named = {"operator": p.operator, "harness": p.harness, "deadline": p.deadline}
@@ -371,7 +372,7 @@ class _Gen:
         return house.inflight[3]
 
     def finish(self, m: _Model, lane: int, house: _House, t: float) -> float:
-        arm, pass_index, start, end, kind = house.inflight
+        arm, pass_index, start, end, kind = cast(tuple[str, int, float, float, str], house.inflight)
         house.inflight = None
         self.now(t)
         dur = end - start
@@ -455,7 +456,7 @@ class _Gen:
             v = self.host_index.verdict(rec["start"], rec["end"])
             cls = rules.classify(rec, v.reasons, precedence=r["precedence"])
             if cls is rules.Cls.INCONCLUSIVE:
-                m.inconclusive.setdefault(rules.error_signature(rec["error"]), set()).add(house.id)
+                m.inconclusive.setdefault(cast(str, rules.error_signature(rec["error"])), set()).add(house.id)
             d = rules.decide(rec, v.reasons, reruns_used=a["reruns"], max_reruns=r["max_reruns_per_arm"],
                              precedence=r["precedence"], inconclusive_households=m.inconclusive,
                              inconclusive_limit=r["inconclusive_household_limit"])
@@ -506,12 +507,12 @@ class _House:
     id: str
     order: list[str]
     todo: list[str] = field(default_factory=list)
-    ended: list[dict] = field(default_factory=list)
+    ended: list[dict[str, Any]] = field(default_factory=list)
     classified: int = 0
     passes: int = 0
-    reruns: dict = field(default_factory=dict)
-    end_placeholder: list = field(default_factory=list)
-    inflight: tuple | None = None
+    reruns: dict[str, int] = field(default_factory=dict)
+    end_placeholder: list[Any] = field(default_factory=list)  # [end t, spend, finished]: an entry of _Model.ongoing
+    inflight: tuple[str, int, float, float, str] | None = None  # arm, pass, start, end, kind
     wait_until: float | None = None
 
     def __post_init__(self) -> None:
@@ -522,21 +523,21 @@ class _House:
 @dataclass
 class _Model:
     name: str
-    manifest: dict
-    queue: dict = field(default_factory=dict)
-    current: dict = field(default_factory=dict)
+    manifest: dict[str, Any]
+    queue: dict[int, list[str]] = field(default_factory=dict)
+    current: dict[int, _House] = field(default_factory=dict)
     refused: bool = False
-    refused_lane: dict = field(default_factory=dict)
+    refused_lane: dict[int, bool] = field(default_factory=dict)
     finished: int = 0
     cut: int = 0
-    ongoing: list = field(default_factory=list)
+    ongoing: list[list[Any]] = field(default_factory=list)
     spend: int = 0
     stop_t: float | None = None
     pause_t: float | None = None
     pause_until: float | None = None
-    inconclusive: dict = field(default_factory=dict)
-    resumes: list = field(default_factory=list)
-    draw_index: dict = field(default_factory=dict)
+    inconclusive: dict[str, set[str]] = field(default_factory=dict)
+    resumes: list[dict[str, Any]] = field(default_factory=list)
+    draw_index: dict[str, int] = field(default_factory=dict)
 
 
 def generate_run(root: Path, plan: Plan | None = None) -> Path:

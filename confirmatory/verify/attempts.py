@@ -20,6 +20,7 @@ import os
 import re
 import stat
 from hashlib import sha256
+from typing import TYPE_CHECKING, Any
 
 from confirmatory.records.chain import NotRegularFile, parse_document
 from confirmatory.records.layout import record_relpath
@@ -35,6 +36,14 @@ from confirmatory.verify.clocks import CALL_SLACK_S
 from confirmatory.verify.report import UNDER_WAY
 from confirmatory.verify.state import hkey, line_hkey
 
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from confirmatory.core import rules
+    from confirmatory.verify.context import RunContext
+    from confirmatory.verify.report import Findings
+    from confirmatory.verify.state import ModelState
+
 _TMP_NAME = re.compile(r"\..+\.\d+\.\d+\.tmp")  # chain.write_json_durable's temporary file
 _RECORD_NAME = re.compile(r"\d+(?:\.r([1-9]\d*))?\.json")  # <pass>.json, <pass>.r<round>.json
 _RECORD_FIELD_SET, _CALL_FIELD_SET = frozenset(RECORD_FIELDS), frozenset(CALL_FIELDS)
@@ -49,7 +58,7 @@ _RDONLY = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC  # a FIFO must not block th
 _FIRST_READ = 1 << 16  # a record's first read: most records fit (see ModelCheck.read_record)
 
 
-def parse_object(data: bytes):
+def parse_object(data: bytes) -> Any:
     """``json.loads(data)``, or None where json.loads raises (the fast
     parser's object where it provably equals it: ``chain.parse_document``)."""
     try:
@@ -63,7 +72,7 @@ def _regular(fd: int, rel: str) -> None:
         raise NotRegularFile(errno.EINVAL, "not a regular file", rel)
 
 
-def record_problem(r: dict) -> str:
+def record_problem(r: dict[str, Any]) -> str:
     """What a record lacks of its fields, or what is wrong with its error (for the message)."""
     missing = [k for k in RECORD_FIELDS if k not in r]
     if missing:
@@ -71,7 +80,7 @@ def record_problem(r: dict) -> str:
     return f"record error is not null or an object with {', '.join(ERROR_FIELDS)} (type a string, mro a list)"
 
 
-def call_problem(c) -> str:
+def call_problem(c: Any) -> str:
     if type(c) is not dict:
         return f"a call that is not an object ({type(c).__name__})"
     missing = [k for k in CALL_FIELDS if k not in c]
@@ -85,7 +94,34 @@ def call_problem(c) -> str:
 class AttemptChecks:
     """`model.ModelCheck`'s checks of each attempt: its record, its calls, its times."""
 
-    def attempt(self, seq: int, a: dict, reruns: int) -> None:
+    # what model.ModelCheck sets (and the other families define) that these checks read
+    ctx: RunContext
+    f: Findings
+    st: ModelState
+    log: str
+    root: Path
+    root_s: str
+    root_fd: int | None
+    listed: set[str]
+    any_back: bool
+    ceiling_cut: float
+    ceiling_top: float
+    deadline_s: float
+    deadline_short: float
+    deadline_over: float
+    halt_any: float
+    pauses_kept: list[tuple[float, float]]
+    pause_at: list[float]
+    pause_until: list[float]
+    deadline_keys: set[tuple[Any, ...]]
+
+    if TYPE_CHECKING:
+        def back_through(self, t: float) -> float: ...
+        def past_deadline_excused(self, start: float, end: float) -> bool: ...
+        def classify(self, seq: int, a: dict[str, Any], r: dict[str, Any], reruns: int, start: float,
+                     end: float) -> rules.Decision | None: ...
+
+    def attempt(self, seq: int, a: dict[str, Any], reruns: int) -> None:
         # The hot path: one record file per attempt. Messages are built only
         # for violations; checks are counted in bulk; the line's start and
         # end, read by most checks, are looked up once (and handed to classify).

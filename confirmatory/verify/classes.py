@@ -13,18 +13,25 @@ from __future__ import annotations
 
 import bisect
 from collections import defaultdict
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from confirmatory.core import rules
+
+if TYPE_CHECKING:
+    from confirmatory.verify.context import RunContext
+    from confirmatory.verify.report import Findings
+    from confirmatory.verify.state import ModelState
 
 DECIDED_KEPT = 4096
 _INCONCLUSIVE = rules.Cls.INCONCLUSIVE
 
 
-def rule_key(record: dict):
+def rule_key(record: dict[str, Any]) -> tuple[Any, ...] | None:
     """What `rules.decide` reads of a record, as a hashable key (None: not cacheable)."""
     err, status = record.get("error"), record.get("status")
     if err is None:
-        key = (status, None)
+        key: tuple[Any, ...] = (status, None)
     elif type(err) is not dict:
         return None
     elif not err:
@@ -69,12 +76,27 @@ def known_counts(attempts: list[tuple[str, float]], ended: dict[str, float]) -> 
 class ClassChecks:
     """`model.ModelCheck`'s checks of each attempt's class, action and signature."""
 
-    def classify(self, seq: int, a: dict, r: dict, reruns: int, start: float, end: float) -> rules.Decision | None:
+    # what model.ModelCheck sets that these checks read
+    ctx: RunContext
+    f: Findings
+    st: ModelState
+    log: str
+    host_is: Callable[[float, float, int | None], bool]
+    completion: Callable[[float], int | None]
+    # (seq, attempt line, decision, reruns) of each inconclusive attempt
+    incon: list[tuple[Any, ...]]
+    decided: dict[tuple[Any, ...], rules.Decision]
+    short: list[tuple[Any, ...]]  # (seq, lane, household, pass) of each judged on a short prefix
+    lane_last: dict[int, tuple[str, int]]
+
+    def classify(self, seq: int, a: dict[str, Any], r: dict[str, Any], reruns: int, start: float,
+                 end: float) -> rules.Decision | None:
         """Class, action and signature recomputed with the rules. The rules read
         only the record's status and error and whether the host gave reasons,
         so their answer is kept per distinct (status, error, host, reruns).
         Returns the rules' decision (None: the record could not be classified)."""
         f, rl = self.f, self.ctx.rules
+        d: rules.Decision | None
         try:
             # Judged on the host.jsonl prefix the lane decided on (its line
             # says how many lines); a prefix can only add "no sample after".
@@ -123,7 +145,7 @@ class ClassChecks:
     def inconclusive(self) -> None:
         """The inconclusive stop, bounded by what the lanes could have known when they decided."""
         rl, ends = self.ctx.rules, self.st.ends
-        by_sig: dict[str, list[tuple]] = defaultdict(list)
+        by_sig: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
         for item in self.incon:
             by_sig[item[2].signature].append(item)
         for items in by_sig.values():

@@ -10,6 +10,8 @@ between two host samples (`ClockDrift`, read off host.jsonl's samples).
 
 from __future__ import annotations
 
+from typing import Any
+
 from confirmatory.verify.context import RunContext
 
 CALL_SLACK_S = 1.0
@@ -25,7 +27,7 @@ DEADLINE_DRIFT = 0.001
 RERUN_WAIT_SLACK_S = 0.01
 
 
-def _num(t) -> bool:
+def _num(t: object) -> bool:
     return type(t) is float or type(t) is int
 
 
@@ -49,6 +51,8 @@ class ClockDrift:
     times are the wall clock's). A value that is not a number is passed over."""
 
     __slots__ = ("low", "high", "rise", "unseen", "first_mono", "first_back", "last_mono")
+    first_mono: float | None
+    last_mono: float | None
 
     def __init__(self) -> None:
         self.low, self.high, self.rise = float("inf"), float("-inf"), 0.0
@@ -65,7 +69,7 @@ class ClockDrift:
         self.first_mono = self.last_mono = None
         self.first_back = 0.0
 
-    def add(self, wall, mono, back=0.0) -> None:
+    def add(self, wall: Any, mono: Any, back: Any = 0.0) -> None:  # host.jsonl's values, of any kind
         if (type(wall) is float or type(wall) is int) and (type(mono) is float or type(mono) is int):
             off = wall - mono
             if off - self.low > self.rise:

@@ -5,6 +5,7 @@ the run-level times (run stops, the ceiling's crossing)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +25,7 @@ class RulesView:
     max_reruns: int
     inconclusive_limit: int
     stop_follow_s: float
-    class_lists: dict
+    class_lists: dict[str, Any]
     max_gap_s: float
     pressure_threshold: float
     attempt_deadline_s: float = 3600.0
@@ -32,7 +33,7 @@ class RulesView:
     # without it, made before the rule existed, whose lanes waited none
     rerun_wait_s: float = 0.0
     # the names of the design's [[host.evidence]] sources (None: design.toml unreadable)
-    evidence_sources: frozenset | None = None
+    evidence_sources: frozenset[str] | None = None
 
     @classmethod
     def from_manifest(cls, manifest: Any, findings: Findings) -> RulesView:
@@ -50,7 +51,7 @@ class RulesView:
             findings.fail(11, "manifest.json", None, f"rules.host is {host!r}, not an object; the defaults used")
             host = {}
 
-        def rule(table: dict, key: str, ok, kind: str, default: Any) -> Any:
+        def rule(table: dict[str, Any], key: str, ok: Callable[[Any], bool], kind: str, default: Any) -> Any:
             value = table.get(key, _MISSING)
             findings.check(11)
             try:
@@ -117,12 +118,13 @@ class RunContext:
     rules: RulesView
     host: HostSummary
     arms: list[str]
-    run_events: list[tuple[int, dict]]
+    run_events: list[tuple[int, dict[str, Any]]]
     resume_requests: dict[tuple[str, float], int]  # (model, t) -> how many requests of resume.jsonl
     run_stop_ts: list[float] = field(default_factory=list)
     crash_windows: list[tuple[float, float]] = field(default_factory=list)
-    crash_ts: set = field(default_factory=set)
-    ended_stops: set = field(default_factory=set)  # (cause, t) of run stops a continuation carried the run on from
+    crash_ts: set[float] = field(default_factory=set)
+    # (cause, t) of run stops a continuation carried the run on from
+    ended_stops: set[tuple[Any, Any]] = field(default_factory=set)
     ceiling_t: float = float("inf")
     clock_drift: Any = None  # clocks.ClockDrift of host.jsonl's samples (set once host.jsonl is read)
     design: Any = None  # design.toml's (bytes, table), or why it cannot be read (study.read_design)

@@ -16,18 +16,22 @@ import os
 import re
 import stat
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from confirmatory.records.chain import sha256_hex
 from confirmatory.records.reader import iter_objects
 from confirmatory.verify.context import RunContext
 from confirmatory.verify.report import UNDER_WAY
 
+if TYPE_CHECKING:
+    from confirmatory.records.layout import RunLayout
 
-def _num(v) -> bool:
+
+def _num(v: object) -> TypeGuard[float]:
     return type(v) in (int, float) and v == v
 
 
-def continuation_order(layout) -> list[str]:
+def continuation_order(layout: RunLayout) -> list[str]:
     """The logs a continuation writes its line to, in the order it writes
     them (engine.continuation.begin): a SIGKILL between two of them leaves
     the line in a prefix of this list."""
@@ -40,7 +44,7 @@ def continuation_order(layout) -> list[str]:
 _KEPT = re.compile(r"(.+\.jsonl)\.torn-([1-9]\d*)(?:\.\d+)?")
 
 
-def final_anchors(root: Path) -> list[dict]:
+def final_anchors(root: Path) -> list[dict[str, Any]]:
     try:
         return [o for o in iter_objects(root / "anchors.jsonl") if o.get("event") == "anchor"
                 and o.get("final") is True]
@@ -57,7 +61,7 @@ def _kept_whole(root: Path, torn: object) -> bool:
         return False
 
 
-def kept_files(ctx: RunContext, conts: list[dict]) -> None:
+def kept_files(ctx: RunContext, conts: list[dict[str, Any]]) -> None:
     """Every torn tail kept beside a log (``<log>.torn-<k>``) is named by
     continuation k; one no continuation line names is the crash's only if a
     continuation k was killed before its run.jsonl line (k is the next)."""

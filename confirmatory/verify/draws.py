@@ -11,6 +11,7 @@ seed's shuffle is `procedure`'s check.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from confirmatory.core.streams import draw_order
 from confirmatory.design.load import read_households_file
@@ -25,8 +26,9 @@ def check_shared_draw(ctx: RunContext) -> None:
     elsewhere; a model whose draw leaves out households the others had (or
     adds some) saw another study, and fails here."""
     f, layout = ctx.findings, ctx.layout
-    draws = [(name, mf.obj.get("draw")) for name, mf in layout.models.items()
-             if mf.problem is None and isinstance(mf.obj, dict) and isinstance(mf.obj.get("draw"), list)]
+    draws: list[tuple[str, Any]] = [
+        (name, mf.obj.get("draw")) for name, mf in layout.models.items()
+        if mf.problem is None and isinstance(mf.obj, dict) and isinstance(mf.obj.get("draw"), list)]
     if not draws:
         return
     first, want = draws[0]
@@ -67,6 +69,7 @@ def check_households(ctx: RunContext, path: Path) -> None:
             return
         ids = [h.id for h in found]
         f.households_count = len(ids)
+        draw: Any  # a manifest's draw, any JSON value (set() of one not a list: TypeError, below)
         for name, mf in ctx.layout.models.items():
             if mf.problem is not None or not isinstance(mf.obj, dict):
                 continue  # reported with the manifests

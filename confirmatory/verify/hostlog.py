@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
 
 from confirmatory.records.chain import open_regular
 from confirmatory.records.hostindex import HostSummary
@@ -23,6 +25,17 @@ from confirmatory.verify.context import RulesView
 from confirmatory.verify.logs import LogPass
 from confirmatory.verify.report import Findings
 
+if TYPE_CHECKING:
+    from confirmatory.core.merkle import Range
+    from confirmatory.records.chain import ChainCheck
+
+    # what a host-span worker hands back (_host_span): its chain check, (heads, times, trees) at the
+    # anchored counts, where it says it starts, its first line's event and t, its summary, drift, findings
+    HostSpan = tuple[ChainCheck | None, tuple[dict[int, str], dict[int, Any], list[Range] | None],
+                     tuple[int, str] | None, Any, Any, HostSummary, ClockDrift, Findings]
+    # read_host's and join_host_spans's: the verdicts' view, the samples' drift, (findings, valid lines)
+    HostRead = tuple[HostSummary, ClockDrift, tuple[Findings, dict[str, int]]]
+
 # The fields of a host sample (RECORDS.md, docs/HOST.md) and their kinds. A
 # sample never lacks one; `reads_began` is an extra field, a number when there.
 SAMPLE_NUMBERS = ("t", "wall", "mono", "mem_pressure", "load1", "clock_back_max_s")
@@ -30,7 +43,7 @@ SAMPLE_INTEGERS = ("mem_available", "swap_used")
 _ABSENT = object()
 
 
-def sample_problem(obj: dict) -> str | None:
+def sample_problem(obj: dict[str, Any]) -> str | None:
     """What is wrong with a sample line's fields (None: each is of its kind)."""
     bad = []
     for name in (*SAMPLE_NUMBERS, *SAMPLE_INTEGERS, "reads_began"):
@@ -43,8 +56,8 @@ def sample_problem(obj: dict) -> str | None:
     return "; ".join(bad) or None
 
 
-def summarize_checked(pairs, summary: HostSummary, found: Findings, drift: ClockDrift,
-                      sources: frozenset | None = None) -> None:
+def summarize_checked(pairs: Iterable[tuple[int, dict[str, Any]]], summary: HostSummary, found: Findings,
+                      drift: ClockDrift, sources: frozenset[str] | None = None) -> None:
     """Feed host.jsonl's (seq, obj) to ``summary``; every sample's fields of
     their kinds (invariant 2: the host lines' shape), counted in ``found``;
     the samples' clock drift to ``drift``. Each evidence line names one of
@@ -85,7 +98,7 @@ _HOST_NOTES = ("evidence", "sample-failed")
 _HOST_OTHER = ("open", "evidence-note", "evidence-failed", "continuation")
 
 
-def host_line_problem(obj: dict, sources: frozenset | None) -> str | None:
+def host_line_problem(obj: dict[str, Any], sources: frozenset[str] | None) -> str | None:
     """What is wrong with an evidence or sample-failed line (None: nothing).
     An evidence line makes every attempt whose window it touches `host`,
     which is a rerun: only a source of the design's `[[host.evidence]]` writes
@@ -105,7 +118,7 @@ def host_line_problem(obj: dict, sources: frozenset | None) -> str | None:
     return None
 
 
-def read_host(logs: LogPass, rv: RulesView) -> tuple[HostSummary, ClockDrift, tuple[Findings, dict]]:
+def read_host(logs: LogPass, rv: RulesView) -> HostRead:
     """host.jsonl read once in this process: the verdicts' view, the samples'
     clock drift and the chain's findings."""
     own, drift = Findings(), ClockDrift()
@@ -118,7 +131,7 @@ def read_host(logs: LogPass, rv: RulesView) -> tuple[HostSummary, ClockDrift, tu
     return summary, drift, _log_part(own, logs, ["host.jsonl"])
 
 
-def _log_part(own: Findings, logs: LogPass, rels: list[str]) -> tuple[Findings, dict]:
+def _log_part(own: Findings, logs: LogPass, rels: list[str]) -> tuple[Findings, dict[str, int]]:
     return own, {r: logs.valid_lines[r] for r in rels if r in logs.valid_lines}
 
 
@@ -142,7 +155,7 @@ def host_spans(path: Path, parts: int) -> list[tuple[int, int | None]]:
     return list(zip(cuts, [*cuts[1:], None]))
 
 
-def _host_span(logs: LogPass, rv: RulesView, start: int, stop: int | None, files: tuple[int, int]) -> tuple:
+def _host_span(logs: LogPass, rv: RulesView, start: int, stop: int | None, files: tuple[int, int]) -> HostSpan:
     """One span of host.jsonl, for a worker: its chain check (result, heads
     at anchored counts, where it says it starts), the event and time of its
     first line, and the summary of its chain-valid lines. The summary's
@@ -162,10 +175,10 @@ def _host_span(logs: LogPass, rv: RulesView, start: int, stop: int | None, files
     return reader.result, (reader.heads, reader.times, reader.trees), reader.first, first_event, first_t, summary, drift, shape
 
 
-def _column_files(n: int) -> list | None:
+def _column_files(n: int) -> list[IO[bytes]] | None:
     """``n`` temporary files with no name (None where they cannot be made:
     host.jsonl is then read in this process)."""
-    made = []
+    made: list[IO[bytes]] = []
     try:
         for _ in range(n):
             made.append(tempfile.TemporaryFile())
@@ -176,18 +189,18 @@ def _column_files(n: int) -> list | None:
     return made
 
 
-def join_host_spans(parts: list, logs: LogPass, rv: RulesView):
+def join_host_spans(parts: list[HostSpan], logs: LogPass, rv: RulesView) -> HostRead:
     """The spans joined into what one pass over host.jsonl gives: the
     verdicts' view and the chain's findings. When any span or seam is not a
     clean link (a damaged log), that one pass itself, run here: its findings
     then say exactly what and where."""
     heads: dict[int, str] = {}
-    times: dict = {}
-    trees: list | None = None  # each span's tree cut at the anchored counts, in line order
-    before = None
+    times: dict[int, Any] = {}
+    trees: list[Range] | None = None  # each span's tree cut at the anchored counts, in line order
+    before: ChainCheck | None = None  # the span before's check (from the first span on: clean, not None)
     for k, (result, (span_heads, span_times, span_trees), first, first_event, *_) in enumerate(parts):
         clean = result is not None and result.ok and (
-            first_event == "open" if k == 0 else first == (before.lines, before.head))
+            first_event == "open" if k == 0 else before is not None and first == (before.lines, before.head))
         if not clean:
             return read_host(logs, rv)
         heads.update(span_heads)
@@ -209,5 +222,6 @@ def join_host_spans(parts: list, logs: LogPass, rv: RulesView):
     del spans
     if host is None:
         return read_host(logs, rv)
+    assert before is not None  # (parts is never empty: HostSummary.join would have raised)
     logs.settle("host.jsonl", heads, before.lines, own, times=times, trees=trees)
     return host, drift, (own, {"host.jsonl": before.lines})

@@ -17,6 +17,7 @@ import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from confirmatory.records.layout import (
     ANCHORS_LOG,
@@ -28,6 +29,9 @@ from confirmatory.records.layout import (
 from confirmatory.records.reader import ChainReader, iter_lines
 from confirmatory.verify.anchored import _HEX64, Fixed, settle_roots, witness_fixed
 from confirmatory.verify.report import UNDER_WAY, Findings
+
+if TYPE_CHECKING:
+    from confirmatory.core.merkle import Range
 
 UNANCHORED_BY_DESIGN = (ANCHORS_LOG, PUSHES_LOG)
 RESUME_LOG = "resume.jsonl"  # appended by `confirmatory resume`, another process (confirmatory.engine.resume)
@@ -64,7 +68,8 @@ class LogPass:
         # its directory was made (manifests, design copy and logs, in that
         # order, before the first anchor and before any thread started).
         self.making = still_making(stage, layout.root)
-        self.pending_torn: list[tuple[str, int | None, str, dict]] = []  # CLOSED: torn tails, judged at finish
+        # CLOSED: torn tails, judged at finish
+        self.pending_torn: list[tuple[str, int | None, str, dict[str, Any]]] = []
         self.final_missing = False  # the final anchor, or its push, is what the crash left out
         self.crash_tail: dict[str, int] = {}  # per log, its lines past the last anchor of a run cut short
         # run.jsonl's close line (set once it is read): the one anchor that
@@ -78,7 +83,7 @@ class LogPass:
         self.fixed: dict[str, Fixed] = {}
         self.anchor_t: dict[int, object] = {}
         self.finals: list[int] = []
-        self.last_anchor: tuple[int, dict] | None = None
+        self.last_anchor: tuple[int, dict[str, Any]] | None = None
         self.anchor_count = 0
         self.anchored = [rel for rel in self.specs if rel not in UNANCHORED_BY_DESIGN]
         # the manifests an anchor may name, and their hashes (None: unreadable).
@@ -121,7 +126,7 @@ class LogPass:
             self.anchor_t[seq] = obj.get("t")
             if obj.get("final") is True:
                 self.finals.append(seq)
-            t = obj.get("t") if isinstance(obj.get("t"), (int, float)) else float("-inf")
+            t = obj["t"] if isinstance(obj.get("t"), (int, float)) else float("-inf")
             f.expect(8, t >= last_t, ANCHORS_LOG, seq, "anchor time goes backwards")
             last_t = max(t, last_t)
             # how many logs it lacks, counted over its own entries; which
@@ -190,7 +195,7 @@ class LogPass:
                          for c in fixed.counts)
 
     def settle(self, rel: str, heads: dict[int, str], valid: int, f: Findings | None = None,
-               times: dict | None = None, trees: list | None = None) -> None:
+               times: dict[int, Any] | None = None, trees: list[Range] | None = None) -> None:
         """Compare every anchor's count and head for ``rel`` with what its one
         pass found (``heads`` at the anchored counts, ``valid`` chain-valid
         lines), in ``f`` (this pass's findings when None); then drop them.
@@ -222,7 +227,7 @@ class LogPass:
         settle_roots(rel, fixed, valid, trees or [], f)
 
     def _settle_witness(self, rel: str, heads: dict[int, str], valid: int, f: Findings,
-                        trees: list | None) -> None:
+                        trees: list[Range] | None) -> None:
         """The witness's anchors of ``rel`` against the log, as the run's are:
         the witness, not the run's copy, is what a forger cannot rewrite."""
         fixed = self.wfixed.pop(rel, None)
@@ -242,7 +247,7 @@ class LogPass:
         f.witness_problems += f.count[8] - before  # added to the witness check's own at the end
 
     # -- one log ------------------------------------------------------------------------
-    def lines(self, rel: str) -> Iterator[tuple[int, dict]]:
+    def lines(self, rel: str) -> Iterator[tuple[int, dict[str, Any]]]:
         """(seq, obj) of the chain-valid lines of ``rel``, in order, each line
         parsed once (`chain.ChainReader`); chain problems are reported when
         the iteration ends, and the hash at every anchored count is kept."""
@@ -315,7 +320,7 @@ class LogPass:
         if self.last_anchor is None and self.stage == UNDER_WAY:
             f.explain(8, ANCHORS_LOG, None, "no anchor yet: the run was cut short before its first anchor")
             self.final_missing = True
-            self.crash_tail = {rel: n for rel in self.anchored if (n := self.valid_lines.get(rel, 0)) > 0}
+            self.crash_tail = {rel: tail for rel in self.anchored if (tail := self.valid_lines.get(rel, 0)) > 0}
             self._settle_torn()
             self._witness(witness)
             return
@@ -324,6 +329,7 @@ class LogPass:
                 f.witness, f.witness_problems = str(witness), 1
                 f.fail(8, "witness", None, "not checked: the run has no anchor to look for")
             return
+        assert self.last_anchor is not None  # (expect returned its ok)
         seq, final = self.last_anchor
         counts_close = False
         if self.close_seq is not None and isinstance(final.get("logs"), dict):
@@ -387,9 +393,9 @@ class LogPass:
             for p in problems:
                 f.fail(8, "witness", None, p)
 
-    def _crash_tail(self, last: dict) -> None:
+    def _crash_tail(self, last: dict[str, Any]) -> None:
         """The lines each log holds past the last anchor: what no anchor vouches for yet."""
-        logs = last.get("logs") if isinstance(last.get("logs"), dict) else {}
+        logs = last["logs"] if isinstance(last.get("logs"), dict) else {}
         self.crash_tail = {}
         for rel in self.anchored:
             fixed = logs.get(rel)
@@ -427,7 +433,7 @@ class LogPass:
                           and type(o.get("output")) is str and type(o.get("t")) in (int, float), PUSHES_LOG, seq,
                           "push line: anchor_seq must be an integer, rc an integer or null, output a string, "
                           "t a number")
-            made = anchor_t.get(o.get("anchor_seq")) if type(o.get("anchor_seq")) is int else None
+            made = anchor_t.get(o["anchor_seq"]) if type(o.get("anchor_seq")) is int else None
             ok = isinstance(made, (int, float)) and isinstance(o.get("t"), (int, float)) and o["t"] >= made
             self.f.expect(8, ok, PUSHES_LOG, seq, f"push of anchor line {o.get('anchor_seq')}, "
                                                        "which does not precede it in anchors.jsonl")

@@ -23,6 +23,9 @@ import itertools
 import json
 import os
 from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 from confirmatory.core import rules
 from confirmatory.records.chain import open_regular
@@ -44,12 +47,13 @@ from confirmatory.verify.state import ModelState, line_hkey
 # the invariant that reads each one's time.
 CONTROL_EVENTS = {"open": 8, "late-cost": 7, "trigger": 9, "stop": 9, "ceiling": 6, "pause": 6, "resume": 10,
                   "lane-end": 3, "close": 7, "call-cost": 7, "continuation": 8}
-_INT = (lambda v: type(v) is int, "an integer")
-_STR = (lambda v: type(v) is str, "a string")
-_NUMBER = (lambda v: type(v) in (int, float), "a number")
-_COST = (lambda v: type(v) is int and v >= 0, "a non-negative integer")  # spend.Spend.add refuses less
+_Kind = tuple[Callable[[Any], bool], str]  # a field's test, and what it must be
+_INT: _Kind = (lambda v: type(v) is int, "an integer")
+_STR: _Kind = (lambda v: type(v) is str, "a string")
+_NUMBER: _Kind = (lambda v: type(v) in (int, float), "a number")
+_COST: _Kind = (lambda v: type(v) is int and v >= 0, "a non-negative integer")  # spend.Spend.add refuses less
 # The contract fields of each control event beyond `t` (RECORDS.md), and their kinds.
-CONTROL_FIELDS = {
+CONTROL_FIELDS: dict[str, dict[str, _Kind]] = {
     "late-cost": {"household": _STR, "arm": _STR, "pass": _INT, "cost_nusd": _COST},
     "trigger": {"cause": (lambda v: v in rules.TRIGGER_CAUSES, f"one of {list(rules.TRIGGER_CAUSES)}"),
                 "household": _STR, "arm": _STR, "pass": _INT},
@@ -66,7 +70,7 @@ CONTROL_FIELDS = {
 _SKIP = (b'"event":"attempt"', b'"event":"household"')
 
 
-def control_events(path) -> list[tuple[int, dict]]:
+def control_events(path: Path) -> list[tuple[int, dict[str, Any]]]:
     """Every line that is not an attempt or household line, with its position."""
     out = []
     try:
@@ -104,10 +108,10 @@ class ModelCheck(ProcedureChecks, AttemptChecks, ClassChecks):
         self.orders = mf.get("arm_orders") or {}
         # next draw index expected per lane, for the lanes seen (lane k's first is k)
         self.lane_next: dict[int, int] = {}
-        self.lane_end = defaultdict(lambda: float("-inf"))
-        self.incon: list[tuple] = []
-        self.decided: dict[tuple, rules.Decision] = {}
-        self.short: list[tuple] = []  # attempts judged on a prefix without their completing sample
+        self.lane_end: defaultdict[Any, float] = defaultdict(lambda: float("-inf"))
+        self.incon: list[tuple[Any, ...]] = []
+        self.decided: dict[tuple[Any, ...], rules.Decision] = {}
+        self.short: list[tuple[Any, ...]] = []  # attempts judged on a prefix without their completing sample
         self.lane_last: dict[int, tuple[str, int]] = {}  # lane -> (household, pass) of its last attempt
         self.any_back = ctx.host.back_max > 0  # most runs: no backward step at all, no lookup per attempt
         self.completion = ctx.host.completion
@@ -129,7 +133,7 @@ class ModelCheck(ProcedureChecks, AttemptChecks, ClassChecks):
         self._money_times()
         self._procedure_keys()
         # the spend journal: (household run, arm, pass) -> [nano-dollars, first seq]
-        self.journal: dict[tuple, list[int]] = {}
+        self.journal: dict[tuple[str, Any, Any], list[Any]] = {}
         for seq, o in self.st.control:
             if o.get("event") == "call-cost" and type(o.get("cost_nusd")) is int:
                 entry = self.journal.setdefault((line_hkey(o), o.get("arm"), o.get("pass")),
@@ -180,7 +184,7 @@ class ModelCheck(ProcedureChecks, AttemptChecks, ClassChecks):
     def _times(self) -> None:
         st, ctx = self.st, self.ctx
         # a crash's stop, and a runner error's before a continuation, end nothing its continuation runs
-        def ended(o: dict) -> bool:  # (a cause of another kind, unhashable, ends nothing)
+        def ended(o: dict[str, Any]) -> bool:  # (a cause of another kind, unhashable, ends nothing)
             return o.get("cause") == "crash" or (o.get("cause") == "runner-error"
                                                  and ("runner-error", o["t"]) in ctx.ended_stops)
 
@@ -218,7 +222,7 @@ class ModelCheck(ProcedureChecks, AttemptChecks, ClassChecks):
 
     def _run(self) -> ModelState:
         self.check_draw()
-        pending: dict[str, list[tuple[int, dict]]] = defaultdict(list)
+        pending: dict[str, list[tuple[int, dict[str, Any]]]] = defaultdict(list)
         control = {seq for seq, _ in self.st.control}
         for seq, obj in self.ctx.logs.lines(self.log):
             ev = obj.get("event")
@@ -248,7 +252,7 @@ class ModelCheck(ProcedureChecks, AttemptChecks, ClassChecks):
         self.control_times()
         return self.st
 
-    def journaled(self, seq: int, a: dict, cost: int) -> None:
+    def journaled(self, seq: int, a: dict[str, Any], cost: int) -> None:
         """Invariant 7: an attempt's record counts at least what was journaled
         for it (a call-cost line is written before its cost counts), less
         what it spent after its deadline (late costs)."""
@@ -296,7 +300,7 @@ class ModelCheck(ProcedureChecks, AttemptChecks, ClassChecks):
             else:
                 self.f.fail(7, self.log, None, where)
 
-    def _record_on_disk(self, household, arm, pass_index, rnd) -> bool:
+    def _record_on_disk(self, household: Any, arm: Any, pass_index: Any, rnd: Any) -> bool:
         try:
             rel = record_relpath(household, arm, pass_index, rnd)
         except (TypeError, ValueError):

@@ -9,6 +9,9 @@ dated where the spend crossed it, neither later nor earlier.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from confirmatory.records.layout import model_log
 from confirmatory.verify.clocks import CALL_SLACK_S
 from confirmatory.verify.context import RunContext
@@ -18,12 +21,14 @@ from confirmatory.verify.state import ModelState
 RUN_STATUSES = ("completed", "stopped", "ceiling")  # run.jsonl close.status (run.RunResult)
 
 
-def check_totals(ctx: RunContext, states: list[ModelState], ceilings: list[dict]) -> None:
+def check_totals(ctx: RunContext, states: list[ModelState], ceilings: list[dict[str, Any]]) -> None:
     """Invariant 7: every nano-dollar counted once, in its model and in the run."""
     f, man = ctx.findings, ctx.layout.manifest.obj or {}
     total = int(man.get("spend_before_nusd") or 0)
-    key = lambda o: (o.get("t"), o.get("total_nusd"), o.get("ceiling_nusd"))  # noqa: E731
-    want = None  # run.jsonl's ceilings in order: sorted once, where the first model's are
+    key: Callable[[dict[str, Any]], tuple[Any, Any, Any]] = (  # noqa: E731
+        lambda o: (o.get("t"), o.get("total_nusd"), o.get("ceiling_nusd")))
+    # run.jsonl's ceilings in order: sorted once, where the first model's are
+    want: list[tuple[Any, Any, Any]] | tuple[str, ...] | None = None
     # the spend counted before the ceiling event's t: the calls that ended
     # before it (less the slack: ModelCheck._money_times) and the late costs
     # logged before it (a late cost's t is read after it is counted)
@@ -77,7 +82,7 @@ def check_totals(ctx: RunContext, states: list[ModelState], ceilings: list[dict]
         # The status says how the run ended (Run._finish): ceiling when the
         # spend crossed it, else stopped when the run or a model stopped (or
         # a write failed: stopped with no stop line is taken), else completed.
-        def ended(o: dict) -> bool:  # a stop a continuation carried the run on from
+        def ended(o: dict[str, Any]) -> bool:  # a stop a continuation carried the run on from
             return o.get("cause") == "crash" or (o.get("cause") == "runner-error" and _num(o.get("t"))
                                                  and ("runner-error", o["t"]) in ctx.ended_stops)
 
@@ -118,5 +123,5 @@ def check_totals(ctx: RunContext, states: list[ModelState], ceilings: list[dict]
                        f"come to {upper}: the spend had not crossed the ceiling then")
 
 
-def _num(v) -> bool:
+def _num(v: Any) -> bool:
     return type(v) in (int, float) and v == v

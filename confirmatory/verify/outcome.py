@@ -8,10 +8,13 @@ arm results is an observation.
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 from confirmatory.verify.state import ModelState
 
 
-def outcome(run_events: list[tuple[int, dict]], states: list[ModelState], run_log_broken: bool = False) -> str:
+def outcome(run_events: list[tuple[int, dict[str, Any]]], states: list[ModelState],
+            run_log_broken: bool = False) -> str:
     """How the run ended, as its chain-valid lines say (a description for the
     reader of the report, not a check): the close line's status, the run's
     stop causes, and per model the households ended of its draw, how many
@@ -43,7 +46,7 @@ def model_outcome(st: ModelState) -> str:
     households' arm results (the class of each arm's last attempt) is ok or
     the model's own, as the runner's end summary says it."""
     try:
-        draw = st.manifest.get("draw") if isinstance(st.manifest.get("draw"), list) else []
+        draw = cast(list[Any], st.manifest.get("draw")) if isinstance(st.manifest.get("draw"), list) else []
         unfinished = sum(1 for e in st.ends.values() if not e.finished and not e.crash)
         # a household a crash cut short and its next round, one household
         ended = len({h.partition("@")[0] for h, e in st.ends.items() if not e.crash})

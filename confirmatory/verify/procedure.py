@@ -12,30 +12,40 @@ abandoned at its deadline, or one whose record was lost (7).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, cast
+
 from confirmatory.core import rules
 from confirmatory.core.streams import arm_orders, draw_order
 from confirmatory.verify.clocks import DEADLINE_DRIFT, RERUN_WAIT_SLACK_S, _num
 from confirmatory.verify.report import UNDER_WAY
 from confirmatory.verify.state import HouseholdEnd, hkey, line_hkey
 
+if TYPE_CHECKING:
+    from collections import defaultdict
+
+    from confirmatory.verify.context import RunContext
+    from confirmatory.verify.report import Findings
+    from confirmatory.verify.state import ModelState
+
 ATTEMPT_FIELDS = ("lane", "household", "arm", "pass", "start", "end", "cost_nusd", "record",
                   "record_sha256", "class", "action", "signature")
 _ATTEMPT_FIELD_SET = frozenset(ATTEMPT_FIELDS)
 _ABSENT = object()
+_Key = tuple[Any, ...]  # an attempt's (household run, arm, pass), as a line names it
 
 
-def _start_pass(item: tuple[int, dict]) -> tuple:
+def _start_pass(item: tuple[int, dict[str, Any]]) -> tuple[Any, Any]:
     return item[1]["start"], item[1]["pass"]
 
 
-def tally_classes(st, attempts: list[tuple[int, dict]], standing: dict) -> None:
+def tally_classes(st: ModelState, attempts: list[tuple[int, dict[str, Any]]], standing: dict[str, Any]) -> None:
     """A household's counts for the report (``ModelState.standing`` and the
     rest): its arm results by the class that stands, its attempts by class,
     and each rerun (an attempt of pass >= 1) by the class of the attempt of
     its arm it replaced. ``attempts`` in start order."""
     for cls in standing.values():
         st.standing[str(cls)] += 1
-    before: dict = {}
+    before: dict[Any, str] = {}
     for _, a in attempts:
         cls = str(a["class"])
         st.attempt_classes[cls] += 1
@@ -45,7 +55,7 @@ def tally_classes(st, attempts: list[tuple[int, dict]], standing: dict) -> None:
         before[arm] = cls
 
 
-def lane_in(lane, lanes: int) -> bool:
+def lane_in(lane: Any, lanes: int) -> bool:
     """``lane in {0: .., .., lanes - 1: ..}`` without the dictionary (a
     manifest can say any number of lanes): True for a number equal to one of
     them (1.0 and True are lane 1), TypeError for an unhashable lane."""
@@ -56,18 +66,40 @@ def lane_in(lane, lanes: int) -> bool:
 class ProcedureChecks:
     """`model.ModelCheck`'s checks of the draw, the lanes, the passes, the pauses and the late costs."""
 
+    if TYPE_CHECKING:  # what these checks read of model.ModelCheck (set in its __init__) and its other bases
+        ctx: RunContext
+        f: Findings
+        log: str
+        st: ModelState
+        lanes: int
+        draw: list[Any]
+        index: dict[Any, int]
+        orders: Any
+        lane_next: dict[int, int]
+        lane_end: defaultdict[Any, float]
+        lane_last: dict[int, tuple[str, int]]
+        recorded: dict[str, set[str]]
+        journal: dict[tuple[str, Any, Any], list[Any]]
+
+        def attempt(self, seq: int, a: dict[str, Any], reruns: int) -> None: ...
+
+        def journaled(self, seq: int, a: dict[str, Any], cost: int) -> None: ...
+
+        def back_through(self, t: float) -> float: ...
+
     def _procedure_keys(self) -> None:
         """The few control lines that name an attempt, by its (household,
         arm, pass): the pauses (invariant 6: each attempt with action pause
         has its pause) and the late costs (invariant 7: each names an attempt
         abandoned at its deadline). Lines whose fields are not of their kind
         are left out (control_times fails them)."""
-        self.pause_of: dict[tuple, list] = {}  # (h, arm, pass) -> [(seq, t)] of its pause lines
-        self.late_named: dict[str, list] = {}  # household -> [(seq, late-cost line)] naming it
-        self.late_lines: set[tuple] = set()  # the (h, arm, pass) of each attempt line of a late-named household
-        self.deadline_keys: set[tuple] = set()  # attempts the rules give stop cause deadline
+        self.pause_of: dict[_Key, list[tuple[int, Any]]] = {}  # (h, arm, pass) -> [(seq, t)] of its pause lines
+        # household -> [(seq, late-cost line)] naming it
+        self.late_named: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+        self.late_lines: set[_Key] = set()  # the (h, arm, pass) of each attempt line of a late-named household
+        self.deadline_keys: set[_Key] = set()  # attempts the rules give stop cause deadline
         self.pause_explained: set[int] = set()  # the seqs of pause lines dated in their paused attempt's window
-        self.paused_keys: set[tuple] = set()  # the (h, arm, pass) of every attempt line with action pause
+        self.paused_keys: set[_Key] = set()  # the (h, arm, pass) of every attempt line with action pause
         for seq, o in self.st.control:
             ev = o.get("event")
             if ev != "pause" and ev != "late-cost":
@@ -95,8 +127,9 @@ class ProcedureChecks:
             ok = False
         f.expect(3, ok, where, None, "arm orders are not the model's seeded shuffles")
 
-    def household(self, seq: int, hl: dict, lines: list[tuple[int, dict]]) -> None:
+    def household(self, seq: int, hl: dict[str, Any], lines: list[tuple[int, dict[str, Any]]]) -> None:
         f, st, log = self.f, self.st, self.log
+        lane: Any  # the line's, of any kind (lane_in checks it)
         h, lane = str(hl.get("household")), hl.get("lane")
         rnd = hl.get("round", 0)
         hk = hkey(h, rnd)
@@ -108,6 +141,7 @@ class ProcedureChecks:
         if not in_draw:  # the message only for a violation (f.expect would build it every time)
             f.fail(3, log, seq, f"household {h} on lane {lane} is not in the draw")
             return
+        assert k is not None  # (in_draw)
         checked[3] += 2
         expected = self.lane_next.get(lane, int(lane))
         if k != expected:
@@ -168,12 +202,12 @@ class ProcedureChecks:
         st.attempt_cost += spend
         # (its folder is listed once every round of it is read: ModelCheck._run)
         self.recorded.setdefault(h, set()).update(a["record"] for _, a in attempts)
-        st.ends[hk] = HouseholdEnd(seq, lane, hl.get("t"), hl.get("finished") is True, spend,
+        st.ends[hk] = HouseholdEnd(seq, lane, cast(Any, hl.get("t")), hl.get("finished") is True, spend,
                                    attempts[0][1]["start"] if attempts else None, crash)
         if attempts:
             f.expect(3, hl.get("t", 0) >= attempts[-1][1]["end"], log, seq, "household ended before its last attempt")
 
-    def passes(self, seq: int, hl: dict, h: str, attempts: list[tuple[int, dict]]) -> list[int]:
+    def passes(self, seq: int, hl: dict[str, Any], h: str, attempts: list[tuple[int, dict[str, Any]]]) -> list[int]:
         """Pass 0 in arm order, later passes over the arms to rerun or resume, no overlap.
 
         Returns each attempt's reruns used before it (its arm's earlier
@@ -182,6 +216,8 @@ class ProcedureChecks:
         order = list(self.orders.get(h) or [])
         # reruns: arm -> its attempts so far less one, the reruns_used that
         # rules.next_pass_arms reads (only attempted arms are in it)
+        actions: dict[str, Any]
+        reruns: dict[str, int]
         expected, actions, reruns = list(order), {}, {}
         pass_index, stop_seen = 0, False
         lane = hl.get("lane")
@@ -246,7 +282,7 @@ class ProcedureChecks:
             self.f.fail(3, self.log, seq, f"pass {pass_index} starts {gap:.3f} s after the pass before it ended; "
                         f"the design waits {need:g} s before it (rerun_wait_s {wait_base:g}, doubled each pass)")
 
-    def cut_short(self, seq: int, hl: dict, h: str, stop_seen: bool) -> None:
+    def cut_short(self, seq: int, hl: dict[str, Any], h: str, stop_seen: bool) -> None:
         """Invariant 3: a household ends unfinished only when something cut it
         short. `finished` is true or false. A false one has an attempt with
         action stop (its trigger is invariant 9's), or its model halted (a
@@ -272,6 +308,7 @@ class ProcedureChecks:
             return
         if stop_seen:
             return
+        t: Any  # the line's, of any kind (_num checks it)
         t, st = hl.get("t"), self.st
         halt = min(st.halt_t, st.trigger_t, *st.ended_halts)
         if not (_num(t) and halt <= t + self.ctx.rules.stop_follow_s):
@@ -279,7 +316,7 @@ class ProcedureChecks:
                    f"no stop, trigger or ceiling by {self.ctx.rules.stop_follow_s} s after it"
                    + (f" (the first at {halt})" if halt < float("inf") else ""))
 
-    def paused(self, seq: int, a: dict, household_t) -> None:
+    def paused(self, seq: int, a: dict[str, Any], household_t: Any) -> None:
         """Invariant 6: an attempt with action pause paused its model: a pause
         line names it, dated after the attempt ended and no later than its
         household's end (the lane pauses as the attempt ends, or when it

@@ -13,6 +13,7 @@ import json
 import shlex
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
+from typing import Any
 
 INVARIANTS: dict[int, str] = {
     1: "one attempt line per record, hashes match",
@@ -94,14 +95,14 @@ class Report:
     state: str = COMPLETE
     # For a run that is not complete: what only the crash (or the run still
     # being under way) explains, never a violation (Findings.crash_report).
-    crash: dict | None = None
+    crash: dict[str, Any] | None = None
     # Per model, what verify counted of its ended households (the report's
     # tables; not in to_json): "results" (arm results by the class that
     # stands), "attempts" (by class), "reruns" (by the class of the attempt
     # each replaced), "households" (ended), "unfinished".
-    tallies: dict | None = None
+    tallies: dict[str, Any] | None = None
     # What the records hold, as the checks counted it (verification.run_figures)
-    figures: dict | None = None
+    figures: dict[str, Any] | None = None
     # What of the witness could not be checked on this machine (a fetch that
     # failed: a full disk, a remote out of reach): said, never a violation
     witness_unchecked: tuple[str, ...] = ()
@@ -267,7 +268,7 @@ class Findings:
     witness: str | None = None
     witness_problems: int = 0
     outcome: str | None = None
-    figures: dict | None = None
+    figures: dict[str, Any] | None = None
     households: str | None = None
     households_count: int = 0
     households_problems: int = 0
@@ -277,8 +278,8 @@ class Findings:
     stage: str | None = None
     explained: list[Violation] = field(default_factory=list)  # what the crash explains (all kept)
     under_way: dict[str, list[str]] = field(default_factory=dict)  # model -> its households under way
-    torn_tails: list[dict] = field(default_factory=list)
-    tallies: dict[str, dict] = field(default_factory=dict)  # model -> ModelState.tallies() (Report.tallies)
+    torn_tails: list[dict[str, Any]] = field(default_factory=list)
+    tallies: dict[str, dict[str, Any]] = field(default_factory=dict)  # model -> ModelState.tallies() (Report.tallies)
 
     def explain(self, invariant: int, file: str, line: int | None, message: str) -> None:
         """What a run cut short at ``stage`` may lack: checked, kept for the
@@ -336,7 +337,7 @@ class Findings:
             self.under_way.setdefault(model, []).extend(hh)
         self.torn_tails.extend(other.torn_tails)
 
-    def report(self, run_dir: str, state: str = COMPLETE, crash: dict | None = None) -> Report:
+    def report(self, run_dir: str, state: str = COMPLETE, crash: dict[str, Any] | None = None) -> Report:
         results = []
         for i, name in INVARIANTS.items():
             if self.count[i]:

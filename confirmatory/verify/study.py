@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from pydantic import ValidationError
 
@@ -30,7 +30,7 @@ from confirmatory.verify.context import RunContext
 from confirmatory.verify.report import Findings
 
 
-def read_design(root: Path) -> tuple[bytes, dict] | Exception:
+def read_design(root: Path) -> tuple[bytes, dict[str, Any]] | Exception:
     """design.toml's bytes and table, or why they cannot be read."""
     try:
         with open_regular(root / "design.toml") as fh:
@@ -40,7 +40,7 @@ def read_design(root: Path) -> tuple[bytes, dict] | Exception:
         return exc
 
 
-def design_evidence_sources(design: tuple[bytes, dict] | Exception) -> frozenset | None:
+def design_evidence_sources(design: tuple[bytes, dict[str, Any]] | Exception) -> frozenset[str] | None:
     """The names of design.toml's `[[host.evidence]]` entries, or None where
     design.toml cannot be read as a design's tables (invariant 11 says so)."""
     if isinstance(design, Exception):
@@ -53,7 +53,7 @@ def design_evidence_sources(design: tuple[bytes, dict] | Exception) -> frozenset
     return frozenset(e.get("name") for e in entries if type(e.get("name")) is str)
 
 
-def design_data(ctx: RunContext, report: bool = True) -> tuple[bytes, dict] | None:
+def design_data(ctx: RunContext, report: bool = True) -> tuple[bytes, dict[str, Any]] | None:
     """design.toml's bytes and table, or None (reported, unless not ``report``: invariant 11)."""
     design = ctx.design if ctx.design is not None else read_design(ctx.layout.root)
     if isinstance(design, Exception):
@@ -67,7 +67,7 @@ def design_data(ctx: RunContext, report: bool = True) -> tuple[bytes, dict] | No
     return design
 
 
-def manifest_arms(man: dict, f: Findings) -> list:
+def manifest_arms(man: dict[str, Any], f: Findings) -> list[str]:
     """The run manifest's arms (optional: the model manifests' arm orders
     name them too); anything but a list of names fails invariant 11."""
     arms = man.get("arms", [])
@@ -78,7 +78,7 @@ def manifest_arms(man: dict, f: Findings) -> list:
     return arms
 
 
-def check_slugs(ctx: RunContext, man: dict) -> None:
+def check_slugs(ctx: RunContext, man: dict[str, Any]) -> None:
     """Invariant 11: the models', arms' and households' names are slugs
     (RECORDS.md "Layout": each names a folder; ``..`` or a ``/`` would walk
     the tree). Each name is reported once, in the first manifest naming it."""
@@ -102,7 +102,7 @@ def check_slugs(ctx: RunContext, man: dict) -> None:
             check(mf.obj.get("draw"), f"models/{name}/manifest.json", "household")
 
 
-def check_design(ctx: RunContext, man: dict) -> None:
+def check_design(ctx: RunContext, man: dict[str, Any]) -> None:
     """Invariant 11: the manifests say what design.toml says: every field the
     design fixes (``manifests.run_fields`` / ``model_fields``, the mapping the
     runner wrote them with), the pins and the models' folders."""
@@ -116,10 +116,10 @@ def check_design(ctx: RunContext, man: dict) -> None:
         return
     f.expect(11, man.get("design_sha256") == hashlib.sha256(raw).hexdigest(), "manifest.json", None,
              "design_sha256 is not design.toml's")
-    harness = data.get("harness") if isinstance(data.get("harness"), dict) else {}
+    harness = cast(dict[str, Any], data.get("harness")) if isinstance(data.get("harness"), dict) else {}
     f.expect(11, (man.get("harness") or {}).get("pins") == harness.get("pins"), "manifest.json", None,
              "harness pins differ from the design's")
-    models = data.get("models") if isinstance(data.get("models"), list) else []
+    models = cast(list[Any], data.get("models")) if isinstance(data.get("models"), list) else []
     names = [m.get("name") if isinstance(m, dict) else None for m in models]
     f.expect(11, man.get("models") == names and list(layout.models) == names, "manifest.json", None,
              f"models {man.get('models')} / folders {list(layout.models)} are not the design's {names}")

@@ -9,7 +9,9 @@ until that stop. Also the trigger/stop pairing and the resume rule.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable
 from operator import itemgetter
+from typing import Any, TypeGuard, cast
 
 from confirmatory.core import rules
 from confirmatory.records.layout import model_log
@@ -27,7 +29,7 @@ _decision_values = itemgetter(*DECISION_FIELDS)  # a decision kept as the tuple 
 
 def check_admission(ctx: RunContext, st: ModelState) -> None:
     f, log = ctx.findings, model_log(st.name, "admission.jsonl")
-    mf = st.manifest
+    mf: Any = st.manifest  # the model manifest's values, of any kind (JSON)
     lanes = int(mf.get("lanes") or 1)
     index = {h: k for k, h in enumerate(mf.get("draw") or [])}
     decisions = []
@@ -72,7 +74,7 @@ def check_admission(ctx: RunContext, st: ModelState) -> None:
     reserve_nusd, cap_nusd, ceiling_t = mf.get("reserve_nusd"), mf.get("cap_nusd"), ctx.ceiling_t
     # each lane's household admitted last and its end: the lane asks about
     # its next one only once that one has ended, finished (DESIGN.md "Lanes")
-    lane_prev: dict = {}
+    lane_prev: dict[Any, Any] = {}  # lane -> (household, HouseholdEnd), None while under way
     # the households' end times: a decision's t is never one (RECORDS.md:
     # taken under one lock, strictly ordered)
     ended_at = {e.t: h for h, e in st.ends.items() if _num(e.t)}
@@ -164,8 +166,8 @@ def check_admission(ctx: RunContext, st: ModelState) -> None:
             f.fail(4, model_log(st.name, "run.jsonl"), e.seq, f"household {h} ran without an admission")
 
 
-def lanes_end(ctx: RunContext, st: ModelState, index: dict, lanes: int, lane_next: dict, lane_prev: dict,
-              lane_closed: set) -> None:
+def lanes_end(ctx: RunContext, st: ModelState, index: dict[Any, int], lanes: int, lane_next: dict[int, int],
+              lane_prev: dict[Any, Any], lane_closed: set[int]) -> None:
     """Invariant 3: a lane takes its households until its draw runs out
     (`Lane.run_lane`) and ends early only when it was refused, when a
     household of it ended unfinished, or when its model halted (its next
@@ -182,16 +184,17 @@ def lanes_end(ctx: RunContext, st: ModelState, index: dict, lanes: int, lane_nex
     run that stopped (a lane's last line that failed stops the run)."""
     f, n = ctx.findings, len(index)
     log = model_log(st.name, "run.jsonl")
-    draw = st.manifest.get("draw") if isinstance(st.manifest.get("draw"), list) else []
+    draw = cast(list[Any], st.manifest.get("draw")) if isinstance(st.manifest.get("draw"), list) else []
 
-    def ran_out(lane) -> bool:  # its last household finished (or none ran) and its draw is done
+    def ran_out(lane: Any) -> bool:  # its last household finished (or none ran) and its draw is done
         prev = lane_prev.get(lane, ())
         return lane not in lane_closed and (prev == () or (prev is not None and prev[1].finished)) and \
             lane_next.get(lane, lane) >= n
 
     stopped = bool(st.events("stop")) or bool(ctx.run_stop_ts) or st.trigger_t < float("inf")
     crossed = ctx.ceiling_t < float("inf")
-    said: dict = {}
+    said: dict[Any, Any] = {}
+    reason: Any  # the line's, of any kind (the control fields check it)
     for seq, o in st.events("lane-end"):
         lane, reason = o.get("lane"), o.get("reason")
         f.check(3)
@@ -257,7 +260,7 @@ def check_stops(ctx: RunContext, st: ModelState) -> None:
     # to key is left out: equal causes have one shape, keyed at one depth
     # (here, as the triggers' below), so it equals only a trigger's that is
     # not keyed either, and that one is compared with every stop.
-    stop_ts: dict = {}
+    stop_ts: dict[Any, list[Any]] = {}
     for _, s in stops:
         ck = cause_key(s.get("cause"))
         if ck is not _UNKEYED and s["t"] == s["t"]:
@@ -276,6 +279,7 @@ def check_stops(ctx: RunContext, st: ModelState) -> None:
                 k = bisect.bisect_right(ts, s["t"]) - 1
                 ok = k >= 0 and s["t"] <= ts[k] + follow
             f.expect(9, ok, log, seq, f"stop ({cause}) without its trigger within {follow} s before it")
+    t: Any  # the line's, of any kind (_num checks it)
     for seq, tr in st.events("trigger"):
         # (a cause that is not a string fails its field check; it is looked
         # up as it compares, by its key)
@@ -309,14 +313,14 @@ def check_stops(ctx: RunContext, st: ModelState) -> None:
         f.fail(9, log, seq, f"attempt {key} has action stop but no trigger")
 
 
-def _num(t) -> bool:
+def _num(t: Any) -> TypeGuard[float]:
     return type(t) is float or type(t) is int
 
 
 _UNKEYED = object()
 
 
-def cause_key(cause):
+def cause_key(cause: Any) -> Any:
     """``cause`` as a hashable key, equal to another's where the causes are
     equal (``==``): lists as tuples, objects as frozensets of their items
     (1, 1.0 and True alike, as with ``==``); _UNKEYED for one too deep to key."""
@@ -328,7 +332,7 @@ def cause_key(cause):
     return key
 
 
-def _key(v):
+def _key(v: Any) -> Any:
     if type(v) is list:
         return tuple(map(_key, v))
     if type(v) is dict:
@@ -336,9 +340,9 @@ def _key(v):
     return v
 
 
-def _times_by_cause(lines: list[tuple[int, dict]]) -> dict[str, list]:
+def _times_by_cause(lines: list[tuple[int, dict[str, Any]]]) -> dict[str, list[Any]]:
     """The times of the lines with a string cause, per cause, in order, without NaN."""
-    out: dict[str, list] = {}
+    out: dict[str, list[Any]] = {}
     for _, o in lines:
         if type(o.get("cause")) is str and o["t"] == o["t"]:
             out.setdefault(o["cause"], []).append(o["t"])
@@ -358,7 +362,7 @@ def check_run_stops(ctx: RunContext, states: list[ModelState]) -> None:
                  "run.jsonl", seq,
                  f"stop cause {cause!r} / scope {s.get('scope')!r} is not a known run-scope pair")
         f.expect(9, _num(s.get("t")), "run.jsonl", seq, f"stop without a numeric t ({s.get('t')!r})")
-    key = lambda o: (str(o.get("cause")), str(o.get("t")))  # noqa: E731
+    key: Callable[[dict[str, Any]], tuple[str, str]] = lambda o: (str(o.get("cause")), str(o.get("t")))  # noqa: E731
     want = sorted(key(o) for _, o in stops)
     for st in states:
         mine = sorted(key(o) for _, o in st.events("stop") if o.get("scope") == "run")
@@ -381,6 +385,7 @@ def check_resumes(ctx: RunContext, st: ModelState) -> None:
     f, log = ctx.findings, model_log(st.name, "run.jsonl")
     # (a NaN begins no pause: left out, the others sort into an order)
     pauses = sorted(p["t"] for _, p in st.events("pause") if _num(p.get("t")) and p["t"] == p["t"])
+    t: Any  # the lines', of any kind (_num checks it)
     for seq, r in st.events("resume"):
         if r.get("accepted") is not True:
             continue
@@ -400,7 +405,7 @@ def check_resumes(ctx: RunContext, st: ModelState) -> None:
     # line in its model's log (`Run._check_resume`): every resume line,
     # accepted or not, answers a request of its model, and no request is
     # answered twice.
-    answered: dict = {}
+    answered: dict[tuple[str, Any], int] = {}
     for seq, r in st.events("resume"):
         req, what = r.get("request_t"), "accepted" if r.get("accepted") is True else "rejected"
         key = (st.name, req)
@@ -421,6 +426,7 @@ def check_resumes(ctx: RunContext, st: ModelState) -> None:
     timeline = sorted([(p["t"], 0, seq, p) for seq, p in st.events("pause") if _num(p.get("t")) and p["t"] == p["t"]]
                       + [(r["t"], 1, seq, r) for seq, r in st.events("resume")
                          if _num(r.get("t")) and r["t"] == r["t"]], key=itemgetter(0, 1, 2))
+    pause_t: Any  # the latest pause's t (None before the first, read only while paused)
     paused, pause_t = False, None
     for t, kind, seq, o in timeline:
         if kind == 0:

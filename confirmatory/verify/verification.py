@@ -17,9 +17,13 @@ import dataclasses
 import json
 import os
 import stat
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from pathlib import Path
+from typing import IO, Any
 
-from confirmatory.records.layout import MODEL_LOG_NAMES, load_layout, model_log
+from confirmatory.records.layout import MODEL_LOG_NAMES, RunLayout, load_layout, model_log
 from confirmatory.records.reader import iter_objects
 from confirmatory.verify.context import RulesView, RunContext
 from confirmatory.verify.continuations import check_continuations
@@ -78,7 +82,7 @@ def verify_run(run_dir: Path | str, witness: Path | str | None = None, *, worker
     checked to be its households in their seeded order, and the file to
     hash as design.toml pins it (invariant 11).
     """
-    files: list = []  # the host-span workers' sample columns: closed (and so gone) whatever happens
+    files: list[IO[bytes]] = []  # the host-span workers' sample columns: closed (and so gone) whatever happens
     try:
         return _verify_run(Path(run_dir), witness, workers, files, households)
     finally:
@@ -86,7 +90,7 @@ def verify_run(run_dir: Path | str, witness: Path | str | None = None, *, worker
             fh.close()
 
 
-def _verify_run(root: Path, witness: Path | str | None, workers: int | None, files: list,
+def _verify_run(root: Path, witness: Path | str | None, workers: int | None, files: list[IO[bytes]],
                 households: Path | str | None = None) -> Report:
     f = Findings()
     live, stage = run_stage(root)
@@ -120,8 +124,8 @@ def _verify_run(root: Path, witness: Path | str | None, workers: int | None, fil
     rv = dataclasses.replace(rv, evidence_sources=design_evidence_sources(design))
     names = [n for n in layout.models if layout.models[n].problem is None]
     parallel = _worker_count(layout, names, workers) > 1
-    children: list = []
-    span_children: list = []
+    children: list[tuple[BaseProcess, Connection]] = []
+    span_children: list[tuple[BaseProcess, Connection]] = []
     try:
         spans = host_spans(root / "host.jsonl", max(2, min(os.cpu_count() or 2, 4))) if parallel else []
         files.extend(_column_files(2 * len(spans)) or [])
@@ -137,7 +141,7 @@ def _verify_run(root: Path, witness: Path | str | None, workers: int | None, fil
             del span_parts
         rest = Findings()  # what is found after host.jsonl, merged after its findings
         logs.f = rest
-        requests: dict = {}  # (model, t) -> how many requests say so
+        requests: dict[tuple[str, float], int] = {}  # (model, t) -> how many requests say so
         for seq, o in logs.lines("resume.jsonl"):
             if o.get("event") == "continuation":
                 continue
@@ -233,7 +237,7 @@ def _verify_run(root: Path, witness: Path | str | None, workers: int | None, fil
     return f.report(str(root), RUNNING if live else CRASHED, crash)
 
 
-def run_figures(run_events: list[tuple[int, dict]], states: list[ModelState]) -> dict:
+def run_figures(run_events: list[tuple[int, dict[str, Any]]], states: list[ModelState]) -> dict[str, Any]:
     """What the records hold, as the checks counted it (not a check): per
     model its households ended and unfinished, its arm results by class, its
     spend (attempts of ended households and late costs); the close line's
@@ -271,7 +275,7 @@ def run_stage(root: Path) -> tuple[bool, str | None]:
     return live, (UNDER_WAY if live or not closed else CLOSED)
 
 
-def last_durable_t(root: Path, layout) -> float | None:
+def last_durable_t(root: Path, layout: RunLayout) -> float | None:
     """The latest ``t`` among the last complete lines of the run's logs: the
     instant after which the crash may have lost what was not yet on disk."""
     latest = None
@@ -301,11 +305,11 @@ def last_durable_t(root: Path, layout) -> float | None:
     return latest
 
 
-def _is_num(v) -> bool:
+def _is_num(v: Any) -> bool:
     return type(v) in (int, float) and v == v
 
 
-def least_first(ts: list) -> list:
+def least_first(ts: list[float]) -> list[float]:
     """What ``min([*own, *ts, *more])`` reads of ``ts``, whatever ``own`` and
     ``more`` (a model's stops and ceilings, the run's ceiling), in at most two
     numbers: each model's halt then does not scan every run stop again. min
@@ -318,7 +322,7 @@ def least_first(ts: list) -> list:
     return least if ts[0] == ts[0] else [ts[0], *least]
 
 
-def _add_log_results(logs: LogPass, valid: dict) -> None:
+def _add_log_results(logs: LogPass, valid: dict[str, int]) -> None:
     """What a pass elsewhere (a worker, or with findings of its own) found of
     its logs: their valid lines; their anchors were settled there."""
     logs.valid_lines.update(valid)
@@ -331,7 +335,7 @@ def _add_log_results(logs: LogPass, valid: dict) -> None:
 CHECK_ERRORS = (TypeError, ValueError, KeyError, AttributeError, IndexError, OverflowError, RecursionError)
 
 
-def guarded(f: Findings, invariant: int, where: str, check, *args):
+def guarded(f: Findings, invariant: int, where: str, check: Callable[..., Any], *args: Any) -> Any:
     """``check(*args)``; if it raises on what it read, a violation of
     ``invariant`` instead: a run verify cannot check never passes."""
     try:
@@ -341,7 +345,7 @@ def guarded(f: Findings, invariant: int, where: str, check, *args):
         return None
 
 
-def _check_one(ctx: RunContext, name: str) -> tuple[Findings, dict, ModelState]:
+def _check_one(ctx: RunContext, name: str) -> tuple[Findings, dict[str, int], ModelState]:
     """One model's checks with findings of its own; what the run-level checks need back."""
     own = Findings(stage=ctx.logs.stage)
     ctx.findings = ctx.logs.f = own

@@ -13,15 +13,19 @@ import multiprocessing
 import os
 import threading
 import traceback
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from typing import Any
 
-from confirmatory.records.layout import MODEL_LOG_NAMES, model_log
+from confirmatory.records.layout import MODEL_LOG_NAMES, RunLayout, model_log
 
 PARALLEL_MIN_BYTES = 8 << 20
 """Below this much log data a run is checked in this process: worker
 processes cost more than they save."""
 
 
-def _fork(fn, *args):
+def _fork(fn: Callable[..., Any], *args: Any) -> tuple[BaseProcess, Connection]:
     """Run ``fn(*args)`` in a forked child (it inherits the arguments as they
     are; only its result is pickled back). Returns (process, pipe end)."""
     mp = multiprocessing.get_context("fork")
@@ -32,7 +36,7 @@ def _fork(fn, *args):
     return proc, recv
 
 
-def _child(send, fn, args) -> None:
+def _child(send: Connection, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
     try:
         result = ("ok", fn(*args))
     except BaseException:  # noqa: BLE001 - reported to the parent, which raises
@@ -41,7 +45,7 @@ def _child(send, fn, args) -> None:
     send.close()
 
 
-def _collect(child):
+def _collect(child: tuple[BaseProcess, Connection]) -> Any:
     proc, recv = child
     try:
         kind, value = recv.recv()
@@ -55,7 +59,7 @@ def _collect(child):
     return value
 
 
-def _worker_count(layout, names: list[str], workers: int | None) -> int:
+def _worker_count(layout: RunLayout, names: list[str], workers: int | None) -> int:
     if len(names) < 2 or "fork" not in multiprocessing.get_all_start_methods():
         return 1
     if workers is not None:

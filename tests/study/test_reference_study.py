@@ -136,9 +136,9 @@ def test_a_real_provider_design_without_its_key_is_refused_before_anything_start
 
 
 def test_the_real_provider_design_names_dated_snapshots_litellm_prices_and_models_json_describes():
-    from confirmatory.engine.preflight import model_problems, registry_path
     from confirmatory.design.load import load_design
     from confirmatory.engine.config import load_registry
+    from confirmatory.engine.preflight import model_problems, registry_path
 
     design = DEMO / "real-provider.toml"
     loaded = load_design(design)

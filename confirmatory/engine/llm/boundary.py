@@ -11,7 +11,7 @@ import os
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
 
 from confirmatory.engine.reply import Reply
 
@@ -151,9 +151,11 @@ class ModelLike(Protocol):
 
     name: str
     litellm_model: str
-    params: Mapping[str, Any]
     timeout_s: float
     api_base: str | None
+
+    @property
+    def params(self) -> Mapping[str, Any]: ...  # read only: a design's dict, an AdHocModel's mapping
 
 
 @dataclass(frozen=True)
@@ -176,7 +178,7 @@ class AdHocModel:
     price_usd_per_mtok: Any = None  # a design.Price, registered by prepare / register_prices
 
 
-def is_loopback(api_base: str | None) -> bool:
+def is_loopback(api_base: str | None) -> TypeGuard[str]:
     """Whether ``api_base`` is a server on this machine (the simulated provider
     started by hand, a local stand-in or a local model)."""
     return bool(api_base) and str(api_base).startswith(_LOOPBACK)
@@ -272,7 +274,7 @@ def _install_direct_call_hook(lib: Any) -> None:
             return
         from litellm.integrations.custom_logger import CustomLogger  # noqa: PLC0415
 
-        class _DirectCalls(CustomLogger):  # type: ignore[misc, valid-type]
+        class _DirectCalls(CustomLogger):
             def log_post_api_call(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
                 # The provider's raw body, before litellm reads it: a reply
                 # it then fails to read was billed all the same (_billed_usage).

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from confirmatory.engine.llm.boundary import (
     ModelLike,
@@ -34,7 +34,7 @@ def _priced(model: ModelLike, reply: Reply) -> Reply:
     if reply.cost_usd is not None or not getattr(model, "require_price", True):
         return reply
     usage = reply.usage
-    exc = _unpriced_class()(
+    exc = cast(Any, _unpriced_class())(  # (Any: UnpricedCall, made on litellm's class, takes reply=)
         f"litellm has no price for {model.litellm_model}: its {reply.kind} call returned "
         f"({usage.get('input_tokens', 0)} input and {usage.get('output_tokens', 0)} output tokens) "
         "without a cost, so its spend cannot be counted and the spend ceiling cannot be enforced; "
@@ -89,7 +89,7 @@ def _empty_reply(model: ModelLike, kind: str, field_name: str, response: Any, to
     reply = Reply(kind=kind, content=None, tool_calls=(), finish_reason=None, cost_usd=cost,
                   usage=dict(tokens), start=start, end=end)
     _note_reply(reply)
-    exc = _lib().exceptions.APIError(
+    exc: BaseException = _lib().exceptions.APIError(
         status_code=200,
         message=(f"the provider replied without {field_name}: HTTP 200 with no {field_name} in its {kind} reply "
                  f"for {model.litellm_model} ({tokens['input_tokens']} input and {tokens['output_tokens']} "

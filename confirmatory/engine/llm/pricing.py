@@ -10,9 +10,12 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from confirmatory.engine.llm.boundary import ModelLike, _lib, provider_of
+
+if TYPE_CHECKING:
+    from confirmatory.design.model import Price
 
 # Providers whose model string names a deployment, not a model: litellm
 # prices their replies by the model the response names, which cannot be
@@ -83,7 +86,7 @@ def price_entry(
 ) -> dict[str, float] | None:
     """The litellm price fields (USD per token) the runner registers for
     ``model``, or None when litellm's own table prices it."""
-    design_price = getattr(model, "price_usd_per_mtok", None)
+    design_price: Price | None = getattr(model, "price_usd_per_mtok", None)
     if design_price is not None:
         return design_price.per_token()
     prices = _sim_prices_for(model, sim_prices)

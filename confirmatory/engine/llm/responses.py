@@ -80,7 +80,7 @@ def responses(
     if status == "incomplete":
         details = getattr(response, "incomplete_details", None)
         reason = getattr(details, "reason", None)
-        finish = "length" if reason in (None, "max_output_tokens") else str(reason)
+        finish: str | None = "length" if reason in (None, "max_output_tokens") else str(reason)
     elif calls:
         finish = "tool_calls"
     else:
