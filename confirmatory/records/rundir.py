@@ -160,9 +160,13 @@ def complete_run_dir(loaded: Any, run_dir: Path, t: float) -> list[str]:
     raw = (run_dir / "manifest.json").read_bytes()
     sha = sha256_hex(raw)
     made: list[str] = []
-    if not (run_dir / "design.toml").exists():
-        (run_dir / "design.toml").write_bytes(loaded.raw)
-        _fsync_file(run_dir / "design.toml")
+    copy = run_dir / "design.toml"
+    have = copy.read_bytes() if copy.exists() else None
+    if have is None or (have != loaded.raw and loaded.raw.startswith(have)):
+        # none yet, or the kill cut its write short (never fsynced: a prefix
+        # of the design): written whole; anything else is left for verify
+        copy.write_bytes(loaded.raw)
+        _fsync_file(copy)
         made.append("design.toml")
 
     def log(rel: str, msha: str) -> None:

@@ -5,7 +5,7 @@ not by what is on disk. The crashed run of continuation_kills.make_base is
 continued, and the continuation SIGKILLed at times spread uniformly over
 an uncut continuation's life (CONFIRMATORY_KILL_POINTS of them, 10 by
 default; the README's testing section runs 100). Then three kills in a
-row: a fresh run killed a fraction of the way through its life, its
+row: a fresh run killed after its 10th, 40th or 80th record, its
 continuation killed, the second continuation killed, and a last one run to
 the end. Each ends in a complete run that verifies, every household of
 every draw ended, every line acknowledged before each kill kept.
@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -38,22 +37,14 @@ def test_a_continuation_killed_at_a_time_is_continued_to_a_complete_run(base, k)
     ck.carried_on(base, [{"seconds": base.duration_s * (k + 0.5) / POINTS}])
 
 
-@pytest.fixture(scope="module")
-def run_life(tmp_path_factory) -> float:
-    """How long an uncut run of the kill suite's design takes, start to exit."""
-    started = time.monotonic()
-    run_dir, code = ck.run_killed(tmp_path_factory.mktemp("life"))
-    assert code == 0
-    return time.monotonic() - started
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("fraction", [0.3, 0.5, 0.7], ids=lambda f: f"run killed at {f:.1f} of its life")
-def test_three_kills_in_a_row_end_in_a_complete_run(tmp_path, run_life, fraction):
-    """The run killed at a time; its continuation killed at its third
-    admission decision (a household of its own under way), the second at its
-    second household line (a crash-cut one, or one it ran); then carried on."""
-    run_dir, code = ck.run_killed(tmp_path, seconds=run_life * fraction)
+@pytest.mark.parametrize("records", [10, 40, 80], ids=lambda n: f"run killed after its record {n}")
+def test_three_kills_in_a_row_end_in_a_complete_run(tmp_path, records):
+    """The run killed after its 10th, 40th or 80th record (of about 120);
+    its continuation killed at its third admission decision (a household of
+    its own under way), the second at its second household line (a
+    crash-cut one, or one it ran); then carried on to its end."""
+    run_dir, code = ck.run_killed(tmp_path, at=r"/records/.*\.json\tfile$", count=records)
     assert code == -signal.SIGKILL, "the run ended before its kill"
     snaps = [ck.snapshot(run_dir)]
     assert ck.crashed_ok(run_dir) == "crashed"
