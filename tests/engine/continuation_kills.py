@@ -66,23 +66,28 @@ def kill_env(*, after: int | None = None, at: str | None = None, count: int = 1,
     return env
 
 
-def continue_killed(run_dir: Path, reason: str, *, after: int | None = None, at: str | None = None,
-                    count: int = 1, seconds: float | None = None, trace: Path | None = None) -> int:
-    """Run ``continue`` to its end or its kill; its exit status (-9 when killed)."""
-    env = kill_env(after=after, at=at, count=count, trace=trace)
-    proc = subprocess.Popen(continue_cmd(run_dir, reason), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True, env=env)
+def ended(proc: subprocess.Popen, seconds: float | None) -> str:
+    """Wait for ``proc`` to end, SIGKILLing it at ``seconds`` if given; its stderr."""
     try:
         if seconds is not None:
             try:
                 proc.wait(timeout=seconds)
             except subprocess.TimeoutExpired:
                 os.kill(proc.pid, signal.SIGKILL)
-        _, err = proc.communicate(timeout=300)
+        return proc.communicate(timeout=300)[1]
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def continue_killed(run_dir: Path, reason: str, *, after: int | None = None, at: str | None = None,
+                    count: int = 1, seconds: float | None = None, trace: Path | None = None) -> int:
+    """Run ``continue`` to its end or its kill; its exit status (-9 when killed)."""
+    env = kill_env(after=after, at=at, count=count, trace=trace)
+    proc = subprocess.Popen(continue_cmd(run_dir, reason), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, env=env)
+    err = ended(proc, seconds)
     if proc.returncode not in (0, -signal.SIGKILL):
         raise AssertionError(f"continue exited {proc.returncode}: {err[-3000:]}")
     return proc.returncode
@@ -166,17 +171,7 @@ def run_killed(work: Path, *, seconds: float | None = None, **kill) -> tuple[Pat
     run_dir = work / "run"
     proc = subprocess.Popen([sys.executable, str(SCRIPT), "run", str(design), "--out", str(run_dir), "--quiet"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=kill_env(**kill))
-    try:
-        if seconds is not None:
-            try:
-                proc.wait(timeout=seconds)
-            except subprocess.TimeoutExpired:
-                os.kill(proc.pid, signal.SIGKILL)
-        _, err = proc.communicate(timeout=300)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    err = ended(proc, seconds)
     assert proc.returncode in (0, -signal.SIGKILL), err[-3000:]
     return run_dir, proc.returncode
 
