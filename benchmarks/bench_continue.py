@@ -56,8 +56,9 @@ def crash_copy(src: Path, dst: Path) -> int:
     a_lines = (dst / "anchors.jsonl").read_bytes().splitlines(keepends=True)
     (dst / "anchors.jsonl").write_bytes(b"".join(a_lines[: last["seq"] + 1]))
     p_lines = (dst / "anchor-pushes.jsonl").read_bytes().splitlines(keepends=True)
-    (dst / "anchor-pushes.jsonl").write_bytes(b"".join(
-        x for x in p_lines if json.loads(x).get("anchor_seq", -1) <= last["seq"]))
+    (dst / "anchor-pushes.jsonl").write_bytes(
+        b"".join(x for x in p_lines if json.loads(x).get("anchor_seq", -1) <= last["seq"])
+    )
     for mdir in sorted((dst / "models").iterdir()):
         decided = {json.loads(x).get("household") for x in (mdir / "admission.jsonl").read_bytes().splitlines()}
         for h in sorted((mdir / "records").iterdir()):
@@ -74,8 +75,9 @@ def design_only(path: Path):
 
     from confirmatory.design.model import Design
 
-    return SimpleNamespace(design=Design.model_validate(tomllib.loads(path.read_text())), households=(),
-                           pins={}, base_dir=path.parent)
+    return SimpleNamespace(
+        design=Design.model_validate(tomllib.loads(path.read_text())), households=(), pins={}, base_dir=path.parent
+    )
 
 
 def timed(fn, repeat: int) -> tuple[float, object]:
@@ -95,7 +97,7 @@ def main() -> int:
     ap.add_argument("--dir", type=Path, default=None)
     args = ap.parse_args()
 
-    from confirmatory.cli.continue_run import prepare
+    from confirmatory.commands.continue_run import prepare
     from confirmatory.engine.continuation import begin
     from confirmatory.engine.run import Run
     from confirmatory.testing.rungen import Plan, generate_run
@@ -108,11 +110,16 @@ def main() -> int:
         t = time.perf_counter()
         # every model runs its whole draw (no harness stop, no pause), anchored often
         # enough that the last anchor before the final one falls near the end
-        generate_run(complete, Plan(households=households, cap_usd=1e6, reserve_usd=0.001, operator=None,
-                                    harness=None, anchor_every_s=600.0))
+        generate_run(
+            complete,
+            Plan(
+                households=households, cap_usd=1e6, reserve_usd=0.001, operator=None, harness=None, anchor_every_s=600.0
+            ),
+        )
         gen_s = time.perf_counter() - t
-        attempts = sum(x.count(b'"event":"attempt"') for p in (complete / "models").glob("*/run.jsonl")
-                       for x in [p.read_bytes()])
+        attempts = sum(
+            x.count(b'"event":"attempt"') for p in (complete / "models").glob("*/run.jsonl") for x in [p.read_bytes()]
+        )
         full_s, rep = timed(lambda: verify_run(complete, workers=1), args.repeat)
         assert rep.complete and rep.ok, rep.to_table()
         crashed = root / "crashed"
@@ -137,10 +144,18 @@ def main() -> int:
                 from confirmatory.engine.modelstate import ModelState
 
                 mf = run.files.models[spec.name]
-                run.models[spec.name] = ModelState(spec.name, spec, mf.run_log, mf.admission_log, mf.dir,
-                                                   list(mf.manifest["draw"]), dict(mf.manifest["arm_orders"]),
-                                                   run.households, mf.manifest["cap_nusd"],
-                                                   mf.manifest["reserve_nusd"])
+                run.models[spec.name] = ModelState(
+                    spec.name,
+                    spec,
+                    mf.run_log,
+                    mf.admission_log,
+                    mf.dir,
+                    list(mf.manifest["draw"]),
+                    dict(mf.manifest["arm_orders"]),
+                    run.households,
+                    mf.manifest["cap_nusd"],
+                    mf.manifest["reserve_nusd"],
+                )
             begin(run, plan["position"], reason="benchmark", torn=plan["torn"])
             run.files.close()
             spent.append(time.perf_counter() - t0)
@@ -149,14 +164,20 @@ def main() -> int:
         for _ in range(args.repeat):
             continuation_work()
         cont_s = statistics.median(spent)
-        print(f"bench_continue: a generated run of {attempts:,} attempts ({households} households x 3 models x "
-              f"3 arms; generated in {gen_s:.1f} s); its crashed copy cut back to its last non-final anchor "
-              f"({cut:,} lines after it removed)")
+        print(
+            f"bench_continue: a generated run of {attempts:,} attempts ({households} households x 3 models x "
+            f"3 arms; generated in {gen_s:.1f} s); its crashed copy cut back to its last non-final anchor "
+            f"({cut:,} lines after it removed)"
+        )
         print(f"  verify, complete run                    {full_s:7.2f} s")
-        print(f"  verify, crashed copy                    {crash_s:7.2f} s   {crash_s / full_s:5.2f}x   "
-              f"(target <= 2x: {'met' if crash_s <= 2 * full_s else 'NOT met'})")
-        print(f"  continue's own work (verify included)   {cont_s:7.2f} s   {cont_s / full_s:5.2f}x   "
-              f"(target <= 2x: {'met' if cont_s <= 2 * full_s else 'NOT met'})")
+        print(
+            f"  verify, crashed copy                    {crash_s:7.2f} s   {crash_s / full_s:5.2f}x   "
+            f"(target <= 2x: {'met' if crash_s <= 2 * full_s else 'NOT met'})"
+        )
+        print(
+            f"  continue's own work (verify included)   {cont_s:7.2f} s   {cont_s / full_s:5.2f}x   "
+            f"(target <= 2x: {'met' if cont_s <= 2 * full_s else 'NOT met'})"
+        )
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return 0

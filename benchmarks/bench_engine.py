@@ -76,9 +76,13 @@ def drive(pools: list[Any], calls_per_lane: int, engine_s: float) -> dict[str, f
     if failures:
         raise failures[0]
     n = len(latencies)
-    return {"calls": n, "wall_s": wall, "calls_per_s": n / wall,
-            "overhead_ms": (statistics.fmean(latencies) - engine_s) * 1000,
-            "p95_ms": sorted(latencies)[int(0.95 * (n - 1))] * 1000}
+    return {
+        "calls": n,
+        "wall_s": wall,
+        "calls_per_s": n / wall,
+        "overhead_ms": (statistics.fmean(latencies) - engine_s) * 1000,
+        "p95_ms": sorted(latencies)[int(0.95 * (n - 1))] * 1000,
+    }
 
 
 def measure(backend: str, sizes: tuple[int, int]) -> dict[str, Any]:
@@ -128,8 +132,10 @@ def report(results: list[dict[str, Any]]) -> None:
     print(f"\nengine pools: {MODELS} models x {LANES} lanes, {WORKERS} workers per model")
     if "ray" in by:
         r = by["ray"]
-        print(f"ray {r['ray_version']}: local cluster start {r['cluster_start_s']:.2f} s, "
-              f"shutdown {r['cluster_stop_s']:.2f} s (actors at {RAY_ACTOR_CPUS} CPU)")
+        print(
+            f"ray {r['ray_version']}: local cluster start {r['cluster_start_s']:.2f} s, "
+            f"shutdown {r['cluster_stop_s']:.2f} s (actors at {RAY_ACTOR_CPUS} CPU)"
+        )
     print(f"{'':22}{'processes':>14}{'ray':>14}{'ray/processes':>16}")
 
     def row(label: str, get: Any, fmt: str) -> None:

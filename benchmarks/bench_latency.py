@@ -127,8 +127,9 @@ def wall_vs_ideal(root: Path, latency: float, households: int, interval: float) 
     base = root / f"ideal-{latency:g}-{interval:g}"
     kw = design_kw()
     kw["host"] = dict(kw["host"], sample_interval_s=interval)
-    design = write_design(base / "design", households=households,
-                          household_defaults={"latency_s": latency, "cost_usd": 0.000001}, **kw)
+    design = write_design(
+        base / "design", households=households, household_defaults={"latency_s": latency, "cost_usd": 0.000001}, **kw
+    )
     result, wall, _, waited = execute(design, base / "run")
     busy: dict[tuple[str, int], float] = defaultdict(float)
     first, last, attempts = None, None, 0
@@ -144,9 +145,20 @@ def wall_vs_ideal(root: Path, latency: float, households: int, interval: float) 
     span = last - first
     busiest_wait = waited.get(f"lane-{bm}-{bl}", 0.0)
     passes = sum(1 for k, _ in enumerate(range(households)) if k % 2 == bl)  # households of that lane
-    return {"latency": latency, "interval": interval, "households": households, "attempts": attempts, "status": result.status,
-            "ideal": ideal, "wall": wall, "span": span, "busiest": f"{bm}/{bl}", "busiest_wait": busiest_wait,
-            "passes": passes, "max_wait": max(waited.values()) if waited else 0.0}
+    return {
+        "latency": latency,
+        "interval": interval,
+        "households": households,
+        "attempts": attempts,
+        "status": result.status,
+        "ideal": ideal,
+        "wall": wall,
+        "span": span,
+        "busiest": f"{bm}/{bl}",
+        "busiest_wait": busiest_wait,
+        "passes": passes,
+        "max_wait": max(waited.values()) if waited else 0.0,
+    }
 
 
 # ---------------------------------------------------------------- (b) stop latency
@@ -156,8 +168,9 @@ TURNS = 25
 TURN_S = 0.02
 
 
-def trigger_run(root: Path, kind: str, position: int, households: int, rep: int,
-                interval: float = SAMPLE_INTERVAL) -> dict:
+def trigger_run(
+    root: Path, kind: str, position: int, households: int, rep: int, interval: float = SAMPLE_INTERVAL
+) -> dict:
     from confirmatory.core.streams import draw_order
     from confirmatory.testing.designs import write_design
 
@@ -191,14 +204,18 @@ def trigger_run(root: Path, kind: str, position: int, households: int, rep: int,
     elif kind == "harness":
         t0 = next(e["t"] for e in logs["m0"] if e["event"] == "trigger" and e["cause"] == "harness")
         affected = ["m0"]
-        others_done = all(any(e["event"] == "lane-end" and e["reason"] == "done" for e in logs[m])
-                          for m in logs if m != "m0")
+        others_done = all(
+            any(e["event"] == "lane-end" and e["reason"] == "done" for e in logs[m]) for m in logs if m != "m0"
+        )
         out["others_completed"] = others_done
     else:
         t0 = next(e["t"] for e in top if e["event"] == "stop" and e["cause"] == "interrupt")
         affected = list(logs)
-        arm_pass = [e for e in logs["m0"] if e["event"] == "attempt" and e["household"] == target
-                    and e["arm"] == "alone" and e["pass"] == 0]
+        arm_pass = [
+            e
+            for e in logs["m0"]
+            if e["event"] == "attempt" and e["household"] == target and e["arm"] == "alone" and e["pass"] == 0
+        ]
         if arm_pass:
             rec = json.loads((run_dir / "models" / "m0" / arm_pass[0]["record"]).read_text())
             # The last call sent SIGINT after sleeping latency_s and before it ended.
@@ -206,8 +223,16 @@ def trigger_run(root: Path, kind: str, position: int, households: int, rep: int,
             out["signal_to_stop"] = (t0 - last["end"], t0 - (last["start"] + TURN_S))
     ends = [e["t"] for m in affected for e in logs[m] if e["event"] == "lane-end"]
     started_after = sum(1 for m in affected for e in logs[m] if e["event"] == "attempt" and e["start"] > t0)
-    out.update({"t0": t0, "lanes": len(ends), "stop_s": max(ends) - t0, "first_lane_s": min(ends) - t0,
-                "started_after": started_after, "returned_s": returned - t0})
+    out.update(
+        {
+            "t0": t0,
+            "lanes": len(ends),
+            "stop_s": max(ends) - t0,
+            "first_lane_s": min(ends) - t0,
+            "started_after": started_after,
+            "returned_s": returned - t0,
+        }
+    )
     return out
 
 
@@ -224,8 +249,11 @@ def main() -> int:
 
     # (latency per call, households per model)
     # (latency per call, households per model, host sample_interval_s)
-    sizes = ([(0.05, 12, SAMPLE_INTERVAL), (0.5, 4, SAMPLE_INTERVAL)] if args.quick else
-             [(0.05, 40, SAMPLE_INTERVAL), (0.5, 12, SAMPLE_INTERVAL), (2.0, 6, SAMPLE_INTERVAL), (0.5, 6, 1.0)])
+    sizes = (
+        [(0.05, 12, SAMPLE_INTERVAL), (0.5, 4, SAMPLE_INTERVAL)]
+        if args.quick
+        else [(0.05, 40, SAMPLE_INTERVAL), (0.5, 12, SAMPLE_INTERVAL), (2.0, 6, SAMPLE_INTERVAL), (0.5, 6, 1.0)]
+    )
     repeats = args.repeats or (1 if args.quick else 3)
     position, households = (2, 6) if args.quick else (6, 12)
 
@@ -234,34 +262,50 @@ def main() -> int:
     root = Path(tempfile.mkdtemp(prefix=".bench-latency-", dir=parent))
     try:
         ideal_rows = [wall_vs_ideal(root, lat, hh, iv) for lat, hh, iv in sizes]
-        stop_rows = {k: [trigger_run(root, k, position, households, r) for r in range(repeats)]
-                     for k in ("ceiling", "harness", "interrupt")}
+        stop_rows = {
+            k: [trigger_run(root, k, position, households, r) for r in range(repeats)]
+            for k in ("ceiling", "harness", "interrupt")
+        }
         slow_harness = None if args.quick else trigger_run(root, "harness", position, households, 0, interval=1.0)
 
-        print(f"bench_latency: python {sys.version.split()[0]}, {os.cpu_count()} CPUs, {MODELS} models x 2 lanes, "
-              f"{len(ARMS)} arms, host sample_interval_s {SAMPLE_INTERVAL:g}, runs under {root}")
+        print(
+            f"bench_latency: python {sys.version.split()[0]}, {os.cpu_count()} CPUs, {MODELS} models x 2 lanes, "
+            f"{len(ARMS)} arms, host sample_interval_s {SAMPLE_INTERVAL:g}, runs under {root}"
+        )
         print("\n(a) wall time vs the ideal (the busiest lane's summed attempt time); target: within 5 %")
-        print(f"{'latency':>8} {'sample':>6} {'attempts':>8} {'ideal s':>8} {'wall s':>8} {'overhead':>9} {'span s':>8} "
-              f"{'overhead':>9} {'evidence wait':>14} {'rest':>8}  status")
-        print(f"{'':>8} {'every':>6} {'':>8} {'':>8} {'execute':>8} {'(wall)':>9} {'(logs)':>8} {'(span)':>9} "
-              f"{'busiest lane':>14} {'(span)':>8}")
+        print(
+            f"{'latency':>8} {'sample':>6} {'attempts':>8} {'ideal s':>8} {'wall s':>8} {'overhead':>9} {'span s':>8} "
+            f"{'overhead':>9} {'evidence wait':>14} {'rest':>8}  status"
+        )
+        print(
+            f"{'':>8} {'every':>6} {'':>8} {'':>8} {'execute':>8} {'(wall)':>9} {'(logs)':>8} {'(span)':>9} "
+            f"{'busiest lane':>14} {'(span)':>8}"
+        )
         for r in ideal_rows:
             ow = (r["wall"] - r["ideal"]) / r["ideal"]
             osp = (r["span"] - r["ideal"]) / r["ideal"]
             rest = (r["span"] - r["ideal"] - r["busiest_wait"]) / r["ideal"]
-            print(f"{r['latency']:>7g}s {r['interval']:>5g}s {r['attempts']:>8} {r['ideal']:>8.2f} {r['wall']:>8.2f} {100 * ow:>8.1f}% "
-                  f"{r['span']:>8.2f} {100 * osp:>8.1f}% {r['busiest_wait']:>8.2f} s "
-                  f"({100 * r['busiest_wait'] / r['ideal']:.0f}%) {100 * rest:>7.1f}%  {r['status']}")
+            print(
+                f"{r['latency']:>7g}s {r['interval']:>5g}s {r['attempts']:>8} {r['ideal']:>8.2f} {r['wall']:>8.2f} {100 * ow:>8.1f}% "
+                f"{r['span']:>8.2f} {100 * osp:>8.1f}% {r['busiest_wait']:>8.2f} s "
+                f"({100 * r['busiest_wait'] / r['ideal']:.0f}%) {100 * rest:>7.1f}%  {r['status']}"
+            )
         for r in ideal_rows:
-            print(f"  latency {r['latency']:g} s, samples every {r['interval']:g} s: busiest lane {r['busiest']} waited "
-                  f"{1e3 * r['busiest_wait'] / max(1, r['passes']):.0f} ms per household pass for host evidence "
-                  f"({r['passes']} passes)")
+            print(
+                f"  latency {r['latency']:g} s, samples every {r['interval']:g} s: busiest lane {r['busiest']} waited "
+                f"{1e3 * r['busiest_wait'] / max(1, r['passes']):.0f} ms per household pass for host evidence "
+                f"({r['passes']} passes)"
+            )
 
         print("\n(b) trigger -> every affected lane stopped (latest lane-end t - trigger t); target < 0.5 s")
-        print(f"    conversations of {TURNS} turns x {TURN_S:g} s; trigger at draw position {position} of "
-              f"{households} households; {repeats} run(s) each")
-        print(f"{'trigger':>10} {'lanes':>5} {'median s':>9} {'max s':>7} {'first lane s':>12} "
-              f"{'started after':>13} {'execute() ret. s':>16}  status / cause")
+        print(
+            f"    conversations of {TURNS} turns x {TURN_S:g} s; trigger at draw position {position} of "
+            f"{households} households; {repeats} run(s) each"
+        )
+        print(
+            f"{'trigger':>10} {'lanes':>5} {'median s':>9} {'max s':>7} {'first lane s':>12} "
+            f"{'started after':>13} {'execute() ret. s':>16}  status / cause"
+        )
         verdicts = []
         for kind, rows in stop_rows.items():
             med = statistics.median(r["stop_s"] for r in rows)
@@ -270,13 +314,17 @@ def main() -> int:
             first = statistics.median(r["first_lane_s"] for r in rows)
             ret = statistics.median(r["returned_s"] for r in rows)
             after = sum(r["started_after"] for r in rows)
-            print(f"{kind:>10} {rows[0]['lanes']:>5} {med:>9.3f} {mx:>7.3f} {first:>12.3f} {after:>13} "
-                  f"{ret:>16.3f}  {rows[0]['status']} / {rows[0]['cause']}")
+            print(
+                f"{kind:>10} {rows[0]['lanes']:>5} {med:>9.3f} {mx:>7.3f} {first:>12.3f} {after:>13} "
+                f"{ret:>16.3f}  {rows[0]['status']} / {rows[0]['cause']}"
+            )
         if slow_harness is not None:
             r = slow_harness
-            print(f"{'harness':>10} {r['lanes']:>5} {r['stop_s']:>9.3f} {r['stop_s']:>7.3f} {r['first_lane_s']:>12.3f} "
-                  f"{r['started_after']:>13} {r['returned_s']:>16.3f}  {r['status']} / {r['cause']}  "
-                  "<- samples every 1 s (diagnostic, not in the verdict)")
+            print(
+                f"{'harness':>10} {r['lanes']:>5} {r['stop_s']:>9.3f} {r['stop_s']:>7.3f} {r['first_lane_s']:>12.3f} "
+                f"{r['started_after']:>13} {r['returned_s']:>16.3f}  {r['status']} / {r['cause']}  "
+                "<- samples every 1 s (diagnostic, not in the verdict)"
+            )
         for r in stop_rows["harness"]:
             if not r.get("others_completed"):
                 print("  note: after the harness trigger, some other model did not complete")
@@ -284,20 +332,28 @@ def main() -> int:
         if sig:
             lo = max(s[0] for s in sig)
             hi = max(s[1] for s in sig)
-            print(f"  interrupt: SIGINT sent -> the run's stop line: at most {1e3 * hi:.1f} ms "
-                  f"(the signal left inside a call; from that call's end: {1e3 * lo:+.1f} ms)")
-        print("  harness: only m0's 2 lanes are affected; the other models completed: "
-              f"{all(r.get('others_completed') for r in stop_rows['harness'])} (so execute() returns "
-              "when they finish)")
+            print(
+                f"  interrupt: SIGINT sent -> the run's stop line: at most {1e3 * hi:.1f} ms "
+                f"(the signal left inside a call; from that call's end: {1e3 * lo:+.1f} ms)"
+            )
+        print(
+            "  harness: only m0's 2 lanes are affected; the other models completed: "
+            f"{all(r.get('others_completed') for r in stop_rows['harness'])} (so execute() returns "
+            "when they finish)"
+        )
 
         print("\nsummary")
         for r in ideal_rows:
             ow = (r["wall"] - r["ideal"]) / r["ideal"]
-            print(f"  wall vs ideal at latency {r['latency']:g} s, samples every {r['interval']:g} s: {100 * ow:+.1f} % "
-                  f"({'met' if ow <= TARGET_OVERHEAD else 'NOT met'}; target within 5 %)")
-        print(f"  stop latency (max over triggers and runs): "
-              f"{max(r['stop_s'] for rows in stop_rows.values() for r in rows):.3f} s "
-              f"({'met' if all(verdicts) else 'NOT met'}; target < 0.5 s)")
+            print(
+                f"  wall vs ideal at latency {r['latency']:g} s, samples every {r['interval']:g} s: {100 * ow:+.1f} % "
+                f"({'met' if ow <= TARGET_OVERHEAD else 'NOT met'}; target within 5 %)"
+            )
+        print(
+            f"  stop latency (max over triggers and runs): "
+            f"{max(r['stop_s'] for rows in stop_rows.values() for r in rows):.3f} s "
+            f"({'met' if all(verdicts) else 'NOT met'}; target < 0.5 s)"
+        )
     finally:
         if args.keep:
             print(f"\nkept {root}")

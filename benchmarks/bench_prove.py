@@ -42,9 +42,21 @@ def write_run(run: Path, n: int) -> float:
     with open(run / "big.jsonl", "wb") as fh:
         batch = []
         for i in range(n):
-            line = dumps({"event": "sample", "t": 1.8e9 + i * 0.15, "wall": 1.8e9 + i * 0.15, "mono": 1000.0 + i,
-                          "mem_pressure": 0.5, "mem_available": 8 << 30, "swap_used": 0, "load1": 0.7,
-                          "clock_back_max_s": 0.0, "seq": i, "prev": head})
+            line = dumps(
+                {
+                    "event": "sample",
+                    "t": 1.8e9 + i * 0.15,
+                    "wall": 1.8e9 + i * 0.15,
+                    "mono": 1000.0 + i,
+                    "mem_pressure": 0.5,
+                    "mem_available": 8 << 30,
+                    "swap_used": 0,
+                    "load1": 0.7,
+                    "clock_back_max_s": 0.0,
+                    "seq": i,
+                    "prev": head,
+                }
+            )
             head = hashlib.sha256(line).hexdigest()
             batch.append(line)
             if len(batch) == 4096 or i == n - 1:
@@ -54,11 +66,20 @@ def write_run(run: Path, n: int) -> float:
             if i + 1 == n // 2:
                 half = (head, None)
         root = leaves.root().hex()
-    half_root = merkle.root(merkle.leaf_hashes((run / "big.jsonl").read_bytes().split(b"\n")[:n // 2])).hex()
+    half_root = merkle.root(merkle.leaf_hashes((run / "big.jsonl").read_bytes().split(b"\n")[: n // 2])).hex()
     anchors = [{"event": "open", "t": 0.0, "seq": 0, "prev": "0" * 64}]
     for k, (lines, h, r) in enumerate(((n // 2, half[0], half_root), (n, head, root)), 1):
-        anchors.append({"event": "anchor", "t": float(k), "final": k == 2, "manifests": {},
-                        "logs": {"big.jsonl": {"lines": lines, "head": h, "root": r}}, "seq": k, "prev": "0" * 64})
+        anchors.append(
+            {
+                "event": "anchor",
+                "t": float(k),
+                "final": k == 2,
+                "manifests": {},
+                "logs": {"big.jsonl": {"lines": lines, "head": h, "root": r}},
+                "seq": k,
+                "prev": "0" * 64,
+            }
+        )
     (run / "anchors.jsonl").write_bytes(b"".join(dumps(a) + b"\n" for a in anchors))
     return time.perf_counter() - t
 
@@ -87,20 +108,26 @@ def main() -> int:
         (run / "big.jsonl").read_bytes()  # into the page cache
         start, _ = timed("--help")
         inclusion = min(timed("prove", str(run), "big.jsonl", str(n // 2), "--json") for _ in range(2))
-        consistency = min(timed("prove", str(run), "big.jsonl", "--consistency", "1", "2", "--json")
-                          for _ in range(2))
+        consistency = min(timed("prove", str(run), "big.jsonl", "--consistency", "1", "2", "--json") for _ in range(2))
         (base / "proof.json").write_text(inclusion[1])
-        checked = min(timed("check-proof", str(base / "proof.json"), "--anchors", str(run / "anchors.jsonl"))
-                      for _ in range(2))
+        checked = min(
+            timed("check-proof", str(base / "proof.json"), "--anchors", str(run / "anchors.jsonl")) for _ in range(2)
+        )
         proof = json.loads(inclusion[1])
-        print(f"bench_prove: python {sys.version.split()[0]}, {os.cpu_count()} cpus, load average "
-              f"{os.getloadavg()[0]:.1f}")
+        print(
+            f"bench_prove: python {sys.version.split()[0]}, {os.cpu_count()} cpus, load average "
+            f"{os.getloadavg()[0]:.1f}"
+        )
         print(f"  log: {n:,} lines, {size / 1e6:.0f} MB ({size / n:.0f} bytes a line), written in {made:.1f} s")
         print(f"  `confirmatory --help` (interpreter start-up)        {start:6.2f} s")
-        print(f"  prove, inclusion of line {n // 2:,} ({len(proof['path'])} hashes)     {inclusion[0]:6.2f} s "
-              f"({n / inclusion[0]:,.0f} lines/s)  target < 5 s: {'met' if inclusion[0] < 5 else 'NOT met'}")
-        print(f"  prove, consistency {n // 2:,} -> {n:,}                  {consistency[0]:6.2f} s  "
-              f"target < 5 s: {'met' if consistency[0] < 5 else 'NOT met'}")
+        print(
+            f"  prove, inclusion of line {n // 2:,} ({len(proof['path'])} hashes)     {inclusion[0]:6.2f} s "
+            f"({n / inclusion[0]:,.0f} lines/s)  target < 5 s: {'met' if inclusion[0] < 5 else 'NOT met'}"
+        )
+        print(
+            f"  prove, consistency {n // 2:,} -> {n:,}                  {consistency[0]:6.2f} s  "
+            f"target < 5 s: {'met' if consistency[0] < 5 else 'NOT met'}"
+        )
         print(f"  check-proof --anchors                              {checked[0]:6.2f} s")
     finally:
         shutil.rmtree(base, ignore_errors=True)

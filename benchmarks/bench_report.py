@@ -47,8 +47,16 @@ generate_run(Path(sys.argv[1]), Plan(households=int(sys.argv[2]), cap_usd=1e6, r
                                      sample_interval_s=1.0, anchor_every_s=300.0, p_provider=0.12))
 """
 
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions",
-         "--disable-background-networking", "--disable-component-update", "--hide-scrollbars"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-extensions",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--hide-scrollbars",
+]
 
 
 def best(n: int, fn) -> float:
@@ -88,16 +96,19 @@ def measure(base: Path, run_dir: Path, households: int) -> None:
     print(f"\nrun: {attempts} attempts, {records} record files, {host_lines} host.jsonl lines")
     runs = []
     for _ in range(2):
-        done = subprocess.run([sys.executable, "-c", CHILD, str(run_dir)], capture_output=True, text=True,
-                              check=True)
+        done = subprocess.run([sys.executable, "-c", CHILD, str(run_dir)], capture_output=True, text=True, check=True)
         runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
     b = min(runs, key=lambda r: r["total_s"])
     page = run_dir.parent / f"{run_dir.name}.report.html"
     size = page.stat().st_size
-    print(f"build: {b['total_s']:.2f} s (verify {b['verify_s']:.2f} s, read {b['read_s']:.2f} s, "
-          f"render {b['render_s']:.2f} s); target < 10 s: {b['total_s'] / 10:.2f} of it")
-    print(f"size: {size / 1e6:.2f} MB; target < 10 MB: {size / 10e6:.2f} of it; "
-          f"{size / max(1, attempts):.0f} bytes per attempt")
+    print(
+        f"build: {b['total_s']:.2f} s (verify {b['verify_s']:.2f} s, read {b['read_s']:.2f} s, "
+        f"render {b['render_s']:.2f} s); target < 10 s: {b['total_s'] / 10:.2f} of it"
+    )
+    print(
+        f"size: {size / 1e6:.2f} MB; target < 10 MB: {size / 10e6:.2f} of it; "
+        f"{size / max(1, attempts):.0f} bytes per attempt"
+    )
     chromium = shutil.which("chromium")
     if chromium is None:
         print("browser: not measured (install Debian's chromium: apt-get install -y chromium)")
@@ -106,23 +117,32 @@ def measure(base: Path, run_dir: Path, households: int) -> None:
     empty.write_text("<!DOCTYPE html><html><body></body></html>")
 
     def dom(p: Path) -> None:
-        out = subprocess.run([chromium, *FLAGS, "--dump-dom", p.resolve().as_uri()], capture_output=True,
-                             text=True, timeout=300)
+        out = subprocess.run(
+            [chromium, *FLAGS, "--dump-dom", p.resolve().as_uri()], capture_output=True, text=True, timeout=300
+        )
         assert out.returncode == 0 and "<body" in out.stdout
         if p == page:
             assert 'data-js="ready"' in out.stdout, "the page's script did not run"
 
     def shot(p: Path) -> None:
         png = base / "shot.png"
-        subprocess.run([chromium, *FLAGS, "--window-size=1280,4000", f"--screenshot={png}",
-                        p.resolve().as_uri()], capture_output=True, timeout=300, check=True)
+        subprocess.run(
+            [chromium, *FLAGS, "--window-size=1280,4000", f"--screenshot={png}", p.resolve().as_uri()],
+            capture_output=True,
+            timeout=300,
+            check=True,
+        )
 
     d_page, d_empty = best(3, lambda: dom(page)), best(3, lambda: dom(empty))
     s_page, s_empty = best(3, lambda: shot(page)), best(3, lambda: shot(empty))
-    print(f"browser --dump-dom (load, layout, script): {d_page:.2f} s; an empty page {d_empty:.2f} s; "
-          f"the page's share {d_page - d_empty:.2f} s")
-    print(f"browser --screenshot (load, layout, paint): {s_page:.2f} s; an empty page {s_empty:.2f} s; "
-          f"the page's share {s_page - s_empty:.2f} s")
+    print(
+        f"browser --dump-dom (load, layout, script): {d_page:.2f} s; an empty page {d_empty:.2f} s; "
+        f"the page's share {d_page - d_empty:.2f} s"
+    )
+    print(
+        f"browser --screenshot (load, layout, paint): {s_page:.2f} s; an empty page {s_empty:.2f} s; "
+        f"the page's share {s_page - s_empty:.2f} s"
+    )
 
 
 if __name__ == "__main__":

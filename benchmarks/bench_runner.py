@@ -84,8 +84,10 @@ def parallel_append_rate(directory: Path, n_total: int, threads: int = 12) -> fl
     """The same loop from `threads` threads, one file each: total appends per second."""
     per = max(1, n_total // threads)
     line = b"x" * (LINE_BYTES - 1) + b"\n"
-    fds = [os.open(directory / f"par-{i}.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
-           for i in range(threads)]
+    fds = [
+        os.open(directory / f"par-{i}.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        for i in range(threads)
+    ]
     go = threading.Barrier(threads + 1)
 
     def work(fd: int) -> None:
@@ -239,18 +241,43 @@ def child(cfg: dict) -> dict:
                     last = e["t"] if last is None else max(last, e["t"])
     lanes = MODELS * 2
     return {
-        "households": cfg["households"], "attempts": attempts, "status": result.status,
-        "wall_s": wall, "span_s": (last - first) if first is not None and last is not None else wall,
-        "cpu_s": cpu, "fsyncs": counts, "evidence_wait_s": waited[0], "lane_busy_s": lane_busy,
-        "lanes": lanes, "rss_before_kb": rss_before_kb, "rss_after_kb": rss_after_kb,
-        "host_samples": samples, "host_held_bytes": host_held, "slack": cfg.get("slack"),
+        "households": cfg["households"],
+        "attempts": attempts,
+        "status": result.status,
+        "wall_s": wall,
+        "span_s": (last - first) if first is not None and last is not None else wall,
+        "cpu_s": cpu,
+        "fsyncs": counts,
+        "evidence_wait_s": waited[0],
+        "lane_busy_s": lane_busy,
+        "lanes": lanes,
+        "rss_before_kb": rss_before_kb,
+        "rss_after_kb": rss_after_kb,
+        "host_samples": samples,
+        "host_held_bytes": host_held,
+        "slack": cfg.get("slack"),
     }
 
 
-def run_child(directory: Path, households: int, sample_interval: float, *, witness: bool,
-              slack: float | None = None, journal: bool = True, no_trees: bool = False) -> dict:
-    cfg = {"dir": str(directory), "households": households, "sample_interval": sample_interval,
-           "witness": witness, "slack": slack, "journal": journal, "no_trees": no_trees}
+def run_child(
+    directory: Path,
+    households: int,
+    sample_interval: float,
+    *,
+    witness: bool,
+    slack: float | None = None,
+    journal: bool = True,
+    no_trees: bool = False,
+) -> dict:
+    cfg = {
+        "dir": str(directory),
+        "households": households,
+        "sample_interval": sample_interval,
+        "witness": witness,
+        "slack": slack,
+        "journal": journal,
+        "no_trees": no_trees,
+    }
     proc = subprocess.run([sys.executable, __file__, "--child", json.dumps(cfg)], capture_output=True, text=True)
     if proc.returncode != 0:
         sys.stderr.write(proc.stdout + proc.stderr)
@@ -272,41 +299,68 @@ def report_run(label: str, r: dict, raw_rate: float) -> dict:
     span_rate = r["attempts"] / r["span_s"]
     budget = raw_rate / fpa  # attempts/s the disk allows, fsyncs done one after another
     lane_time = r["lanes"] * r["span_s"]
-    print(f"\n{label}: {r['attempts']} attempts ({r['households']} households x {len(ARMS)} arms x {MODELS} models), "
-          f"status {r['status']}" + (f", BASE_SLACK_S patched to {r['slack']:g} (diagnostic)"
-                                     if r["slack"] is not None else ""))
-    print(f"  execute() wall                 {r['wall_s']:8.2f} s   -> {rate:8.0f} attempts/s "
-          f"(target >= {TARGET_ATTEMPTS_PER_S:.0f})")
+    print(
+        f"\n{label}: {r['attempts']} attempts ({r['households']} households x {len(ARMS)} arms x {MODELS} models), "
+        f"status {r['status']}"
+        + (f", BASE_SLACK_S patched to {r['slack']:g} (diagnostic)" if r["slack"] is not None else "")
+    )
+    print(
+        f"  execute() wall                 {r['wall_s']:8.2f} s   -> {rate:8.0f} attempts/s "
+        f"(target >= {TARGET_ATTEMPTS_PER_S:.0f})"
+    )
     print(f"  lanes' span (logs)             {r['span_s']:8.2f} s   -> {span_rate:8.0f} attempts/s")
-    print(f"  process CPU                    {r['cpu_s']:8.2f} s   -> {1e3 * r['cpu_s'] / r['attempts']:8.3f} ms "
-          f"per attempt (all threads, incl. sampler)")
-    print(f"  fsyncs per attempt             {fpa:8.2f}       (lanes {per_attempt(r, 'lanes'):.2f}, host sampler "
-          f"{per_attempt(r, 'host sampler'):.2f}, other {per_attempt(r, 'other'):.2f})")
-    print(f"  disk budget                    {budget:8.0f} attempts/s = {raw_rate:.0f} fsync'd appends/s "
-          f"/ {fpa:.2f} fsyncs per attempt")
+    print(
+        f"  process CPU                    {r['cpu_s']:8.2f} s   -> {1e3 * r['cpu_s'] / r['attempts']:8.3f} ms "
+        f"per attempt (all threads, incl. sampler)"
+    )
+    print(
+        f"  fsyncs per attempt             {fpa:8.2f}       (lanes {per_attempt(r, 'lanes'):.2f}, host sampler "
+        f"{per_attempt(r, 'host sampler'):.2f}, other {per_attempt(r, 'other'):.2f})"
+    )
+    print(
+        f"  disk budget                    {budget:8.0f} attempts/s = {raw_rate:.0f} fsync'd appends/s "
+        f"/ {fpa:.2f} fsyncs per attempt"
+    )
     print(f"  ratio attempts/s / budget      {rate / budget:8.2f}")
     passes = max(1, r["households"] * MODELS)  # one pass per household in a run without faults
-    print(f"  lane time waiting for host evidence {100 * r['evidence_wait_s'] / lane_time:5.1f} % "
-          f"({1e3 * r['evidence_wait_s'] / passes:.0f} ms per household pass)")
+    print(
+        f"  lane time waiting for host evidence {100 * r['evidence_wait_s'] / lane_time:5.1f} % "
+        f"({1e3 * r['evidence_wait_s'] / passes:.0f} ms per household pass)"
+    )
     print(f"  lane time inside attempts      {100 * r['lane_busy_s'] / lane_time:8.1f} %")
-    print(f"  peak RSS                       {r['rss_before_kb'] / 1024:8.1f} MB before the run, "
-          f"{r['rss_after_kb'] / 1024:.1f} MB after; host samples {r['host_samples']}, of which the "
-          f"monitor holds {r['host_held_bytes'] / 1024:.0f} kB in memory")
+    print(
+        f"  peak RSS                       {r['rss_before_kb'] / 1024:8.1f} MB before the run, "
+        f"{r['rss_after_kb'] / 1024:.1f} MB after; host samples {r['host_samples']}, of which the "
+        f"monitor holds {r['host_held_bytes'] / 1024:.0f} kB in memory"
+    )
     return {"rate": rate, "fpa": fpa, "budget": budget}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small sizes (< 30 s)")
-    ap.add_argument("--dir", type=Path, default=None,
-                    help="parent directory on the disk to measure (default: the current directory)")
+    ap.add_argument(
+        "--dir",
+        type=Path,
+        default=None,
+        help="parent directory on the disk to measure (default: the current directory)",
+    )
     ap.add_argument("--keep", action="store_true", help="keep the run directories")
-    ap.add_argument("--households", type=int, nargs=2, default=None, metavar=("SMALL", "LARGE"),
-                    help="households per model for the two sizes (default 84 1667; --quick 20 100)")
+    ap.add_argument(
+        "--households",
+        type=int,
+        nargs=2,
+        default=None,
+        metavar=("SMALL", "LARGE"),
+        help="households per model for the two sizes (default 84 1667; --quick 20 100)",
+    )
     ap.add_argument("--sample-interval", type=float, default=0.02, help="host sample_interval_s (default 0.02)")
     ap.add_argument("--appends", type=int, default=None, help="appends per disk loop (default 3000; --quick 1000)")
-    ap.add_argument("--verify", action="store_true",
-                    help="anchor to a local git witness and run `verify` on the small run at the end")
+    ap.add_argument(
+        "--verify",
+        action="store_true",
+        help="anchor to a local git witness and run `verify` on the small run at the end",
+    )
     ap.add_argument("--what-if", action="store_true", help="add the diagnostic run with the slack patched")
     ap.add_argument("--what-if-slack", type=float, default=0.0)
     ap.add_argument("--child", help=argparse.SUPPRESS)
@@ -338,8 +392,7 @@ def main() -> int:
             disk_round()
         # The spend journal's cost (a fsynced call-cost line per provider
         # call, docs/RUN.md): the small run again without it, in this run.
-        unjournaled = run_child(root / f"no-journal-{small}", small, args.sample_interval, witness=False,
-                                journal=False)
+        unjournaled = run_child(root / f"no-journal-{small}", small, args.sample_interval, witness=False, journal=False)
         disk_round()
         # The Merkle frontier each writer keeps (a leaf hash and on average one
         # node hash per line): the large run again with it and without it,
@@ -347,12 +400,14 @@ def main() -> int:
         trees: dict[bool, list[dict]] = {True: [], False: []}
         for k in range(2):
             for kept in (True, False):
-                trees[kept].append(run_child(root / f"trees-{kept}-{k}", large, args.sample_interval,
-                                             witness=False, no_trees=not kept))
+                trees[kept].append(
+                    run_child(root / f"trees-{kept}-{k}", large, args.sample_interval, witness=False, no_trees=not kept)
+                )
         what_if = None
         if args.what_if:
-            what_if = run_child(root / f"what-if-{small}", small, args.sample_interval, witness=False,
-                                slack=args.what_if_slack)
+            what_if = run_child(
+                root / f"what-if-{small}", small, args.sample_interval, witness=False, slack=args.what_if_slack
+            )
         raws = sorted(r[0] for r in rounds)
         raw = statistics.median(raws)
         par = statistics.median(r[1] for r in rounds)
@@ -360,15 +415,21 @@ def main() -> int:
         chain_len = rounds[0][3]
 
         print(f"bench_runner: python {sys.version.split()[0]}, {os.cpu_count()} CPUs, disk of {root}")
-        print(f"  host sample_interval_s {args.sample_interval:g}, max_gap_s 60, anchors interval 3600 s "
-              f"({'local git witness' if args.verify else 'command [true]'}), engine null_engine, latency 0")
+        print(
+            f"  host sample_interval_s {args.sample_interval:g}, max_gap_s 60, anchors interval 3600 s "
+            f"({'local git witness' if args.verify else 'command [true]'}), engine null_engine, latency 0"
+        )
         print("\nthe disk (same directory as the runs)")
         print(f"  (median of {len(rounds)} rounds taken before, between and after the runs)")
-        print(f"  raw os.write + os.fsync, {LINE_BYTES}-byte lines, 1 thread    {raw:8.0f} appends/s "
-              f"({1e3 / raw:.3f} ms each; rounds {', '.join(f'{x:.0f}' for x in raws)})")
+        print(
+            f"  raw os.write + os.fsync, {LINE_BYTES}-byte lines, 1 thread    {raw:8.0f} appends/s "
+            f"({1e3 / raw:.3f} ms each; rounds {', '.join(f'{x:.0f}' for x in raws)})"
+        )
         print(f"  raw os.write + os.fsync, 12 threads (one file each)       {par:8.0f} appends/s in total")
-        print(f"  ChainWriter.append, {chain_len}-byte lines                     {chain_rate:8.0f} appends/s "
-              f"({1e3 / chain_rate:.3f} ms each)")
+        print(
+            f"  ChainWriter.append, {chain_len}-byte lines                     {chain_rate:8.0f} appends/s "
+            f"({1e3 / chain_rate:.3f} ms each)"
+        )
 
         summaries = [report_run(f"run {i + 1}", r, raw) for i, r in enumerate(runs)]
         if what_if is not None:
@@ -380,30 +441,40 @@ def main() -> int:
         d_att = max(1, b["attempts"] - a["attempts"])
         host_grow = b["host_held_bytes"] - a["host_held_bytes"]
         print("\nmemory")
-        print(f"  peak RSS {a['rss_after_kb'] / 1024:.1f} MB at {a['attempts']} attempts, "
-              f"{b['rss_after_kb'] / 1024:.1f} MB at {b['attempts']} attempts")
+        print(
+            f"  peak RSS {a['rss_after_kb'] / 1024:.1f} MB at {a['attempts']} attempts, "
+            f"{b['rss_after_kb'] / 1024:.1f} MB at {b['attempts']} attempts"
+        )
         print(f"  growth {grow_kb * 1024 / d_att:8.0f} B per attempt (target: a few hundred at most)")
-        print(f"  of which host samples kept in memory (the monitor's HostSummary columns: their "
-              f"tails and a few blocks): ~{host_grow / d_att:.0f} B per attempt")
+        print(
+            f"  of which host samples kept in memory (the monitor's HostSummary columns: their "
+            f"tails and a few blocks): ~{host_grow / d_att:.0f} B per attempt"
+        )
         print(f"  the rest                       {(grow_kb * 1024 - host_grow) / d_att:8.0f} B per attempt")
 
         print("\nsummary")
         best = max(s["rate"] for s in summaries[:2])
-        print(f"  durable attempts/s             {best:8.0f}   target >= {TARGET_ATTEMPTS_PER_S:.0f}: "
-              f"{'met' if best >= TARGET_ATTEMPTS_PER_S else 'NOT met'}")
+        print(
+            f"  durable attempts/s             {best:8.0f}   target >= {TARGET_ATTEMPTS_PER_S:.0f}: "
+            f"{'met' if best >= TARGET_ATTEMPTS_PER_S else 'NOT met'}"
+        )
         if what_if is not None:
             print(f"  same run without the 0.1 s evidence slack (diagnostic): {summaries[2]['rate']:.0f} attempts/s")
         print(f"  memory growth                  {grow_kb * 1024 / d_att:8.0f} B per attempt")
-        print(f"  spend journal                  {summaries[0]['rate']:8.0f} attempts/s with it, {bare['rate']:.0f} "
-              f"without ({summaries[0]['rate'] / bare['rate']:.2f}x; fsyncs per attempt {summaries[0]['fpa']:.2f} "
-              f"and {bare['fpa']:.2f})")
+        print(
+            f"  spend journal                  {summaries[0]['rate']:8.0f} attempts/s with it, {bare['rate']:.0f} "
+            f"without ({summaries[0]['rate'] / bare['rate']:.2f}x; fsyncs per attempt {summaries[0]['fpa']:.2f} "
+            f"and {bare['fpa']:.2f})"
+        )
         rates = {kept: [r["attempts"] / r["wall_s"] for r in trees[kept]] for kept in trees}
         cpu = {kept: [r["cpu_s"] / r["attempts"] * 1e3 for r in trees[kept]] for kept in trees}
         with_best, without_best = max(rates[True]), max(rates[False])
-        print(f"  Merkle frontier ({large} households/model, alternately): with {with_best:.0f} attempts/s "
-              f"({', '.join(f'{x:.0f}' for x in rates[True])}; {min(cpu[True]):.2f} ms CPU each), without "
-              f"{without_best:.0f} ({', '.join(f'{x:.0f}' for x in rates[False])}; {min(cpu[False]):.2f} ms CPU "
-              f"each): {100 * (with_best / without_best - 1):+.1f} % (target: at most 5 % slower)")
+        print(
+            f"  Merkle frontier ({large} households/model, alternately): with {with_best:.0f} attempts/s "
+            f"({', '.join(f'{x:.0f}' for x in rates[True])}; {min(cpu[True]):.2f} ms CPU each), without "
+            f"{without_best:.0f} ({', '.join(f'{x:.0f}' for x in rates[False])}; {min(cpu[False]):.2f} ms CPU "
+            f"each): {100 * (with_best / without_best - 1):+.1f} % (target: at most 5 % slower)"
+        )
 
         if args.verify:
             from confirmatory.verify import verify_run

@@ -38,8 +38,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--interval", type=float, default=1.0)
-    parser.add_argument("--psi-path", default="/proc/pressure/memory",
-                        help="a missing path measures the psutil fallback")
+    parser.add_argument(
+        "--psi-path", default="/proc/pressure/memory", help="a missing path measures the psutil fallback"
+    )
     parser.add_argument("--command", help="also run this command (one shell-quoted string) every interval")
     args = parser.parse_args()
 
@@ -54,8 +55,7 @@ def main() -> None:
         writer = open_host_log(Path(tmp) / "host.jsonl", clock)
         spec = HostParams(sample_interval_s=args.interval, max_gap_s=max(45.0, 3 * args.interval))
         fatal: list[tuple[str, str]] = []
-        monitor = HostMonitor(writer, clock, spec, on_fatal=lambda c, d: fatal.append((c, d)),
-                              readers=readers)
+        monitor = HostMonitor(writer, clock, spec, on_fatal=lambda c, d: fatal.append((c, d)), readers=readers)
 
         self_before = resource.getrusage(resource.RUSAGE_SELF)
         kids_before = resource.getrusage(resource.RUSAGE_CHILDREN)

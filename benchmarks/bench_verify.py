@@ -75,17 +75,33 @@ BASELINE = "import resource, confirmatory.verify; print(resource.getrusage(resou
 # A third, design-default: the design's own defaults for the host sample
 # (every 30 s) and the anchors (every 900 s): a run of 1.5 lines per file,
 # as a real run with the design file's defaults (docs/DESIGN-FILE.md) is.
-SPEED = {"full": [("record-heavy", 23000, 1.0, 300.0, 0.3), ("line-heavy", 5500, 0.15, 300.0, 0.3),
-                  ("design-default", 23000, 30.0, 900.0, 0.3)],
-         "quick": [("record-heavy", 1000, 1.0, 300.0, 0.3), ("line-heavy", 250, 0.15, 300.0, 0.3),
-                   ("design-default", 1000, 30.0, 900.0, 0.3)]}
+SPEED = {
+    "full": [
+        ("record-heavy", 23000, 1.0, 300.0, 0.3),
+        ("line-heavy", 5500, 0.15, 300.0, 0.3),
+        ("design-default", 23000, 30.0, 900.0, 0.3),
+    ],
+    "quick": [
+        ("record-heavy", 1000, 1.0, 300.0, 0.3),
+        ("line-heavy", 250, 0.15, 300.0, 0.3),
+        ("design-default", 1000, 30.0, 900.0, 0.3),
+    ],
+}
 MEMORY = {
-    "full": [("few lines", 1500, 2.0, 900.0, 0.05), ("more lines", 1500, 0.5, 900.0, 0.3),
-             ("most lines", 1500, 0.1, 900.0, 0.5), ("most anchors", 1500, 2.0, 30.0, 0.05),
-             ("4x households", 6000, 2.0, 900.0, 0.05)],
-    "quick": [("few lines", 250, 1.0, 900.0, 0.05), ("more lines", 250, 0.25, 900.0, 0.3),
-              ("most lines", 250, 0.1, 900.0, 0.5), ("most anchors", 250, 1.0, 10.0, 0.05),
-              ("4x households", 1000, 1.0, 900.0, 0.05)],
+    "full": [
+        ("few lines", 1500, 2.0, 900.0, 0.05),
+        ("more lines", 1500, 0.5, 900.0, 0.3),
+        ("most lines", 1500, 0.1, 900.0, 0.5),
+        ("most anchors", 1500, 2.0, 30.0, 0.05),
+        ("4x households", 6000, 2.0, 900.0, 0.05),
+    ],
+    "quick": [
+        ("few lines", 250, 1.0, 900.0, 0.05),
+        ("more lines", 250, 0.25, 900.0, 0.3),
+        ("most lines", 250, 0.1, 900.0, 0.5),
+        ("most anchors", 250, 1.0, 10.0, 0.05),
+        ("4x households", 1000, 1.0, 900.0, 0.05),
+    ],
 }
 
 
@@ -102,8 +118,10 @@ def generate(root: Path, households: int, interval: float, anchor_s: float, p_pr
     # in a child process: this one stays small, and a child's maxrss starts
     # from its parent's RSS at fork time (Linux keeps it across exec)
     t = time.perf_counter()
-    subprocess.run([sys.executable, "-c", GENERATE, str(root), str(households), str(interval), str(anchor_s),
-                    str(p_provider)], check=True)
+    subprocess.run(
+        [sys.executable, "-c", GENERATE, str(root), str(households), str(interval), str(anchor_s), str(p_provider)],
+        check=True,
+    )
     return time.perf_counter() - t
 
 
@@ -120,7 +138,7 @@ def census(root: Path) -> tuple[Counter, int, int]:
                 with open(p, "rb") as fh:
                     for line in fh:
                         i = line.find(b'"event":"') + 9
-                        kinds[line[i:line.find(b'"', i)].decode()] += 1
+                        kinds[line[i : line.find(b'"', i)].decode()] += 1
     return kinds, files, size
 
 
@@ -136,8 +154,9 @@ FLOOR = Path(__file__).with_name("verify_floor.py")
 
 
 def floor_child(root: Path, workers: int) -> dict:
-    out = subprocess.run([sys.executable, str(FLOOR), str(root), "--workers", str(workers)],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, str(FLOOR), str(root), "--workers", str(workers)], capture_output=True, text=True, check=True
+    )
     return json.loads(out.stdout)
 
 
@@ -165,9 +184,20 @@ def speed(parent: Path, spec: tuple, serial: bool) -> dict:
     py_many = min((floor_child(root, cores) for _ in range(2)), key=lambda r: r["seconds"])
     py_one = min((floor_child(root, 1) for _ in range(2)), key=lambda r: r["seconds"]) if serial else None
     roots = roots_cost(root) if label == "line-heavy" else None
-    return {"households": households * 3, "lines": lines, "files": files, "mb": size / 1e6, "gen_s": gen,
-            "kinds": kinds, "auto": auto, "one": one, "floor": floor, "py_many": py_many, "py_one": py_one,
-            "roots": roots}
+    return {
+        "households": households * 3,
+        "lines": lines,
+        "files": files,
+        "mb": size / 1e6,
+        "gen_s": gen,
+        "kinds": kinds,
+        "auto": auto,
+        "one": one,
+        "floor": floor,
+        "py_many": py_many,
+        "py_one": py_one,
+        "roots": roots,
+    }
 
 
 def without_roots(root: Path) -> bytes:
@@ -200,8 +230,9 @@ def roots_cost(root: Path) -> dict:
                 times[("none", workers)].append(verify_child(root, workers))
             finally:
                 (root / "anchors.jsonl").write_bytes(original)
-    return {key: {**min(v, key=lambda r: r["seconds"]), "cpu_s": min(r["cpu_s"] for r in v)}
-            for key, v in times.items()}
+    return {
+        key: {**min(v, key=lambda r: r["seconds"]), "cpu_s": min(r["cpu_s"] for r in v)} for key, v in times.items()
+    }
 
 
 def memory(parent: Path, specs: list[tuple]) -> list[dict]:
@@ -212,11 +243,22 @@ def memory(parent: Path, specs: list[tuple]) -> list[dict]:
         kinds, files, _ = census(root)
         one = verify_child(root, "1")
         many = verify_child(root, "3")
-        rows.append({"label": label, "households": households * 3, "lines": sum(kinds.values()),
-                     "attempts": kinds["attempt"], "host": kinds["sample"], "anchors": kinds["anchor"],
-                     "files": files, "ok": one["ok"] and many["ok"],
-                     "one_mb": one["self_kb"] / 1024, "parent_mb": many["self_kb"] / 1024,
-                     "worker_mb": many["children_kb"] / 1024, "seconds": one["seconds"]})
+        rows.append(
+            {
+                "label": label,
+                "households": households * 3,
+                "lines": sum(kinds.values()),
+                "attempts": kinds["attempt"],
+                "host": kinds["sample"],
+                "anchors": kinds["anchor"],
+                "files": files,
+                "ok": one["ok"] and many["ok"],
+                "one_mb": one["self_kb"] / 1024,
+                "parent_mb": many["self_kb"] / 1024,
+                "worker_mb": many["children_kb"] / 1024,
+                "seconds": one["seconds"],
+            }
+        )
     return rows
 
 
@@ -236,84 +278,117 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="smaller runs (< 30 s in all)")
     ap.add_argument("--keep", type=Path, default=None, help="generate under this directory and keep it")
     ap.add_argument("--only", default=None, help="only this speed run (e.g. line-heavy), no memory table")
-    ap.add_argument("--roots-only", type=Path, default=None, metavar="RUN_DIR",
-                    help="only the roots comparison, on this existing run (e.g. one kept with --keep)")
+    ap.add_argument(
+        "--roots-only",
+        type=Path,
+        default=None,
+        metavar="RUN_DIR",
+        help="only the roots comparison, on this existing run (e.g. one kept with --keep)",
+    )
     args = ap.parse_args()
     mode = "quick" if args.quick else "full"
     if args.roots_only:
         lines = sum(sum(1 for _ in open(p, "rb")) for p in args.roots_only.rglob("*.jsonl"))
         r = roots_cost(args.roots_only)
-        print(f"python {sys.version.split()[0]}, load average {os.getloadavg()[0]:.1f}; {args.roots_only}: {lines} lines")
+        print(
+            f"python {sys.version.split()[0]}, load average {os.getloadavg()[0]:.1f}; {args.roots_only}: {lines} lines"
+        )
         for workers, name in (("auto", "worker processes"), ("1", "one process")):
             a, b = r[("roots", workers)], r[("none", workers)]
-            print(f"  {name}: with roots {a['seconds']:.2f} s ({lines / a['seconds']:,.0f} lines/s, CPU {a['cpu_s']:.2f} s), "
-                  f"without {b['seconds']:.2f} s ({lines / b['seconds']:,.0f} lines/s, CPU {b['cpu_s']:.2f} s): wall "
-                  f"{100 * (a['seconds'] / b['seconds'] - 1):+.1f} %, CPU {100 * (a['cpu_s'] / b['cpu_s'] - 1):+.1f} % "
-                  f"({(a['cpu_s'] - b['cpu_s']) / lines * 1e6:.2f} us a line); ok {a['ok']} {b['ok']}")
+            print(
+                f"  {name}: with roots {a['seconds']:.2f} s ({lines / a['seconds']:,.0f} lines/s, CPU {a['cpu_s']:.2f} s), "
+                f"without {b['seconds']:.2f} s ({lines / b['seconds']:,.0f} lines/s, CPU {b['cpu_s']:.2f} s): wall "
+                f"{100 * (a['seconds'] / b['seconds'] - 1):+.1f} %, CPU {100 * (a['cpu_s'] / b['cpu_s'] - 1):+.1f} % "
+                f"({(a['cpu_s'] - b['cpu_s']) / lines * 1e6:.2f} us a line); ok {a['ok']} {b['ok']}"
+            )
         return 0
     if args.only:
         SPEED[mode] = [spec for spec in SPEED[mode] if spec[0] == args.only]
         MEMORY[mode] = []
     started = time.perf_counter()
-    base_kb = int(subprocess.run([sys.executable, "-c", BASELINE], capture_output=True, text=True,
-                                 check=True).stdout)
+    base_kb = int(subprocess.run([sys.executable, "-c", BASELINE], capture_output=True, text=True, check=True).stdout)
     with tempfile.TemporaryDirectory() as tmp:
         parent = args.keep or Path(tmp)
         parent.mkdir(parents=True, exist_ok=True)
         runs = [speed(parent, spec, serial=True) for spec in SPEED[mode]]
         rows = memory(parent, MEMORY[mode])
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, load average "
-          f"{os.getloadavg()[0]:.1f}; interpreter + verify imports: {base_kb / 1024:.0f} MB RSS")
+    print(
+        f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, load average "
+        f"{os.getloadavg()[0]:.1f}; interpreter + verify imports: {base_kb / 1024:.0f} MB RSS"
+    )
     for label, s in zip((spec[0] for spec in SPEED[mode]), runs):
         print()
         mix = ", ".join(f"{k} {v}" for k, v in s["kinds"].most_common())
-        print(f"{label} run: {s['households']} households, {s['lines']} log lines, {s['files']} files "
-              f"({s['lines'] / s['files']:.1f} lines per file), {s['mb']:.0f} MB (generated in {s['gen_s']:.0f} s)")
+        print(
+            f"{label} run: {s['households']} households, {s['lines']} log lines, {s['files']} files "
+            f"({s['lines'] / s['files']:.1f} lines per file), {s['mb']:.0f} MB (generated in {s['gen_s']:.0f} s)"
+        )
         print(f"  line mix: {mix}")
         floor = s["floor"]
         print(f"  {'':<34} {'seconds':>8} {'lines/s':>9} {'files/s':>8} {'x sha256sum':>11} {'x py floor':>10} ok")
-        table = (("verify (worker processes)", s["auto"], s["py_many"]), ("verify (one process)", s["one"], s["py_one"]),
-                (f"python floor ({s['py_many']['workers']} processes)", s["py_many"], s["py_many"]),
-                ("python floor (one process)", s["py_one"], s["py_one"]))
+        table = (
+            ("verify (worker processes)", s["auto"], s["py_many"]),
+            ("verify (one process)", s["one"], s["py_one"]),
+            (f"python floor ({s['py_many']['workers']} processes)", s["py_many"], s["py_many"]),
+            ("python floor (one process)", s["py_one"], s["py_one"]),
+        )
         for name, r, py in table:
             if r is None:
                 continue
             ok = r.get("ok", "")
-            print(f"  {name:<34} {r['seconds']:>8.2f} {s['lines'] / r['seconds']:>9.0f} "
-                  f"{s['files'] / r['seconds']:>8.0f} {r['seconds'] / floor:>11.2f} "
-                  f"{r['seconds'] / py['seconds']:>10.2f} {ok}")
-        print(f"  {'sha256sum (same files)':<34} {floor:>8.2f} {s['lines'] / floor:>9.0f} {s['files'] / floor:>8.0f} "
-              f"{1.0:>11.2f}")
+            print(
+                f"  {name:<34} {r['seconds']:>8.2f} {s['lines'] / r['seconds']:>9.0f} "
+                f"{s['files'] / r['seconds']:>8.0f} {r['seconds'] / floor:>11.2f} "
+                f"{r['seconds'] / py['seconds']:>10.2f} {ok}"
+            )
+        print(
+            f"  {'sha256sum (same files)':<34} {floor:>8.2f} {s['lines'] / floor:>9.0f} {s['files'] / floor:>8.0f} "
+            f"{1.0:>11.2f}"
+        )
         if s["roots"] is not None:
             r = s["roots"]
             for workers, name in (("auto", "worker processes"), ("1", "one process")):
                 a, b = r[("roots", workers)]["seconds"], r[("none", workers)]["seconds"]
                 ca, cb = r[("roots", workers)]["cpu_s"], r[("none", workers)]["cpu_s"]
-                print(f"  Merkle roots, {name}: with {a:.2f} s ({s['lines'] / a:,.0f} lines/s), without {b:.2f} s "
-                      f"({s['lines'] / b:,.0f} lines/s): {100 * (a / b - 1):+.1f} %; CPU {ca:.2f} s against {cb:.2f} s "
-                      f"({100 * (ca / cb - 1):+.1f} %, {(ca - cb) / s['lines'] * 1e6:.2f} us a line)  "
-                      f"ok {r[('roots', workers)]['ok']}")
+                print(
+                    f"  Merkle roots, {name}: with {a:.2f} s ({s['lines'] / a:,.0f} lines/s), without {b:.2f} s "
+                    f"({s['lines'] / b:,.0f} lines/s): {100 * (a / b - 1):+.1f} %; CPU {ca:.2f} s against {cb:.2f} s "
+                    f"({100 * (ca / cb - 1):+.1f} %, {(ca - cb) / s['lines'] * 1e6:.2f} us a line)  "
+                    f"ok {r[('roots', workers)]['ok']}"
+                )
         need = s["lines"] / 250_000
-        print(f"  the target (250,000 lines/s) allows {need:.2f} s for these lines; the python floor "
-              f"with {s['py_many']['workers']} processes takes {s['py_many']['seconds'] / need:.2f}x that")
+        print(
+            f"  the target (250,000 lines/s) allows {need:.2f} s for these lines; the python floor "
+            f"with {s['py_many']['workers']} processes takes {s['py_many']['seconds'] / need:.2f}x that"
+        )
     print()
     print("against the target (at least 250,000 log lines/s: a million-line run in under 4 s), verify with")
     print("worker processes, and the C hashing floor (sha256sum of the same files) beside it:")
     for label, s in zip((spec[0] for spec in SPEED[mode]), runs):
         rate, floor_rate = s["lines"] / s["auto"]["seconds"], s["lines"] / s["floor"]
-        verdict = "met" if rate >= 250_000 else ("not met" if floor_rate >= 250_000 else
-                                                 "not met; sha256sum alone does not reach it on this mix")
-        print(f"  {label:<15} {s['lines']:>9} lines, {s['lines'] / s['files']:5.1f} per file: "
-              f"{s['auto']['seconds']:6.2f} s, {rate:>9,.0f} lines/s ({floor_rate:>9,.0f} sha256sum): {verdict}")
+        verdict = (
+            "met"
+            if rate >= 250_000
+            else ("not met" if floor_rate >= 250_000 else "not met; sha256sum alone does not reach it on this mix")
+        )
+        print(
+            f"  {label:<15} {s['lines']:>9} lines, {s['lines'] / s['files']:5.1f} per file: "
+            f"{s['auto']['seconds']:6.2f} s, {rate:>9,.0f} lines/s ({floor_rate:>9,.0f} sha256sum): {verdict}"
+        )
     if len(runs) >= 2:
         print()
         print("cost model, fitted to the speed runs (least squares): seconds = per line x lines + per file x files")
         target = 1 / 250_000
-        for name, key in (("verify (worker processes)", "auto"), (f"python floor ({runs[0]['py_many']['workers']} "
-                                                                   "processes)", "py_many")):
+        for name, key in (
+            ("verify (worker processes)", "auto"),
+            (f"python floor ({runs[0]['py_many']['workers']} processes)", "py_many"),
+        ):
             a, b = fit([(r["lines"], r["files"], r[key]["seconds"]) for r in runs])
-            reach = (f"reaches 250,000 lines/s from {b / (target - a):.1f} lines per file" if a < target
-                     else "never reaches 250,000 lines/s")
+            reach = (
+                f"reaches 250,000 lines/s from {b / (target - a):.1f} lines per file"
+                if a < target
+                else "never reaches 250,000 lines/s"
+            )
             print(f"  {name:<34} {a * 1e6:6.2f} us per line, {b * 1e6:6.2f} us per file: {reach}")
     if not rows:
         print(f"\nbenchmark took {time.perf_counter() - started:.0f} s")
@@ -321,24 +396,32 @@ def main() -> int:
     print()
     print("peak RSS in MB (a fresh process per run): all in one process (workers=1), and with a worker")
     print("process per model (workers=3: the parent, and the largest worker)")
-    print(f"  {'run':<14} {'households':>10} {'log lines':>10} {'attempts':>9} {'host lines':>10} {'anchors':>7} "
-          f"{'files':>7} {'1 proc s':>8} {'1 proc':>7} {'parent':>7} {'worker':>7} ok")
+    print(
+        f"  {'run':<14} {'households':>10} {'log lines':>10} {'attempts':>9} {'host lines':>10} {'anchors':>7} "
+        f"{'files':>7} {'1 proc s':>8} {'1 proc':>7} {'parent':>7} {'worker':>7} ok"
+    )
     for r in rows:
-        print(f"  {r['label']:<14} {r['households']:>10} {r['lines']:>10} {r['attempts']:>9} {r['host']:>10} "
-              f"{r['anchors']:>7} {r['files']:>7} {r['seconds']:>8.2f} {r['one_mb']:>7.1f} {r['parent_mb']:>7.1f} "
-              f"{r['worker_mb']:>7.1f} {r['ok']}")
+        print(
+            f"  {r['label']:<14} {r['households']:>10} {r['lines']:>10} {r['attempts']:>9} {r['host']:>10} "
+            f"{r['anchors']:>7} {r['files']:>7} {r['seconds']:>8.2f} {r['one_mb']:>7.1f} {r['parent_mb']:>7.1f} "
+            f"{r['worker_mb']:>7.1f} {r['ok']}"
+        )
     same = [r for r in rows if r["households"] == rows[0]["households"]]
     peak = [r["one_mb"] for r in rows]
     lo, hi = min(peak[: len(same)]), max(peak[: len(same)])
     most = max(same, key=lambda r: r["lines"])
-    print(f"  same households, {same[0]['lines']}..{most['lines']} lines "
-          f"({most['lines'] / same[0]['lines']:.1f}x) and {same[0]['anchors']}..{max(r['anchors'] for r in same)} anchors: "
-          f"one-process peak {lo:.1f}..{hi:.1f} MB, parent with workers {min(r['parent_mb'] for r in same):.1f}.."
-          f"{max(r['parent_mb'] for r in same):.1f} MB")
+    print(
+        f"  same households, {same[0]['lines']}..{most['lines']} lines "
+        f"({most['lines'] / same[0]['lines']:.1f}x) and {same[0]['anchors']}..{max(r['anchors'] for r in same)} anchors: "
+        f"one-process peak {lo:.1f}..{hi:.1f} MB, parent with workers {min(r['parent_mb'] for r in same):.1f}.."
+        f"{max(r['parent_mb'] for r in same):.1f} MB"
+    )
     big = rows[-1]
     per_hh = (peak[-1] - peak[0]) * 1024 / max(1, big["households"] - rows[0]["households"])
-    print(f"  {big['households'] / rows[0]['households']:.0f}x households: one-process peak {peak[0]:.1f} -> {peak[-1]:.1f} MB "
-          f"({per_hh:.2f} kB per household)")
+    print(
+        f"  {big['households'] / rows[0]['households']:.0f}x households: one-process peak {peak[0]:.1f} -> {peak[-1]:.1f} MB "
+        f"({per_hh:.2f} kB per household)"
+    )
     print(f"\nbenchmark took {time.perf_counter() - started:.0f} s")
     return 0 if all(s["auto"]["ok"] for s in runs) and all(r["ok"] for r in rows) else 1
 

@@ -8,6 +8,7 @@ The runner appends the absolute path of anchors.jsonl as the last argument.
 runs is ``confirmatory.anchors.check``, and the git plumbing both use is
 ``confirmatory.anchors.git``. See docs/ANCHORS.md.
 """
+
 import sys
 from pathlib import Path
 

@@ -4,6 +4,7 @@
 With no arguments it runs the bundled reference study against the simulated
 provider (the ``demo`` command). Everything else is the ``confirmatory`` CLI.
 """
+
 import sys
 from pathlib import Path
 

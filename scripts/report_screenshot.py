@@ -34,15 +34,39 @@ def main() -> int:
     script = ROOT / "scripts" / "confirmatory_run.py"
     with tempfile.TemporaryDirectory(prefix="report-shot-") as tmp:
         work = Path(tmp)
-        subprocess.run([sys.executable, str(script), "demo", "--out", "runs/demo"], cwd=work, check=True,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [sys.executable, str(script), "demo", "--out", "runs/demo"], cwd=work, check=True, stdout=subprocess.DEVNULL
+        )
         shutil.copy(ROOT / "confirmatory" / "demo" / "households.jsonl", work / "households.jsonl")
-        subprocess.run([sys.executable, str(script), "report", "runs/demo", "--witness", "runs/.witness/clone",
-                        "--households", "households.jsonl"], cwd=work, check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                str(script),
+                "report",
+                "runs/demo",
+                "--witness",
+                "runs/.witness/clone",
+                "--households",
+                "households.jsonl",
+            ],
+            cwd=work,
+            check=True,
+        )
         page = work / "runs" / "demo.report.html"
-        subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                        f"--window-size=1280,{args.height}", f"--screenshot={args.out.resolve()}",
-                        page.as_uri()], check=True, capture_output=True)
+        subprocess.run(
+            [
+                chromium,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--hide-scrollbars",
+                f"--window-size=1280,{args.height}",
+                f"--screenshot={args.out.resolve()}",
+                page.as_uri(),
+            ],
+            check=True,
+            capture_output=True,
+        )
     print(f"report_screenshot: {args.out}")
     return 0
 

@@ -40,11 +40,13 @@ from runhelpers import DEMO, minimal_design
 ROOT = Path(__file__).resolve().parent.parent
 
 # `confirmatory run` with the free-space floor lowered (the only change).
-LAUNCH = ("import sys\n"
-          "import confirmatory.engine.run as r\n"
-          "r.DISK_FLOOR_BYTES = 0\n"
-          "from confirmatory.cli.main import main\n"
-          "main(args=sys.argv[1:], prog_name='confirmatory')\n")
+LAUNCH = (
+    "import sys\n"
+    "import confirmatory.engine.run as r\n"
+    "r.DISK_FLOOR_BYTES = 0\n"
+    "from confirmatory.cli.main import main\n"
+    "main(args=sys.argv[1:], prog_name='confirmatory')\n"
+)
 
 
 @dataclass
@@ -62,8 +64,7 @@ class Faulted:
         """The disk fixed: remount the run's tmpfs at ``size_kib`` (the
         default, 256 MiB, is above the runner's 64 MiB free-space floor)."""
         assert self.mount is not None, "not on a tmpfs"
-        subprocess.run(["mount", "-o", f"remount,size={size_kib}k", str(self.mount)], check=True,
-                       capture_output=True)
+        subprocess.run(["mount", "-o", f"remount,size={size_kib}k", str(self.mount)], check=True, capture_output=True)
 
 
 def simulator_design(root: Path, witness_root: Path | None = None) -> Path:
@@ -77,8 +78,11 @@ def simulator_design(root: Path, witness_root: Path | None = None) -> Path:
     design = minimal_design(root / "study", "diskfault_harness", (DEMO / "minimal_harness.py").read_text())
     clone = init_local_witness((witness_root or root) / "witness")
     text = design.read_text()
-    text, n = re.subn(r"(?m)^command = \[.*\]$",
-                      f'command = ["{{python}}", "-m", "confirmatory.anchors.witness", "--clone", "{clone}"]', text)
+    text, n = re.subn(
+        r"(?m)^command = \[.*\]$",
+        f'command = ["{{python}}", "-m", "confirmatory.anchors.witness", "--clone", "{clone}"]',
+        text,
+    )
     assert n == 1
     design.write_text(text)
     return design
@@ -92,8 +96,16 @@ def _env() -> dict[str, str]:
 TRACED = "trace=fsync,fdatasync,write,pwrite64,writev,open,openat,close"
 
 
-def run_process(design: Path, run_dir: Path, *, strace_log: Path | None = None, inject: tuple[str, ...] = (),
-                preexec_fn=None, timeout: float = 240, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def run_process(
+    design: Path,
+    run_dir: Path,
+    *,
+    strace_log: Path | None = None,
+    inject: tuple[str, ...] = (),
+    preexec_fn=None,
+    timeout: float = 240,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess:
     """``confirmatory run DESIGN --out RUN_DIR --quiet`` as a process. With
     ``strace_log``: under ``strace -f -y`` (every process and thread; each
     descriptor printed with its path), logging every fsync, write, open and
@@ -103,16 +115,23 @@ def run_process(design: Path, run_dir: Path, *, strace_log: Path | None = None, 
     cut the log short."""
     cmd = [sys.executable, "-c", LAUNCH, "run", str(design), "--out", str(run_dir), "--quiet"]
     if strace_log is None:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env={**_env(), **(env or {})},
-                              preexec_fn=preexec_fn)
+        return subprocess.run(
+            cmd, capture_output=True, text=True, timeout=timeout, env={**_env(), **(env or {})}, preexec_fn=preexec_fn
+        )
     strace = strace_or_skip()
     read_end, write_end = os.pipe()
     copier = threading.Thread(target=_copy, args=(read_end, strace_log), daemon=True)
     copier.start()
     try:
-        done = subprocess.run([strace, "-f", "-y", "-qq", "-e", TRACED, *inject, "-o", f"/dev/fd/{write_end}", *cmd],
-                              capture_output=True, text=True, timeout=timeout, env={**_env(), **(env or {})},
-                              preexec_fn=preexec_fn, pass_fds=(write_end,))
+        done = subprocess.run(
+            [strace, "-f", "-y", "-qq", "-e", TRACED, *inject, "-o", f"/dev/fd/{write_end}", *cmd],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={**_env(), **(env or {})},
+            preexec_fn=preexec_fn,
+            pass_fds=(write_end,),
+        )
     finally:
         os.close(write_end)
         copier.join(timeout=30)
@@ -145,8 +164,11 @@ def tmpfs(path: Path, size_kib: int) -> Iterator[Path]:
     if os.geteuid() != 0:
         pytest.skip("mounting a tmpfs for ENOSPC needs root (CI runs as root)")
     path.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_kib}k,mode=0755", "tmpfs", str(path)],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size_kib}k,mode=0755", "tmpfs", str(path)],
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0:
         pytest.skip(f"could not mount a tmpfs (mount -t tmpfs): {done.stderr.strip() or done.returncode}")
     try:
@@ -292,8 +314,9 @@ def audit_fsyncs(log: Path, under: Path) -> FsyncAudit:
 
 
 @contextlib.contextmanager
-def filled_run(root: Path, at: str, count: int = 1, *, leave: int = 0,
-               witness_on_disk: bool = False) -> Iterator[Faulted]:
+def filled_run(
+    root: Path, at: str, count: int = 1, *, leave: int = 0, witness_on_disk: bool = False
+) -> Iterator[Faulted]:
     """The run directory (``run-full``) on a roomy tmpfs that a fault plan
     (``confirmatory.records.killpoint``: CONFIRMATORY_FILL_AT) fills just
     before the ``count``-th write ``at`` names, ``leave`` bytes left free: so
@@ -303,7 +326,14 @@ def filled_run(root: Path, at: str, count: int = 1, *, leave: int = 0,
     with tmpfs(root / "disk", 32 << 10) as disk:
         design = simulator_design(root, witness_root=disk if witness_on_disk else None)
         run_dir = disk / "run-full"
-        done = run_process(design, run_dir, env={"CONFIRMATORY_FILL_AT": at, "CONFIRMATORY_FILL_AT_COUNT": str(count),
-                                                 "CONFIRMATORY_FILL_FILE": str(disk / "filler"),
-                                                 "CONFIRMATORY_FILL_LEAVE": str(leave)})
+        done = run_process(
+            design,
+            run_dir,
+            env={
+                "CONFIRMATORY_FILL_AT": at,
+                "CONFIRMATORY_FILL_AT_COUNT": str(count),
+                "CONFIRMATORY_FILL_FILE": str(disk / "filler"),
+                "CONFIRMATORY_FILL_LEAVE": str(leave),
+            },
+        )
         yield Faulted(run_dir, design, done.returncode, done.stderr, mount=disk)

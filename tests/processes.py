@@ -44,15 +44,18 @@ def killed_afterwards(pidfile):
 
 
 # Holds the lock named by argv[1] until its stdin closes; says "held" once it does.
-HOLDER = ("import sys\nfrom filelock import FileLock\nlock = FileLock(sys.argv[1])\nlock.acquire()\n"
-          "print('held', flush=True)\nsys.stdin.read()\nlock.release()\n")
+HOLDER = (
+    "import sys\nfrom filelock import FileLock\nlock = FileLock(sys.argv[1])\nlock.acquire()\n"
+    "print('held', flush=True)\nsys.stdin.read()\nlock.release()\n"
+)
 
 
 @contextmanager
 def held_by_another_process(lock_file: Path) -> Iterator[subprocess.Popen]:
     """A second process that holds ``lock_file`` (as a runner holds its run's lock) until the block ends."""
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(lock_file)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(lock_file)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
         yield proc

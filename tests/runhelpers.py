@@ -29,21 +29,36 @@ def minimal_design(tmp_path: Path, module: str, harness_src: str, extra_model_li
     pin = hashlib.sha256(harness.read_bytes()).hexdigest()
     text = text.replace(f'"minimal_harness.py" = "{old_pin}"', f'"{module}.py" = "{pin}"')
     # The engine stays the package's (confirmatory.demo.engine), not beside the copy: unpinned here.
-    text = "".join(line for line in text.splitlines(keepends=True)
-                   if not line.startswith(('"engine.py" = ', '"calculator.py" = ')))
+    text = "".join(
+        line for line in text.splitlines(keepends=True) if not line.startswith(('"engine.py" = ', '"calculator.py" = '))
+    )
     text = text.replace('name = "truncates"\n', 'name = "truncates"\n' + extra_model_lines)
     design = tmp_path / "design.toml"
     design.write_text(text)
     return design
 
 
-def make_run(tmp_path: Path, *, install_signals: bool = False, clock: Any = None,
-             host_readers: Any = None, disk_floor_bytes: int | None = None, restore_signals: bool = True,
-             **design_kw: Any) -> Run:
+def make_run(
+    tmp_path: Path,
+    *,
+    install_signals: bool = False,
+    clock: Any = None,
+    host_readers: Any = None,
+    disk_floor_bytes: int | None = None,
+    restore_signals: bool = True,
+    **design_kw: Any,
+) -> Run:
     design = write_design(tmp_path / "design", **design_kw)
     extra = {} if disk_floor_bytes is None else {"disk_floor_bytes": disk_floor_bytes}
-    return Run(load_design(design), tmp_path / "run", install_signals=install_signals, clock=clock,
-               host_readers=host_readers, restore_signals=restore_signals, **extra)
+    return Run(
+        load_design(design),
+        tmp_path / "run",
+        install_signals=install_signals,
+        clock=clock,
+        host_readers=host_readers,
+        restore_signals=restore_signals,
+        **extra,
+    )
 
 
 def execute(tmp_path: Path, **kw: Any) -> tuple[RunResult, Path]:

@@ -19,12 +19,21 @@ EXAMPLE = "examples/differential/test_differential.py"
 
 FAULTS = {
     "no fault": None,
-    "a record hash written wrong": ("confirmatory/engine/modelstate.py", '"record_sha256": self.record_sha256,',
-                                    '"record_sha256": self.record_sha256[::-1],'),
-    "a close total off by one": ("confirmatory/engine/run.py", '"spend_total_nusd": total})',
-                                 '"spend_total_nusd": total + 1})'),
-    "a lane that stops deciding": ("confirmatory/engine/lanes.py", "for k, household in enumerate(self.m.draw):",
-                                   "for k, household in enumerate(self.m.draw[:2]):"),
+    "a record hash written wrong": (
+        "confirmatory/engine/modelstate.py",
+        '"record_sha256": self.record_sha256,',
+        '"record_sha256": self.record_sha256[::-1],',
+    ),
+    "a close total off by one": (
+        "confirmatory/engine/run.py",
+        '"spend_total_nusd": total}',
+        '"spend_total_nusd": total + 1}',
+    ),
+    "a lane that stops deciding": (
+        "confirmatory/engine/lanes.py",
+        "for k, household in enumerate(self.m.draw):",
+        "for k, household in enumerate(self.m.draw[:2]):",
+    ),
 }
 
 
@@ -50,9 +59,26 @@ def test_the_example_passes_on_the_runner_and_fails_on_each_planted_fault(projec
         target.write_text(original.replace(old, new))
     try:
         env = dict(os.environ, PYTHONPATH=str(project))
-        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
-                               "--rootdir", str(project), EXAMPLE], cwd=project, env=env, capture_output=True,
-                              text=True, timeout=300)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "-p",
+                "no:xdist",
+                "--rootdir",
+                str(project),
+                EXAMPLE,
+            ],
+            cwd=project,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     finally:
         if target is not None:
             target.write_text(original)

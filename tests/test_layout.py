@@ -27,8 +27,13 @@ MAX_LINES = 600
 # still use (each a re-export that warns; docs/HARNESS.md).
 TOP_MODULES = {"__init__.py", "__main__.py", "llm.py", "errors.py", "pool.py", "witness.py"}
 # What verify must never reach, directly or through anything it imports.
-VERIFY_NEVER = ("confirmatory.engine", "confirmatory.host.sampler", "confirmatory.anchors.anchorer",
-                "confirmatory.anchors.witness", "confirmatory.cli")
+VERIFY_NEVER = (
+    "confirmatory.engine",
+    "confirmatory.host.sampler",
+    "confirmatory.anchors.anchorer",
+    "confirmatory.anchors.witness",
+    "confirmatory.cli",
+)
 
 
 # ---------------------------------------------------------------- reading the package
@@ -71,7 +76,7 @@ def import_graph(package: Path) -> dict[str, set[str]]:
                 base = node.module or ""
                 if node.level:
                     here = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
-                    here = here[:len(here) - (node.level - 1)]
+                    here = here[: len(here) - (node.level - 1)]
                     base = ".".join(here + ([base] if base else []))
                 if base.split(".")[0] != "confirmatory":
                     continue
@@ -155,8 +160,9 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def against_the_order(graph: dict[str, set[str]], table: dict[str, tuple[str, ...]],
-                      package: Path = PACKAGE) -> list[str]:
+def against_the_order(
+    graph: dict[str, set[str]], table: dict[str, tuple[str, ...]], package: Path = PACKAGE
+) -> list[str]:
     """Each import of another layer that the importer's row does not allow,
     and each module of a layer the table does not name."""
     problems = []
@@ -184,17 +190,61 @@ def reached(graph: dict[str, set[str]], start: str, never: tuple[str, ...]) -> l
             if w not in paths:
                 paths[w] = paths[v] + [w]
                 todo.append(w)
-    return [" -> ".join(path) for m, path in sorted(paths.items())
-            if any(m == n or m.startswith(n + ".") for n in never)]
+    return [
+        " -> ".join(path) for m, path in sorted(paths.items()) if any(m == n or m.startswith(n + ".") for n in never)
+    ]
 
 
 def too_long(package: Path, limit: int = MAX_LINES) -> list[str]:
-    return [f"{name}: {n} lines (at most {limit})" for name, path in module_files(package).items()
-            if (n := len(path.read_text().splitlines())) > limit]
+    return [
+        f"{name}: {n} lines (at most {limit})"
+        for name, path in module_files(package).items()
+        if (n := len(path.read_text().splitlines())) > limit
+    ]
 
 
 def stray_top_modules(package: Path) -> list[str]:
     return sorted(p.name for p in package.glob("*.py") if p.name not in TOP_MODULES)
+
+
+# What a module of the command line may import: the front door (the package
+# itself), the display (the command line's own modules), click, the standard library.
+CLI_MAY_IMPORT = ("confirmatory", "confirmatory.cli", "click", "__future__")
+CLI_EXEMPT: set[str] = set()
+
+
+def cli_imports(package: Path) -> list[str]:
+    """Each import of a module under ``cli/`` that is not the front door, the
+    command line's own, click or the standard library (imports under
+    ``if TYPE_CHECKING:`` included: a type the command line needs is the front door's)."""
+    import sys
+
+    problems = []
+    for path in sorted((package / "cli").glob("*.py")):
+        if path.name in CLI_EXEMPT:
+            continue
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = (
+                    ["confirmatory.cli" + (f".{node.module}" if node.module else "")]
+                    if node.level
+                    else [node.module or ""]
+                )
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                if name == "confirmatory" or name == "confirmatory.cli" or name.startswith("confirmatory.cli."):
+                    continue
+                if top != "confirmatory" and (top in CLI_MAY_IMPORT or top in sys.stdlib_module_names):
+                    continue
+                problems.append(
+                    f"cli/{path.name}:{node.lineno} imports {name}: the command line imports only the front door"
+                )
+    return problems
 
 
 # ---------------------------------------------------------------- the package as it is
@@ -210,10 +260,59 @@ def test_every_import_follows_the_layer_order_of_the_architecture_page():
     assert against_the_order(import_graph(PACKAGE), table) == []
 
 
+def named_paths(text: str, package: Path = PACKAGE) -> list[str]:
+    """Each module path a page names that does not exist: a dotted name under
+    a layer (``cli.run``, ``confirmatory.engine.llm.chat``,
+    ``commands.run.end_summary``: the longest module prefix must exist, and
+    the next name must occur in it) and a file path under a layer
+    (``records/writer.py``). A file name with its extension (``host.jsonl``,
+    ``design.toml``) is no module."""
+    layers = sorted(p.name for p in package.iterdir() if (p / "__init__.py").is_file())
+
+    def module(parts: list[str]) -> Path | None:
+        path = package.joinpath(*parts)
+        for found in (path.with_suffix(".py"), path / "__init__.py"):
+            if found.is_file():
+                return found
+        return None
+
+    missing = set()
+    for m in re.finditer(r"(?<![\w./-])(?:confirmatory\.)?((?:{})(?:\.\w+)+)".format("|".join(layers)), text):
+        parts = m.group(1).split(".")
+        if parts[-1] in ("json", "jsonl", "toml", "md", "py", "html", "txt"):
+            continue
+        depth = max(i for i in range(1, len(parts) + 1) if module(parts[:i]))
+        rest = parts[depth:]
+        found = module(parts[:depth])
+        if rest and found is not None and not re.search(rf"\b{re.escape(rest[0])}\b", found.read_text()):
+            missing.add(m.group(1))
+    for m in re.finditer(r"(?<![\w/.-])((?:{})/[\w/]+\.py)\b".format("|".join(layers)), text):
+        if not (package / m.group(1)).is_file():
+            missing.add(m.group(1))
+    return sorted(missing)
+
+
+def test_every_module_path_the_architecture_page_names_exists():
+    assert named_paths(ARCHITECTURE.read_text()) == []
+
+
+def test_a_path_the_page_names_that_does_not_exist_is_found():
+    planted = (
+        "the work is in `cli.check`, `cli/run.py` and `records/writer.py`; "
+        "`commands.run.end_summary` and `commands.run.no_such_name`; host.jsonl and `engine.llm`"
+    )
+    assert named_paths(planted) == ["cli.check", "commands.run.no_such_name"]
+
+
 def test_verify_never_reaches_the_runner_the_sampler_or_the_anchor_pusher():
     graph = import_graph(PACKAGE)
     assert any(m.startswith("confirmatory.verify.") for m in graph)  # the check looks at something
     assert reached(graph, "confirmatory.verify", VERIFY_NEVER) == []
+
+
+def test_the_command_line_imports_only_the_front_door_the_display_click_and_the_standard_library():
+    assert {p.name for p in (PACKAGE / "cli").glob("*.py")} - CLI_EXEMPT >= {"main.py", "progress.py"}
+    assert cli_imports(PACKAGE) == []
 
 
 def test_no_module_is_over_600_lines():
@@ -252,26 +351,31 @@ def plant(package: Path, module: str, line: str) -> None:
     path.write_text(path.read_text() + "\n\ndef _planted():\n    " + line + "\n")
 
 
+@pytest.mark.slow
 def test_a_planted_cycle_is_found(copy):
     # The chain's format would import its writer, which imports the format.
     plant(copy, "records/chain.py", "from confirmatory.records.writer import ChainWriter")
     found = cycles(import_graph(copy))
     assert ["confirmatory.records.chain", "confirmatory.records.writer"] in [
-        [m for m in c if m in ("confirmatory.records.chain", "confirmatory.records.writer")] for c in found]
+        [m for m in c if m in ("confirmatory.records.chain", "confirmatory.records.writer")] for c in found
+    ]
 
 
 @pytest.mark.slow
 def test_a_planted_upward_import_is_found(copy):
     plant(copy, "core/money.py", "from confirmatory.records.chain import dumps")
     assert new_in(copy, order_problems) == {
-        "confirmatory.core.money imports confirmatory.records.chain: core may import only "}
+        "confirmatory.core.money imports confirmatory.records.chain: core may import only "
+    }
 
 
 @pytest.mark.slow
 def test_an_import_under_type_checking_is_no_import(copy):
     path = copy / "core" / "money.py"
-    path.write_text(path.read_text() + "\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-                    "    from confirmatory.engine.run import Run\n")
+    path.write_text(
+        path.read_text() + "\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+        "    from confirmatory.engine.run import Run\n"
+    )
     assert new_in(copy, order_problems) == set()
 
 
@@ -287,10 +391,32 @@ def test_verify_reaching_the_sampler_through_another_module_is_found(copy):
 @pytest.mark.parametrize("target", ["confirmatory.anchors.witness", "confirmatory.engine.run"])
 def test_verify_importing_the_pusher_or_the_runner_is_found(copy, target):
     plant(copy, "verify/report.py", f"import {target}")
-    assert any(p.startswith("confirmatory.verify.report -> " + target)
-               for p in new_in(copy, lambda pkg: reached(import_graph(pkg), "confirmatory.verify", VERIFY_NEVER)))
+    assert any(
+        p.startswith("confirmatory.verify.report -> " + target)
+        for p in new_in(copy, lambda pkg: reached(import_graph(pkg), "confirmatory.verify", VERIFY_NEVER))
+    )
     # ... and the layer order says so too
     assert {p.split(":")[0] for p in new_in(copy, order_problems)} == {f"confirmatory.verify.report imports {target}"}
+
+
+@pytest.mark.parametrize(
+    ("line", "name"),
+    [
+        ("from confirmatory.engine.run import Run", "confirmatory.engine.run"),
+        ("import confirmatory.records.chain", "confirmatory.records.chain"),
+        ("from filelock import FileLock", "filelock"),
+    ],
+)
+def test_a_command_line_module_importing_below_the_front_door_is_found(copy, line, name):
+    plant(copy, "cli/main.py", line)
+    found = new_in(copy, cli_imports)
+    assert len(found) == 1 and f"imports {name}:" in found.pop()
+
+
+def test_an_import_from_the_front_door_in_the_command_line_is_no_fault(copy):
+    plant(copy, "cli/main.py", "from confirmatory import run_command")
+    plant(copy, "cli/progress.py", "from . import exits")
+    assert new_in(copy, cli_imports) == set()
 
 
 def test_a_planted_module_over_600_lines_is_found(copy):
@@ -307,4 +433,6 @@ def test_a_module_added_at_the_top_of_the_package_is_found(copy):
 def test_a_layer_the_page_does_not_name_is_found(copy):
     (copy / "extras").mkdir()
     (copy / "extras" / "__init__.py").write_text("from confirmatory.core import money\n")
-    assert new_in(copy, order_problems) == {"confirmatory.extras: layer 'extras' is not in docs/ARCHITECTURE.md's table"}
+    assert new_in(copy, order_problems) == {
+        "confirmatory.extras: layer 'extras' is not in docs/ARCHITECTURE.md's table"
+    }

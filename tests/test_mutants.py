@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import concurrent.futures
+import json
 import os
 import queue
 import shutil
@@ -27,56 +29,104 @@ def _copy_project(dest: Path) -> Path:
 FAST_START = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:xdist")
 
 
-def _run_mutant(project: Path, mutant) -> subprocess.CompletedProcess:
-    """The mutant's test on ``project`` with the fault planted (then taken out again)."""
-    target = project / mutant.path
+MUTANT_TIMEOUT_S = 300
+CONTROL_TEST = "tests/test_mutants.py::test_every_mutant_still_matches_the_code"
+
+
+class _Server:
+    """One fork server (tests/mutant_server.py) and the project copy it runs in."""
+
+    def __init__(self, project: Path) -> None:
+        self.project = project
+        self.proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "tests" / "mutant_server.py")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1", CONFIRMATORY_MUTANT_RUN="1"),
+        )
+
+    def run(self, args: list[str], out: Path, timeout: float) -> int:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        request = {"project": str(self.project), "args": args, "out": str(out), "timeout": timeout}
+        self.proc.stdin.write(json.dumps(request) + "\n")
+        self.proc.stdin.flush()
+        reply = self.proc.stdout.readline()
+        if not reply:
+            raise RuntimeError(f"the mutant server ended (rc {self.proc.wait()})")
+        return int(json.loads(reply)["rc"])
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+
+
+def _run_mutant(server: _Server, mutant) -> subprocess.CompletedProcess:
+    """The mutant's test on the server's project with the fault planted (then taken out again)."""
+    target = server.project / mutant.path
     original = target.read_text()
     target.write_text(original.replace(mutant.old, mutant.new, 1))
+    # Without hypothesis's pytest plugin: a test using hypothesis imports it
+    # anyway. Every named test passes without the fault and without the
+    # plugin (test_every_named_test_that_uses_hypothesis_passes_...).
+    args = ["-q", "-x", *FAST_START, mutant.test]
+    out = server.project.parent / "out.txt"
     try:
-        env = dict(os.environ, PYTHONPATH=str(project), PYTHONDONTWRITEBYTECODE="1")
-        args = [sys.executable, "-m", "pytest", "-q", "-x", *FAST_START, mutant.test]
-        try:
-            return subprocess.run(
-                # Without hypothesis's pytest plugin: it imports hypothesis at
-                # start-up (0.9 s of a 2 s run), and a test using hypothesis
-                # imports it anyway. Every named test passes without the fault
-                # and without the plugin (test_every_named_test_passes_...).
-                args, cwd=project, env=env, capture_output=True, text=True, timeout=300,
-            )
-        except subprocess.TimeoutExpired as exc:
-            # One mutant's run that never ends (a fault that leaves a thread
-            # running keeps its process up) is that mutant's outcome, not every
-            # mutant's: caught (1) if its test had already failed, else -9.
-            out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-            failed = "FAILURES" in out or out.lstrip().startswith("F")
-            return subprocess.CompletedProcess(args, 1 if failed else -9, out + "\n[timed out after 300 s]", "")
+        rc = server.run(args, out, MUTANT_TIMEOUT_S)
     finally:
         target.write_text(original)
+    text = out.read_text(errors="replace") if out.exists() else ""
+    if rc == -9:
+        # One mutant's run that never ends (a fault that leaves a thread
+        # running keeps its process up) is that mutant's outcome, not every
+        # mutant's: caught (1) if its test had already failed, else -9.
+        failed = "FAILURES" in text or text.lstrip().startswith("F")
+        return subprocess.CompletedProcess(
+            args, 1 if failed else -9, text + f"\n[timed out after {MUTANT_TIMEOUT_S} s]", ""
+        )
+    return subprocess.CompletedProcess(args, rc, text, "")
 
 
 @pytest.fixture(scope="module")
 def mutant_outcomes(request, tmp_path_factory):
     """Every selected mutant's run, three at a time on two cores (each in a
-    project copy of its own worker): the suite's slowest part. Each run is
-    a separate process that waits on its own children part of the time (two
-    at a time kept the cores 77 % busy, three 92 %)."""
-    selected = [item.callspec.params["mutant"] for item in request.session.items
-                if getattr(item, "originalname", None) == "test_the_named_test_catches_the_planted_fault"]
+    project copy of its own, run by a fork server that has the third-party
+    libraries imported already): the suite's slowest part. Each run waits
+    on its own children part of the time (two at a time kept the cores 77 %
+    busy, three 92 %)."""
+    selected = [
+        item.callspec.params["mutant"]
+        for item in request.session.items
+        if getattr(item, "originalname", None) == "test_the_named_test_catches_the_planted_fault"
+    ]
+    if not selected:
+        return {}
     workers = max(1, min(3, (os.cpu_count() or 1) + 1, len(selected)))
-    copies = queue.Queue()
-    for k in range(workers):
-        copies.put(_copy_project(tmp_path_factory.mktemp(f"mutant{k}") / "project"))
+    servers: queue.Queue[_Server] = queue.Queue()
+    started = [_Server(_copy_project(tmp_path_factory.mktemp(f"mutant{k}") / "project")) for k in range(workers)]
+    for server in started:
+        # a control: a passing test with no fault planted passes on every
+        # server (a runner that called every run failed would catch all)
+        out = server.project.parent / "control.txt"
+        rc = server.run(["-q", *FAST_START, CONTROL_TEST], out, MUTANT_TIMEOUT_S)
+        assert rc == 0, f"{CONTROL_TEST} failed with no fault planted (rc {rc}):\n{out.read_text()[-3000:]}"
+        servers.put(server)
 
     def run(mutant):
-        project = copies.get()
+        server = servers.get()
         try:
-            return _run_mutant(project, mutant)
+            return _run_mutant(server, mutant)
         finally:
-            copies.put(project)
+            servers.put(server)
 
-    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = {m.name: pool.submit(run, m) for m in selected}
-    return {name: f.result() for name, f in futures.items()}
+    try:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+            futures = {m.name: pool.submit(run, m) for m in selected}
+        return {name: f.result() for name, f in futures.items()}
+    finally:
+        for server in started:
+            server.close()
 
 
 def test_every_mutant_still_matches_the_code():
@@ -103,14 +153,31 @@ def test_docs_mutants_lists_every_mutant_with_its_test():
         assert f"| {m.name} | `{m.path}` |" in text and f"`{test}`" in text, m.name
 
 
+def _uses_given(test: str) -> bool:
+    """Whether the named test (its function, by name) uses hypothesis's ``given``."""
+    path, _, name = test.partition("::")
+    name = name.split("[")[0]
+    for node in ast.walk(ast.parse((ROOT / path).read_text())):
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            return any(isinstance(n, ast.Name | ast.Attribute) and "given" in ast.unparse(n) for n in ast.walk(node))
+    raise LookupError(f"{test}: no such function in {path}")
+
+
 @pytest.mark.slow
 def test_every_named_test_that_uses_hypothesis_passes_without_its_plugin():
-    """The mutants run without hypothesis's pytest plugin (FAST_START). A
-    named test that needed it would fail for want of it, not of the fault,
-    and its mutant would count as caught: each such test (of a file that
-    imports hypothesis) must pass so, with no fault planted."""
-    tests = sorted({m.test for m in MUTANTS if "hypothesis" in (ROOT / m.test.partition("::")[0]).read_text()})
+    """The mutants run without hypothesis's pytest plugin (FAST_START) and
+    with the no-shrink profile (tests/conftest.py). A named test that needed
+    the plugin would fail for want of it, not of the fault, and its mutant
+    would count as caught: each named test that uses ``given`` (the part of
+    hypothesis the plugin serves) must pass so, with no fault planted."""
+    tests = sorted({m.test for m in MUTANTS if _uses_given(m.test)})
     assert tests, "no named test uses hypothesis: FAST_START and this check can go"
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", *FAST_START, *tests], cwd=ROOT,
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", *FAST_START, *tests],
+        cwd=ROOT,
+        env=dict(os.environ, CONFIRMATORY_MUTANT_RUN="1"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout[-3000:]

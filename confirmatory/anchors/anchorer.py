@@ -27,8 +27,12 @@ thread is a daemon; each keeps its first exception in ``failure`` for the Run
 to read.
 
 Each push runs the command through ``confirmatory.anchors.command``;
-``confirmatory push-anchor`` (``confirmatory.cli.push_anchor``) runs it
+``confirmatory push-anchor`` (``confirmatory.anchors.push``) runs it
 again after the run.
+
+With ``evidence`` (an ``anchors.evidence.Attester``), the push worker signs,
+stamps and has witnesses cosign each anchor it takes before its push; an
+anchor a later one overtook gets its signed checkpoint only.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from filelock import FileLock, Timeout
 
@@ -55,6 +59,9 @@ from confirmatory.records.reader import check_chain, prefix_tree
 from confirmatory.records.writer import ChainWriter
 from confirmatory.runtime import children
 from confirmatory.runtime.clock import Clock
+
+if TYPE_CHECKING:
+    from confirmatory.anchors.evidence import Attester
 
 _UNANCHORED = frozenset({"anchors.jsonl", "anchor-pushes.jsonl"})
 # A push during the run gets max(this, interval_s / 2) seconds (the design has
@@ -84,16 +91,18 @@ def end_time(push_timeout: float) -> str:
 
 class EndWait(NamedTuple):
     """What ``finish`` waits on, for the progress display."""
+
     anchor_seq: int  # the anchor whose push is under way (or about to start)
     final_seq: int
-    left_s: float    # at most this long more
+    left_s: float  # at most this long more
 
 
 class PushFailure(NamedTuple):
     """A failed push, for the progress display: unpacks as (anchor_seq, rc, tail)."""
+
     anchor_seq: int
     rc: int | None  # None: not run; negative: killed by that signal (timeout)
-    tail: str       # one line: what went wrong (anchors.git.problem_line of the output)
+    tail: str  # one line: what went wrong (anchors.git.problem_line of the output)
 
 
 class Anchorer:
@@ -109,10 +118,22 @@ class Anchorer:
     (default max(60 s, interval_s / 2)).
     """
 
-    def __init__(self, run_dir: Path, clock: Clock, *, logs: Mapping[str, ChainWriter],
-                 external_logs: Sequence[str] | Mapping[str, str], manifests: Sequence[str],
-                 anchors: ChainWriter, pushes: ChainWriter, interval_s: float,
-                 command: Sequence[str] | None, cwd: Path, push_timeout_s: float | None = None) -> None:
+    def __init__(
+        self,
+        run_dir: Path,
+        clock: Clock,
+        *,
+        logs: Mapping[str, ChainWriter],
+        external_logs: Sequence[str] | Mapping[str, str],
+        manifests: Sequence[str],
+        anchors: ChainWriter,
+        pushes: ChainWriter,
+        interval_s: float,
+        command: Sequence[str] | None,
+        cwd: Path,
+        push_timeout_s: float | None = None,
+        evidence: Attester | None = None,
+    ) -> None:
         named = set(logs) | set(external_logs)
         if named & _UNANCHORED:
             raise ValueError(f"{sorted(named & _UNANCHORED)} cannot be anchored (module docstring)")
@@ -126,12 +147,16 @@ class Anchorer:
         self._clock = clock
         self._logs = dict(logs)
         self._external: dict[str, str | None] = (
-            dict(external_logs) if isinstance(external_logs, Mapping) else dict.fromkeys(external_logs))
+            dict(external_logs) if isinstance(external_logs, Mapping) else dict.fromkeys(external_logs)
+        )
         self._manifests = tuple(manifests)
         self._anchors = anchors
         self._pushes = pushes
         self._interval_s = float(interval_s)
         self._command = tuple(command) if command else None
+        if evidence is not None and self._command is None:
+            raise ValueError("evidence is attested by the push worker: it needs a command")
+        self._evidence = evidence
         self._cwd = Path(cwd)
         self.failure: BaseException | None = None
 
@@ -142,19 +167,19 @@ class Anchorer:
 
         # Push worker state, all under _push_cv.
         self._push_cv = threading.Condition()
-        self._pending: int | None = None   # newest anchor not yet handed to a push
-        self._done_seq = -1                # anchor covered by the last finished push
+        self._pending: int | None = None  # newest anchor not yet handed to a push
+        self._done_seq = -1  # anchor covered by the last finished push
         self._done_rc: int | None = None
         self._proc: subprocess.Popen[bytes] | None = None
-        self._closing = False              # finish(): the worker exits once idle
-        self._give_up = False              # finish() timed out: start nothing more
-        self._give_up_why = ""             # why, as a push's output says it: "[killed by the runner: ...]"
+        self._closing = False  # finish(): the worker exits once idle
+        self._give_up = False  # finish() timed out: start nothing more
+        self._give_up_why = ""  # why, as a push's output says it: "[killed by the runner: ...]"
         self._worker: threading.Thread | None = None
         self._finished = False
         self._final_rc: int | None = None
         self._pushing_seq: int | None = None  # the anchor whose push runs now
-        self._end_killing = False          # the run's end killed the push under way (_give_up_why)
-        self._end_timeout: float | None = None   # finish()'s push_timeout, once it waits
+        self._end_killing = False  # the run's end killed the push under way (_give_up_why)
+        self._end_timeout: float | None = None  # finish()'s push_timeout, once it waits
         self._end_deadline: float | None = None  # monotonic; None once it no longer waits
         self._last_push: tuple[int, int | None, str | None] | None = None  # (seq, rc, how) last logged
         # rc, output, how, spent on (the last push's _last_push, when the final push was not run)
@@ -167,7 +192,7 @@ class Anchorer:
 
     def anchor(self, final: bool = False, extra: Mapping[str, object] | None = None) -> int:
         """Append an anchor line (with ``extra``'s fields) and hand it to the push worker; returns its seq."""
-        with self._anchor_lock, (self._external_locks() if final else contextlib.nullcontext()):
+        with self._anchor_lock, self._external_locks() if final else contextlib.nullcontext():
             if self._final_seq is not None:
                 raise RuntimeError("the final anchor is written; no anchor may follow it")
             logs = {}
@@ -189,8 +214,16 @@ class Anchorer:
             manifests = {rel: sha256_hex((self._run_dir / rel).read_bytes()) for rel in self._manifests}
             seq = self._anchors.snapshot()[0]  # we are its only appender, under our lock
             # t after the snapshots: every counted line existed by t.
-            self._anchors.append({"event": "anchor", "t": self._clock.now(), "final": final,
-                                  "logs": logs, "manifests": manifests, **(extra or {})})
+            self._anchors.append(
+                {
+                    "event": "anchor",
+                    "t": self._clock.now(),
+                    "final": final,
+                    "logs": logs,
+                    "manifests": manifests,
+                    **(extra or {}),
+                }
+            )
             if final:
                 self._final_seq = seq
         self._request_push(seq)
@@ -242,8 +275,9 @@ class Anchorer:
         except BaseException as exc:  # noqa: BLE001 - kept for the Run, not lost with the thread
             self.failure = self.failure or exc
 
-    def finish(self, push_timeout: float = FINAL_PUSH_TIMEOUT_S, final: bool = True,
-               extra: Mapping[str, object] | None = None) -> int | None:
+    def finish(
+        self, push_timeout: float = FINAL_PUSH_TIMEOUT_S, final: bool = True, extra: Mapping[str, object] | None = None
+    ) -> int | None:
         """Stop the anchor thread, write the final anchor, wait up to
         ``push_timeout`` s for its push; its return code (None: no command).
 
@@ -269,8 +303,9 @@ class Anchorer:
         with self._push_cv:
             self._end_timeout = float(push_timeout)
             self._end_deadline = time.monotonic() + push_timeout
-            pushed = self._push_cv.wait_for(lambda: self._done_seq >= final or self._worker_gone(),
-                                            timeout=push_timeout)
+            pushed = self._push_cv.wait_for(
+                lambda: self._done_seq >= final or self._worker_gone(), timeout=push_timeout
+            )
             self._closing = True
             self._end_deadline = None
             if not pushed:
@@ -345,8 +380,10 @@ class Anchorer:
         if how == _END:
             return f"{what} was killed by the runner (rc {rc}): {ended} ran out"
         if how == children.OUTPUT:
-            return (f"{what} was killed by the runner (rc {rc}) for writing more than "
-                    f"{MAX_PUSH_OUTPUT_BYTES:,} bytes of output")
+            return (
+                f"{what} was killed by the runner (rc {rc}) for writing more than "
+                f"{MAX_PUSH_OUTPUT_BYTES:,} bytes of output"
+            )
         return f"{what} returned {rc}: {problem_line(output)}"
 
     def _abandon_pushes(self) -> None:
@@ -400,12 +437,19 @@ class Anchorer:
                         output = f"not run: {end_time(self._end_timeout)} was spent on anchor {spent[0]}'s push"
                     else:
                         output = f"not run: {end_time(self._end_timeout)} ran out before it could start"
+                    if self._evidence is not None:  # every anchor has its checkpoint, stamped or not
+                        self._evidence.attest(seq, evidence=False)
                 else:
+                    if self._evidence is not None:
+                        # Signed, stamped and cosigned before its push: on this
+                        # worker, never on a lane's path (anchors.evidence).
+                        self._evidence.attest(seq, final=seq == self._final_seq)
                     assert self._command is not None
                     # The final anchor's push is bounded by finish()'s push_timeout.
                     timeout = None if seq == self._final_seq else self.push_timeout_s
-                    rc, output, stopped = _run_command(self._command, self._anchors.path.resolve(),
-                                                         self._cwd, self._started, timeout)
+                    rc, output, stopped = _run_command(
+                        self._command, self._anchors.path.resolve(), self._cwd, self._started, timeout
+                    )
                     with self._push_cv:
                         self._proc = None
                         killed, self._end_killing = self._end_killing, False
@@ -443,8 +487,7 @@ class Anchorer:
         elif stopped == _END:
             problem = f"killed: {self._give_up_why}; its output: {problem}"
         elif stopped == children.OUTPUT:
-            problem = (f"killed for writing more than {MAX_PUSH_OUTPUT_BYTES:,} bytes of output; "
-                       f"its output: {problem}")
+            problem = f"killed for writing more than {MAX_PUSH_OUTPUT_BYTES:,} bytes of output; its output: {problem}"
         self._failures.append(PushFailure(seq, rc, problem))
 
     # --- what the progress display reads (thread-safe) ------------------------

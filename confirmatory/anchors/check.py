@@ -34,8 +34,8 @@ from confirmatory.anchors.git import (
 _PUBLISHED = re.compile(rf"^anchors/({_SLUG.pattern})\.jsonl: \d+ lines ")
 
 
-
 CANNOT_CHECK = "cannot check: "  # a witness problem that is this machine's, not the run's
+
 
 def run_id_from_pushes(run_dir: Path) -> str | None:
     """The id the run's anchors were last filed under: a push line's
@@ -85,8 +85,7 @@ def _lines(data: bytes) -> list[bytes]:
     return data.split(b"\n")[:-1] if data else []
 
 
-def check_witness(clone: Path, run_dir: Path, run_id: str | None = None,
-                  held: list[bytes] | None = None) -> list[str]:
+def check_witness(clone: Path, run_dir: Path, run_id: str | None = None, held: list[bytes] | None = None) -> list[str]:
     """Problems, one line each; empty when the witness holds every anchor unchanged.
 
     Fetches origin first. Every committed version of ``anchors/<run_id>.jsonl``
@@ -100,9 +99,12 @@ def check_witness(clone: Path, run_dir: Path, run_id: str | None = None,
         gitdir, branch = _open_clone(clone)
     except WitnessError as exc:
         return [str(exc)]
-    candidates = (("the caller", run_id), ("anchor-pushes.jsonl", run_id_from_pushes(run_dir)),
-                  ("the anchor command's --run-id", _run_id_from_manifest(run_dir)),
-                  ("the run directory's name", run_dir.resolve().name))
+    candidates = (
+        ("the caller", run_id),
+        ("anchor-pushes.jsonl", run_id_from_pushes(run_dir)),
+        ("the anchor command's --run-id", _run_id_from_manifest(run_dir)),
+        ("the run directory's name", run_dir.resolve().name),
+    )
     source, chosen = next((where, value) for where, value in candidates if value)
     try:
         run_id = _check_run_id(chosen)
@@ -137,35 +139,49 @@ def check_witness(clone: Path, run_dir: Path, run_id: str | None = None,
     # A clone already at origin's tip needs no fetch, and so no write: a
     # reviewer's clone on a read-only copy or mount is checked as it is.
     current = before is not None and not unshallow and remote_tip() == before
-    fetch = subprocess.CompletedProcess([], 0) if current else _git(
-        clone, "fetch", "--quiet", *unshallow, "origin", f"+refs/heads/{branch}:{tracking}", check=False)
+    fetch = (
+        subprocess.CompletedProcess([], 0)
+        if current
+        else _git(clone, "fetch", "--quiet", *unshallow, "origin", f"+refs/heads/{branch}:{tracking}", check=False)
+    )
     if fetch.returncode != 0:
         # what could not be checked here (a full disk, a remote out of reach)
         # is said as such, never as a violation of the run's records
         if tip() is None:
-            return problems + [f"{CANNOT_CHECK}could not fetch the witness ({problem_line(fetch.stderr)}), and "
-                               "the clone holds no earlier fetch of it"]
-        problems.append(f"{CANNOT_CHECK}could not fetch the witness ({problem_line(fetch.stderr)}); "
-                        "checked the last fetched state")
+            return problems + [
+                f"{CANNOT_CHECK}could not fetch the witness ({problem_line(fetch.stderr)}), and "
+                "the clone holds no earlier fetch of it"
+            ]
+        problems.append(
+            f"{CANNOT_CHECK}could not fetch the witness ({problem_line(fetch.stderr)}); checked the last fetched state"
+        )
     if shallow():
-        problems.append(f"the witness clone is shallow (cloned with --depth) and its whole history could not "
-                        f"be fetched: the versions of {rel} before its shallow history were not checked")
+        problems.append(
+            f"the witness clone is shallow (cloned with --depth) and its whole history could not "
+            f"be fetched: the versions of {rel} before its shallow history were not checked"
+        )
     after = tip()
     if after is None:
         return problems + [f"the witness has no branch {branch}"]
     tips = [after]
-    if before and before != after and \
-            _git(clone, "merge-base", "--is-ancestor", before, after, check=False).returncode != 0:
-        problems.append(f"the witness's {branch} was rewritten: {before[:12]} is no longer in its "
-                        f"history (now {after[:12]})")
+    if (
+        before
+        and before != after
+        and _git(clone, "merge-base", "--is-ancestor", before, after, check=False).returncode != 0
+    ):
+        problems.append(
+            f"the witness's {branch} was rewritten: {before[:12]} is no longer in its history (now {after[:12]})"
+        )
         tips.append(before)
 
     log = _git(clone, "log", "--full-history", "--reverse", "--format=%H %ct", *tips, "--", rel).stdout
     versions = [ln.split() for ln in log.splitlines() if ln.strip()]
     if not versions:
-        return problems + [f"the witness holds no {rel} (the run id {run_id!r} comes from "
-                           f"{source}; if the witness files this run under another id, that id's "
-                           "file is the one to check)"]
+        return problems + [
+            f"the witness holds no {rel} (the run id {run_id!r} comes from "
+            f"{source}; if the witness files this run under another id, that id's "
+            "file is the one to check)"
+        ]
     longest = 0
     for sha, ct in versions:
         where = f"witness commit {sha[:12]} ({_dt.datetime.fromtimestamp(int(ct), _dt.UTC):%Y-%m-%d %H:%M:%SZ})"
@@ -184,8 +200,10 @@ def check_witness(clone: Path, run_dir: Path, run_id: str | None = None,
     if held is not None:
         held.extend(newest_lines)
     if len(newest_lines) < len(run_lines):
-        problems.append(f"the witness holds {len(newest_lines)} of the run's {len(run_lines)} anchor lines; "
-                        f"anchors.jsonl line {len(newest_lines) + 1} onward was never pushed")
+        problems.append(
+            f"the witness holds {len(newest_lines)} of the run's {len(run_lines)} anchor lines; "
+            f"anchors.jsonl line {len(newest_lines) + 1} onward was never pushed"
+        )
     return problems
 
 
@@ -194,8 +212,9 @@ def _compare(where: str, rel: str, content: bytes, run_lines: list[bytes]) -> li
         return [f"{where}: {rel} ends with a partial line"]
     for i, line in enumerate(_lines(content)):
         if i >= len(run_lines):
-            return [f"{where}: {rel} line {i + 1} is missing from the run's anchors.jsonl "
-                    f"(it has {len(run_lines)} lines)"]
+            return [
+                f"{where}: {rel} line {i + 1} is missing from the run's anchors.jsonl (it has {len(run_lines)} lines)"
+            ]
         if line != run_lines[i]:
             return [f"{where}: {rel} line {i + 1} differs from the run's anchors.jsonl"]
     return []

@@ -27,9 +27,13 @@ OUTPUT_TAIL_CHARS = 2000
 MAX_PUSH_OUTPUT_BYTES = 8 << 20
 
 
-def run_anchor_command(command: Sequence[str], anchors_file: Path, cwd: Path,
-                       on_start: Callable[[subprocess.Popen[bytes]], None] | None = None,
-                       timeout: float | None = None) -> tuple[int, str]:
+def run_anchor_command(
+    command: Sequence[str],
+    anchors_file: Path,
+    cwd: Path,
+    on_start: Callable[[subprocess.Popen[bytes]], None] | None = None,
+    timeout: float | None = None,
+) -> tuple[int, str]:
     """Run ``command + [anchors_file]``; (return code, redacted output tail).
 
     stdout and stderr go to one temporary file, not a pipe: a chatty command
@@ -43,9 +47,13 @@ def run_anchor_command(command: Sequence[str], anchors_file: Path, cwd: Path,
     return rc, text
 
 
-def _run_command(command: Sequence[str], anchors_file: Path, cwd: Path,
-                 on_start: Callable[[subprocess.Popen[bytes]], None] | None,
-                 timeout: float | None) -> tuple[int, str, str | None]:
+def _run_command(
+    command: Sequence[str],
+    anchors_file: Path,
+    cwd: Path,
+    on_start: Callable[[subprocess.Popen[bytes]], None] | None,
+    timeout: float | None,
+) -> tuple[int, str, str | None]:
     """``run_anchor_command`` and why the runner killed the command (None: it
     was not; else children.TIMEOUT or children.OUTPUT)."""
     try:
@@ -54,8 +62,11 @@ def _run_command(command: Sequence[str], anchors_file: Path, cwd: Path,
         # A temporary directory that cannot make a file (removed by a tmp
         # cleaner, read-only, out of space or inodes) is a failed push, not
         # a dead push worker: the run goes on and the next anchor retries.
-        return 127, redact(f"could not start the anchor command {list(command)!r}: "
-                           f"no temporary file for its output: {exc}"), None
+        return (
+            127,
+            redact(f"could not start the anchor command {list(command)!r}: no temporary file for its output: {exc}"),
+            None,
+        )
     with out:
         try:
             proc = children.start([*command, str(anchors_file)], cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
@@ -72,8 +83,9 @@ def _run_command(command: Sequence[str], anchors_file: Path, cwd: Path,
     if stopped == children.TIMEOUT:
         note = f"\n[killed by the runner: the push ran longer than its timeout of {timeout:g} s]"
     elif stopped == children.OUTPUT:
-        note = (f"\n[killed by the runner: the push wrote more than its bound of "
-                f"{MAX_PUSH_OUTPUT_BYTES:,} bytes of output]")
+        note = (
+            f"\n[killed by the runner: the push wrote more than its bound of {MAX_PUSH_OUTPUT_BYTES:,} bytes of output]"
+        )
     else:
         return rc, text[-OUTPUT_TAIL_CHARS:], None
     return rc, (text + note)[-OUTPUT_TAIL_CHARS:], stopped

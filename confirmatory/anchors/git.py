@@ -27,8 +27,14 @@ _SLUG = re.compile(r"[A-Za-z0-9._-]+")
 _PROBLEM = re.compile(r"(?i)^(?:fatal|error)\s*:\s*")
 PROBLEM_CHARS = 300  # problem_line's bound: it goes into one-line messages
 # Git variables that would point our commands at some other repository.
-_GIT_REDIRECTS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
-                  "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE")
+_GIT_REDIRECTS = (
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_NAMESPACE",
+)
 
 
 class WitnessError(Exception):
@@ -49,18 +55,28 @@ def _git_env() -> dict[str, str]:
 
 def _git(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     name, email = DEFAULT_AUTHOR
-    cmd = ["git", "-c", f"user.name={name}", "-c", f"user.email={email}",
-           "-c", "commit.gpgsign=false", "-C", str(repo), *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=_git_env(),
-                          stdin=subprocess.DEVNULL)
+    cmd = [
+        "git",
+        "-c",
+        f"user.name={name}",
+        "-c",
+        f"user.email={email}",
+        "-c",
+        "commit.gpgsign=false",
+        "-C",
+        str(repo),
+        *args,
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=_git_env(), stdin=subprocess.DEVNULL)
     if check and proc.returncode != 0:
         raise WitnessError(f"git {args[0]} failed in {repo}: {problem_line(proc.stderr or proc.stdout)}")
     return proc
 
 
 def _git_bytes(repo: Path, *args: str) -> bytes | None:
-    proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True,
-                          env=_git_env(), stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, env=_git_env(), stdin=subprocess.DEVNULL
+    )
     return proc.stdout if proc.returncode == 0 else None
 
 
@@ -105,8 +121,10 @@ def _open_clone(clone: Path) -> tuple[Path, str]:
             # A rebase stopped half way: the catch-up's (_catch_up) killed
             # mid-way, or one by hand. Every push fails until it is undone.
             # (the way out first: a push's output keeps a message's start)
-            raise WitnessError(f"witness clone {clone} is mid-rebase: run `git -C {clone} rebase --abort`, "
-                               "then push again (a rebase that was cut short: killed, or left half done)")
+            raise WitnessError(
+                f"witness clone {clone} is mid-rebase: run `git -C {clone} rebase --abort`, "
+                "then push again (a rebase that was cut short: killed, or left half done)"
+            )
         raise WitnessError(f"witness clone {clone} has a detached HEAD; check out the witness branch")
     return gitdir, head.stdout.strip()
 

@@ -61,6 +61,7 @@ STALE_GIT_LOCK_S = 120.0
 @dataclass(frozen=True, slots=True)
 class Published:
     """What ``publish`` did: ``committed`` is False when the file was already there."""
+
     path: str
     lines: int
     committed: bool
@@ -74,6 +75,7 @@ def default_run_id(anchors_file: Path) -> str:
 
 
 # --- publish ------------------------------------------------------------------
+
 
 def publish(clone: Path, anchors_file: Path, run_id: str | None = None) -> Published:
     """Commit the complete lines of ``anchors_file`` to ``anchors/<run_id>.jsonl``
@@ -100,8 +102,11 @@ def publish(clone: Path, anchors_file: Path, run_id: str | None = None) -> Publi
             _catch_up(clone, branch, rel, data)
             outcome = _push(clone, branch)
         if outcome != "ok":
-            raise WitnessError(outcome if outcome != "behind" else
-                               f"push of {branch} to origin was rejected twice as non-fast-forward; try again")
+            raise WitnessError(
+                outcome
+                if outcome != "behind"
+                else f"push of {branch} to origin was rejected twice as non-fast-forward; try again"
+            )
     commit = _git(clone, "rev-parse", "HEAD").stdout.strip()
     return Published(rel, data.count(b"\n"), committed, branch, commit)
 
@@ -119,13 +124,16 @@ def _clear_stale_git_locks(gitdir: Path, branch: str) -> None:
             path.unlink()
         except OSError:
             continue  # none there (the usual case), or not ours to remove: git says so below
-        print(f"confirmatory_anchor: note: removed git's lock file {path} ({age:.0f} s old, "
-              "left by a git that was killed)", file=sys.stderr)
+        print(
+            f"confirmatory_anchor: note: removed git's lock file {path} ({age:.0f} s old, "
+            "left by a git that was killed)",
+            file=sys.stderr,
+        )
 
 
 def _message(rel: str, data: bytes) -> str:
     n = data.count(b"\n")
-    last = data[: -1].rsplit(b"\n", 1)[-1]
+    last = data[:-1].rsplit(b"\n", 1)[-1]
     try:
         t = float(json.loads(last)["t"])
         when = _dt.datetime.fromtimestamp(t, _dt.UTC).isoformat(timespec="seconds")
@@ -140,8 +148,9 @@ def _commit(clone: Path, rel: str, data: bytes, message: str) -> bool:
     if not data.startswith(head):
         # Most likely two runs share a directory name: refuse rather than
         # replace another run's anchors (the remote would refuse a rewrite anyway).
-        raise WitnessError(f"{rel} in the witness is not a prefix of this anchors file "
-                           "(another run with the same id?); pass --run-id")
+        raise WitnessError(
+            f"{rel} in the witness is not a prefix of this anchors file (another run with the same id?); pass --run-id"
+        )
     target = clone / rel
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(target.name + ".tmp")
@@ -155,7 +164,7 @@ def _commit(clone: Path, rel: str, data: bytes, message: str) -> bool:
 
 
 def _push(clone: Path, branch: str) -> str:
-    """"ok", "behind" (non-fast-forward: the remote has commits we lack), or an error line."""
+    """ "ok", "behind" (non-fast-forward: the remote has commits we lack), or an error line."""
     proc = _git(clone, "push", "--porcelain", "origin", f"HEAD:refs/heads/{branch}", check=False)
     if proc.returncode == 0:
         return "ok"
@@ -177,14 +186,16 @@ def _catch_up(clone: Path, branch: str, rel: str, data: bytes) -> None:
     rebase = _git(clone, "rebase", "--quiet", "FETCH_HEAD", check=False)
     if rebase.returncode != 0:
         _git(clone, "rebase", "--abort", check=False)
-        raise WitnessError(f"push rejected (non-fast-forward): the remote's {branch} changed {rel} "
-                           "itself; refusing to merge another history of this run's anchors")
+        raise WitnessError(
+            f"push rejected (non-fast-forward): the remote's {branch} changed {rel} "
+            "itself; refusing to merge another history of this run's anchors"
+        )
     if _committed(clone, "HEAD", rel) != data:
-        raise WitnessError(f"push rejected (non-fast-forward): after catching up, {rel} "
-                           "differs from this anchors file")
+        raise WitnessError(f"push rejected (non-fast-forward): after catching up, {rel} differs from this anchors file")
 
 
 # --- before a run ----------------------------------------------------------------
+
 
 def witness_args(command: Sequence[str]) -> list[str] | None:
     """The arguments ``command`` passes to this module's ``main`` (the anchors
@@ -193,9 +204,9 @@ def witness_args(command: Sequence[str]) -> list[str] | None:
     command = list(command)
     for i, arg in enumerate(command):
         if Path(arg).name == "confirmatory_anchor.py":
-            return command[i + 1:]
-        if arg == "-m" and command[i + 1:i + 2] == ["confirmatory.anchors.witness"]:
-            return command[i + 2:]
+            return command[i + 1 :]
+        if arg == "-m" and command[i + 1 : i + 2] == ["confirmatory.anchors.witness"]:
+            return command[i + 2 :]
     return None
 
 
@@ -229,18 +240,24 @@ def preflight_problems(command: Sequence[str] | None, cwd: Path, run_dir: Path) 
         with contextlib.redirect_stderr(quiet):
             parsed, _ = _parser().parse_known_args([*args, str(anchors_file)])
     except SystemExit:
-        return [f"anchors.command: confirmatory_anchor.py would refuse its arguments "
-                f"({problem_line(quiet.getvalue())}): every push would fail"]
+        return [
+            f"anchors.command: confirmatory_anchor.py would refuse its arguments "
+            f"({problem_line(quiet.getvalue())}): every push would fail"
+        ]
     problems = []
     run_id: str | None = parsed.run_id or default_run_id(anchors_file)
     if not is_slug(cast(str, run_id)):  # (a str here: the default is one)
         if parsed.run_id:
-            problems.append(f"anchors.command: --run-id {run_id!r} is not a slug ([A-Za-z0-9._-]+): "
-                            "the witness script would refuse every push")
+            problems.append(
+                f"anchors.command: --run-id {run_id!r} is not a slug ([A-Za-z0-9._-]+): "
+                "the witness script would refuse every push"
+            )
         else:
-            problems.append(f"{run_dir}: the witness files a run's anchors under its run directory's "
-                            f"name, and {run_id!r} is not a slug ([A-Za-z0-9._-]+): every push would "
-                            "fail; name the run directory with letters, digits, '.', '_' and '-' only")
+            problems.append(
+                f"{run_dir}: the witness files a run's anchors under its run directory's "
+                f"name, and {run_id!r} is not a slug ([A-Za-z0-9._-]+): every push would "
+                "fail; name the run directory with letters, digits, '.', '_' and '-' only"
+            )
         run_id = None
     # Lexically normalized: "{run_dir}/../x" names x beside a run directory
     # that does not exist yet (the OS cannot walk through it before then).
@@ -251,27 +268,33 @@ def preflight_problems(command: Sequence[str] | None, cwd: Path, run_dir: Path) 
         return problems + [f"anchors.command: {exc}: every push would fail"]
     if run_id is not None:
         rel = f"anchors/{run_id}.jsonl"
-        for rev, where in (("HEAD", f"in {clone}'s {branch}"),
-                           (f"refs/remotes/origin/{branch}", f"on origin/{branch} as {clone} last saw it")):
+        for rev, where in (
+            ("HEAD", f"in {clone}'s {branch}"),
+            (f"refs/remotes/origin/{branch}", f"on origin/{branch} as {clone} last saw it"),
+        ):
             if _git(clone, "cat-file", "-e", f"{rev}:{rel}", check=False).returncode == 0:
                 problems.append(
                     f"the witness already holds {rel} ({where}): a run with the id {run_id!r} pushed "
                     "there before (an earlier attempt in a run directory of this name?), and every "
                     "push of this run would be refused as not a prefix of it; choose another run "
-                    "directory name")
+                    "directory name"
+                )
                 break
     return problems
 
 
 # --- command line ---------------------------------------------------------------
 
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="confirmatory_anchor.py",
-        description="Commit a run's anchors.jsonl (complete lines) into a witness clone and push it.")
+        description="Commit a run's anchors.jsonl (complete lines) into a witness clone and push it.",
+    )
     parser.add_argument("--clone", required=True, type=Path, help="a clone of the witness remote")
-    parser.add_argument("--run-id", default=None,
-                        help="name of the file under anchors/ (default: the anchors file's directory name)")
+    parser.add_argument(
+        "--run-id", default=None, help="name of the file under anchors/ (default: the anchors file's directory name)"
+    )
     parser.add_argument("anchors_file", type=Path, metavar="RUN_ANCHORS_FILE")
     return parser
 
@@ -299,15 +322,20 @@ def init_local_witness(root: Path) -> Path:
     remote, work = root / "witness.git", root / "clone"
     root.mkdir(parents=True, exist_ok=True)
     if not remote.exists():
-        subprocess.run(["git", "init", "--quiet", "--bare", "-b", "main", str(remote)],
-                       check=True, env=_git_env(), capture_output=True)
+        subprocess.run(
+            ["git", "init", "--quiet", "--bare", "-b", "main", str(remote)],
+            check=True,
+            env=_git_env(),
+            capture_output=True,
+        )
     # At every call, not only at creation: a set-up cut short between the
     # init and these would otherwise leave an unprotected remote for good.
     for key in ("receive.denyNonFastForwards", "receive.denyDeletes"):
         _git(remote, "config", key, "true")
     if not (work / ".git").is_dir():
-        subprocess.run(["git", "clone", "--quiet", str(remote), str(work)],
-                       check=True, env=_git_env(), capture_output=True)
+        subprocess.run(
+            ["git", "clone", "--quiet", str(remote), str(work)], check=True, env=_git_env(), capture_output=True
+        )
     return work
 
 

@@ -3,33 +3,21 @@
 All of it on stderr (stdout stays clean), in one of three forms:
 
 * **on a terminal**, one region redrawn in place (cursor up, erase line):
-  the run's spend against the ceiling as a bar, the time left at this pace,
-  one row per model (households decided and ended of its draw, attempts,
-  reruns by the class that caused them, spend against its cap as a bar, its
-  state: running, PAUSED since when with the command that resumes it,
-  stopped with its cause, done), and the last few events that need a
-  person (a pause, a stop, the ceiling, a failed push), kept in view. From
-  the first moment it says what the run is doing ("starting: pools, first
-  anchor"). Every line fits the terminal's width, read again at every
-  redraw (a resize clears the screen and redraws), broken between words,
-  never inside one; the region is cut to the terminal's height. Plain ANSI
-  (CSI cursor-up, erase-line, erase-below): no dependency, and the region is
-  a handful of lines that a thread redraws twice a second.
+  the time left, households ended with a bar of work done and spend as a
+  figure, one row per model, the end's wait for a push while it lasts, and
+  the last events that need a person. Every line fits the terminal's width
+  (broken between phrases, then words); docs/RUN.md "Progress" says what
+  each line holds.
 * **not a terminal** (a pipe, a file, ``nohup``, CI): one plain line per
   change of state (the run started, a model paused, resumed, stopped or
   done, an event), and a one-line summary every ``interval_s`` (60 s); never
   a control code.
 * **with --quiet** (``table=False``): the events alone, one plain line each.
 
-The events, printed once each, even with --quiet: a model paused for an
-operator (with the command that resumes it), a model stopped, the ceiling
-crossed, the run stopping and what it still waits for, a signal received
-while stopping, a witness push that failed or was not run, and the witness
-push the run's end waits for. An unattended run's log says what needs a
-person, and that a run waiting at its end has not hung.
+The events (a pause, a stop, the ceiling, a failed push, the end's wait),
+printed once each, even with --quiet.
 
-Reads the Run's counters without taking its locks (a display may be a moment
-stale; it never slows a lane).
+Reads the Run's counters without its locks (a moment stale; never slows a lane).
 """
 
 from __future__ import annotations
@@ -39,18 +27,24 @@ import os
 import shlex
 import shutil
 import sys
-import textwrap
 import threading
 import time
 from collections import deque
 from typing import Any, TextIO
 
-from confirmatory.anchors import anchorer as anchors
-from confirmatory.core.money import format_usd
+from confirmatory import FINAL_PUSH_TIMEOUT_S, format_usd
+from confirmatory import fit_lines as fit
+from confirmatory.cli.households import Households
 
 EVENT_POLL_S = 0.5  # how often events are looked for, and the terminal's region redrawn
 KEPT_EVENTS = 4  # events that need a person kept in view on a terminal
 BAR_WIDTH = 16
+ETA_AFTER_S = 60.0  # the time left is shown from the first minute on, in every frame, or in none before
+
+
+def plural(n: int, word: str, words: str | None = None) -> str:
+    """``1 rerun``, ``2 reruns``."""
+    return f"{n} {word if n == 1 else (words or word + 's')}"
 
 
 def _hms(seconds: float) -> str:
@@ -64,7 +58,8 @@ def time_left(ended: int, total: int, elapsed_s: float) -> str | None:
     not a promise: reruns, pauses and a cap that stops admission change it."""
     if ended <= 0 or ended >= total or elapsed_s <= 0:
         return None
-    return f"~{_hms((total - ended) * elapsed_s / ended)} left at this pace"
+    # rounded up: while a household remains, never "~0:00:00 left"
+    return f"~{_hms(max(1, math.ceil((total - ended) * elapsed_s / ended)))} left at this pace"
 
 
 def bar(part: int, whole: int, width: int = BAR_WIDTH) -> str:
@@ -74,26 +69,13 @@ def bar(part: int, whole: int, width: int = BAR_WIDTH) -> str:
     return f"[{'#' * filled}{'.' * (width - filled)}] {frac * 100:.0f}%"
 
 
-def fit(lines: list[str], width: int) -> list[str]:
-    """Each line broken between words to at most ``width`` columns, its
-    continuation indented; a word longer than a whole line (a long path) is
-    the only thing ever cut inside."""
-    out: list[str] = []
-    width = max(20, width)
-    for line in lines:
-        if len(line) <= width:
-            out.append(line)
-            continue
-        indent = " " * min(len(line) - len(line.lstrip(" ")) + 4, width // 2)
-        out.extend(textwrap.wrap(line, width=width, subsequent_indent=indent, break_long_words=True,
-                                 break_on_hyphens=False, replace_whitespace=True) or [""])
-    return out
-
-
 def _failed_logs(m: Any) -> list[str]:
     """The model's logs whose writer failed (nothing more is acknowledged on them)."""
-    return [f"models/{m.name}/{name}" for name, log in (("run.jsonl", m.run_log), ("admission.jsonl", m.admission_log))
-            if getattr(log, "failed", False)]
+    return [
+        f"models/{m.name}/{name}"
+        for name, log in (("run.jsonl", m.run_log), ("admission.jsonl", m.admission_log))
+        if getattr(log, "failed", False)
+    ]
 
 
 def _is_tty(stream: TextIO) -> bool:
@@ -141,8 +123,11 @@ def model_state(run: Any, m: Any) -> str:
     # lanes that all ended on their own (the draw run through, or the cap)
     # before any stop, their lane-end lines written: done, whatever stopped
     # the run later
-    ended_alone = (len(m.lane_ends) >= m.spec.lanes and m.lane_end_lines >= m.spec.lanes
-                   and all(r in ("done", "refused") for r in m.lane_ends))
+    ended_alone = (
+        len(m.lane_ends) >= m.spec.lanes
+        and m.lane_end_lines >= m.spec.lanes
+        and all(r in ("done", "refused") for r in m.lane_ends)
+    )
     if ended_alone:
         return "done" if "refused" not in m.lane_ends else "done: its cap admits no more households"
     if m.stopped:
@@ -159,16 +144,23 @@ def model_state(run: Any, m: Any) -> str:
 
 
 def reruns_text(m: Any) -> str:
+    """``reruns 2 (provider 2)``: one phrase (a line breaks before or after it, never inside)."""
     by = dict(getattr(m, "reruns_by_class", {}) or {})
     if not m.reruns:
         return "reruns 0"
-    return f"reruns {m.reruns} ({', '.join(f'{c} {n}' for c, n in sorted(by.items()))})" if by else \
-        f"reruns {m.reruns}"
+    return f"reruns {m.reruns} ({', '.join(f'{c} {n}' for c, n in sorted(by.items()))})" if by else f"reruns {m.reruns}"
 
 
 class Progress:
-    def __init__(self, run: Any, *, interval_s: float | None = None, stream: TextIO | None = None,
-                 table: bool = True, live: bool | None = None) -> None:
+    def __init__(
+        self,
+        run: Any,
+        *,
+        interval_s: float | None = None,
+        stream: TextIO | None = None,
+        table: bool = True,
+        live: bool | None = None,
+    ) -> None:
         self.run = run
         self.stream = stream or sys.stderr
         tty = _is_tty(self.stream)
@@ -188,6 +180,12 @@ class Progress:
         self._drawn = 0  # lines of the region now on the screen
         self._size: tuple[int, int] | None = None
         self._lock = threading.Lock()
+        self._kept_keys: deque[tuple[Any, ...]] = deque(maxlen=KEPT_EVENTS)
+        self._not_kept: set[str] = set()  # said once (a pipe's log), but not a person's to do: not kept in view
+        self._key_of: dict[str, tuple[Any, ...]] = {}
+        self._counted: dict[str, Households] = {}  # a continued run's, per model
+        self._base: dict[str, int] | None = None  # households ended when the lanes started (the pace's zero)
+        self._t_started: float | None = None
 
     def start(self) -> None:
         """Before ``Run.start``: the display says the run is starting from its first moment."""
@@ -219,7 +217,7 @@ class Progress:
         terminal) or the summary line written (else, when due, and at the end)."""
         with self._lock:
             events = self.events()
-            self._kept.extend(events)
+            self._keep(events)
             if self.live:
                 self._draw(self.region())
                 return
@@ -235,11 +233,36 @@ class Progress:
     def _stamp(self) -> str:
         return f"[{_hms(time.monotonic() - self._t0)}]"
 
+    def _keep(self, events: list[str]) -> None:
+        """The events kept in view ("needs a person"); a pause whose resume
+        was accepted leaves it, and a line says the model resumed."""
+        by_name = {m.name: m for m in _models(self.run)}
+        for key in list(self._kept_keys):
+            if key[0] != "paused":
+                continue
+            m = by_name.get(key[1])
+            over = m is not None and (not m.paused or m.pause_t != key[2])
+            if over and m is not None and not (m.stopped or self.run.stopped):
+                pairs = [(k, t) for k, t in zip(self._kept_keys, self._kept) if k != key]
+                pairs.append((("resumed", key[1], key[2]), f"{self._stamp()} {key[1]}: resumed"))
+                self._kept_keys.clear()
+                self._kept.clear()
+                for k, t in pairs[-KEPT_EVENTS:]:
+                    self._kept_keys.append(k)
+                    self._kept.append(t)
+        for e in events:
+            if e not in self._not_kept:
+                self._kept_keys.append(self._key_of.get(e, ("event",)))
+                self._kept.append(e)
+
     # -- events ------------------------------------------------------------------
-    def _once(self, key: tuple[Any, ...], text: str, out: list[str]) -> None:
-        if key not in self._seen:
-            self._seen.add(key)
-            out.append(f"{self._stamp()} {text}")
+    def _once(self, key: tuple[Any, ...], text: str, out: list[str]) -> bool:
+        if key in self._seen:
+            return False
+        self._seen.add(key)
+        out.append(f"{self._stamp()} {text}")
+        self._key_of[out[-1]] = key
+        return True
 
     def events(self) -> list[str]:
         """What happened since the last call that a person must hear of, once each."""
@@ -249,9 +272,12 @@ class Progress:
         for m in _models(run):
             if m.paused and m.pause_t is not None and not (m.stopped or run.stopped):
                 failure = m.pause_detail or f"its record is under models/{m.name}/records/"
-                self._once(("paused", m.name, m.pause_t),
-                           f"{m.name}: PAUSED for an operator: {failure}; "
-                           f"when fixed: confirmatory resume {where} --model {m.name}", out)
+                self._once(
+                    ("paused", m.name, m.pause_t),
+                    f"{m.name}: PAUSED for an operator: {failure}; "
+                    f"when fixed: confirmatory resume {where} --model {m.name}",
+                    out,
+                )
             if m.stopped:
                 detail = f": {m.stop_detail}" if m.stop_detail else ""
                 self._once(("stopped", m.name), f"{m.name}: stopped ({m.stop_cause}){detail}", out)
@@ -260,26 +286,33 @@ class Progress:
         if run.stopped:
             longest = max((float(m.spec.timeout_s) for m in _models(run)), default=0.0)
             detail = run.stop_detail
-            self._once(("stopping",),
-                       f"run stopping ({run.stop_cause}{': ' + detail if detail else ''}): "
-                       "calls in flight end within their timeout "
-                       f"(at most {longest:g} s), then the final anchor is written and pushed "
-                       f"(at most {anchors.FINAL_PUSH_TIMEOUT_S:g} s)", out)
+            self._once(
+                ("stopping",),
+                f"run stopping ({run.stop_cause}{': ' + detail if detail else ''}): "
+                "calls in flight end within their timeout "
+                f"(at most {longest:g} s), then the final anchor is written and pushed "
+                f"(at most {FINAL_PUSH_TIMEOUT_S:g} s)",
+                out,
+            )
         signals = run.signals_received
         if signals > self._signals_told:
             if signals > 1:  # the first one is the stop itself
-                out.append(f"{self._stamp()} signal received again: already stopping "
-                           "(kill -9 would leave the run unclosed and unanchored)")
+                out.append(
+                    f"{self._stamp()} signal received again: already stopping "
+                    "(kill -9 would leave the run unclosed and unanchored)"
+                )
             self._signals_told = signals
         anchorer = getattr(run, "anchorer", None)
         failures = list(getattr(anchorer, "push_failures", ()) or ())
-        for seq, rc, tail in failures[self._pushes_told:]:
+        for seq, rc, tail in failures[self._pushes_told :]:
             # no anchor follows the final one: what fails from then on waits for push-anchor
-            ending = (run.stopped or getattr(run, "_finished", False)
-                      or getattr(anchorer, "final_seq", None) is not None)
-            then = ("retry after the run: confirmatory push-anchor " + shlex.quote(str(run.run_dir))
-                    if ending else "it is retried at the next anchor")
-            what = (f"was {tail}" if rc is None and tail.startswith("not run") else f"failed (rc {rc}): {tail}")
+            ending = run.stopped or getattr(run, "_finished", False) or getattr(anchorer, "final_seq", None) is not None
+            then = (
+                "retry after the run: confirmatory push-anchor " + shlex.quote(str(run.run_dir))
+                if ending
+                else "it is retried at the next anchor"
+            )
+            what = f"was {tail}" if rc is None and tail.startswith("not run") else f"failed (rc {rc}): {tail}"
             out.append(f"{self._stamp()} witness push of anchor {seq} {what}; {then}")
         self._pushes_told = len(failures)
         wait = getattr(anchorer, "end_wait", None)
@@ -289,10 +322,58 @@ class Progress:
             if wait.anchor_seq == wait.final_seq:
                 text = f"waiting for the witness push of the final anchor {wait.final_seq} ({left})"
             else:
-                text = (f"waiting for the witness push of anchor {wait.anchor_seq}, still under way ({left}; "
-                        f"the final anchor {wait.final_seq}'s push comes after it, in the same time)")
-            self._once(("end push", wait.anchor_seq), text, out)
+                text = (
+                    f"waiting for the witness push of anchor {wait.anchor_seq}, still under way ({left}; "
+                    f"the final anchor {wait.final_seq}'s push comes after it, in the same time)"
+                )
+            if self._once(("end push", wait.anchor_seq), text, out):
+                self._not_kept.add(out[-1])  # a state, shown while it lasts (region), not kept
         return out
+
+    def end_wait_text(self) -> str | None:
+        """While the run's end waits for a witness push: what it waits for, and for how long at most."""
+        wait = getattr(getattr(self.run, "anchorer", None), "end_wait", None)
+        if wait is None:
+            return None
+        left = f"at most {math.ceil(wait.left_s)} s more"
+        if wait.anchor_seq == wait.final_seq:
+            return f"waiting for the witness push of the final anchor {wait.final_seq} ({left})"
+        return f"waiting for the witness push of anchor {wait.anchor_seq}, then the final anchor's ({left})"
+
+    # -- counts ---------------------------------------------------------------------
+    def counts(self, m: Any) -> tuple[int, int]:
+        """The model's households decided and ended, each once: never above its draw
+        (a continued run's are read from its logs; else the Run's counters)."""
+        if getattr(self.run, "continuation", None) is None:
+            return m.decided, m.households_done
+        if m.name not in self._counted:
+            self._counted[m.name] = Households(self.run.run_dir / "models" / m.name)
+        return self._counted[m.name].read()
+
+    def eta(self, models: list[Any]) -> str | None:
+        """The run's time left, in every frame once the lanes are under way
+        (the head's one slot): at the pace of the households ended since then."""
+        run = self.run
+        if not started(run) or not models:
+            return None
+        ended = {m.name: self.counts(m)[1] for m in models}
+        if self._base is None:
+            self._base, self._t_started = dict(ended), time.monotonic()
+        if run.stopped or run.spend.crossed.is_set():
+            return "time left: none (the run is stopping)"
+        # the households still to run: of the models whose lanes run on (or wait for an operator)
+        going = [m for m in models if model_state(run, m).startswith(("running", "PAUSED"))]
+        remaining = sum(max(0, len(m.draw) - ended[m.name]) for m in going)
+        done = sum(ended.values())
+        if not remaining:
+            return "time left: none (every lane has ended)"
+        paused = [m.name for m in models if m.paused]
+        if paused:
+            return f"time left: not known while {', '.join(paused)} waits for an operator"
+        since = done - sum(self._base.values())
+        elapsed = time.monotonic() - (self._t_started or self._t0)
+        left = time_left(since, since + remaining, elapsed) if since > 0 else None
+        return left or "time left: not known yet (no household has ended since the start)"
 
     # -- changes of state (not a terminal) ---------------------------------------------
     def state_changes(self) -> list[str]:
@@ -307,8 +388,9 @@ class Progress:
             return out
         if not self._started_told:
             self._started_told = True
-            out.append(f"{self._stamp()} run started: {len(models)} model(s), "
-                       f"{sum(m.spec.lanes for m in models)} lane(s)")
+            out.append(
+                f"{self._stamp()} run started: {len(models)} model(s), {sum(m.spec.lanes for m in models)} lane(s)"
+            )
         for m in models:
             state = model_state(self.run, m)
             before = self._states.get(m.name)
@@ -327,22 +409,19 @@ class Progress:
         """The one line written every minute when not on a terminal."""
         run = self.run
         models = _models(run)
-        parts = [f"{self._stamp()} spend {format_usd(run.spend.total_nusd)} of ceiling "
-                 f"{format_usd(run.spend.ceiling_nusd)}"]
+        parts = [
+            f"{self._stamp()} spend {format_usd(run.spend.total_nusd)} of ceiling {format_usd(run.spend.ceiling_nusd)}"
+        ]
         for m in models:
-            parts.append(f"{m.name} {m.households_done}/{len(m.draw)} ended, {m.attempts} attempts, "
-                         f"{m.reruns} reruns, {format_usd(run.spend.model_total(m.name))} of cap "
-                         f"{format_usd(m.cap_nusd)}, {model_state(run, m)}")
-        left = self._left(models)
+            parts.append(
+                f"{m.name} {self.counts(m)[1]}/{len(m.draw)} ended, {plural(m.attempts, 'attempt')}, "
+                f"{plural(m.reruns, 'rerun')}, {format_usd(run.spend.model_total(m.name))} of cap "
+                f"{format_usd(m.cap_nusd)}, {model_state(run, m)}"
+            )
+        left = self.eta(models)
         if left:
             parts.append(left)
         return "; ".join(parts)
-
-    def _left(self, models: list[Any]) -> str | None:
-        if self.run.stopped or self.run.spend.crossed.is_set():
-            return None
-        return time_left(sum(m.households_done for m in models), sum(len(m.draw) for m in models),
-                         time.monotonic() - self._t0)
 
     # -- the table (the end of a run not on a terminal; tests) ---------------------------
     def lines(self) -> list[str]:
@@ -352,24 +431,31 @@ class Progress:
             n = len(m.draw)
             state = model_state(run, m)
             if state.startswith("PAUSED"):
-                state = (f"PAUSED, {m.waiting_resume} lane(s) waiting: "
-                         f"confirmatory resume {shlex.quote(str(run.run_dir))} --model {m.name}")
+                state = (
+                    f"PAUSED, {m.waiting_resume} lane(s) waiting: "
+                    f"confirmatory resume {shlex.quote(str(run.run_dir))} --model {m.name}"
+                )
             elif state == "running":
-                state = time_left(m.households_done, n, time.monotonic() - self._t0) or ""
+                state = time_left(self.counts(m)[1], n, time.monotonic() - self._t0) or ""
             failed = _failed_logs(m)
             if failed:
                 # decided and ended count lines on disk (modelstate); the
                 # attempts are those started, some of whose lines are not
-                state = (f"{state} | LOG WRITE FAILED: {', '.join(failed)} (decided and ended count "
-                         "the lines on disk; attempts, those started)")
+                state = (
+                    f"{state} | LOG WRITE FAILED: {', '.join(failed)} (decided and ended count "
+                    "the lines on disk; attempts, those started)"
+                )
+            decided, ended = self.counts(m)
             out.append(
-                f"  {m.name:<16} households {m.decided:>3}/{n} decided, {m.households_done:>3} ended | "
+                f"  {m.name:<16} households {decided:>3}/{n} decided, {ended:>3} ended | "
                 f"attempts {m.attempts:>4}, reruns {m.reruns:>3} | "
                 f"{format_usd(run.spend.model_total(m.name))} of cap {format_usd(m.cap_nusd)} {state}".rstrip()
             )
         waiting = " | waiting for host evidence" if getattr(run.host, "waiting", False) else ""
-        head = (f"{self._stamp()} run spend {format_usd(run.spend.total_nusd)} of ceiling "
-                f"{format_usd(run.spend.ceiling_nusd)}{waiting}")
+        head = (
+            f"{self._stamp()} run spend {format_usd(run.spend.total_nusd)} of ceiling "
+            f"{format_usd(run.spend.ceiling_nusd)}{waiting}"
+        )
         if run.spend.crossed.is_set():
             head += " | CEILING CROSSED"
         if run.stopped:
@@ -386,12 +472,11 @@ class Progress:
         models = _models(run)
         elapsed = _hms(time.monotonic() - self._t0)
         if not started(run):
-            return [f"confirmatory run {run.run_dir}  {elapsed}", starting_text(run)]
+            return [f"confirmatory run  {elapsed}  {run.run_dir}", starting_text(run)]
         spend = run.spend
-        head = f"confirmatory run {run.run_dir}  {elapsed}"
-        left = self._left(models)
-        if left:
-            head += f"  {left}"
+        # the run's directory last: a long path wraps on its own, after the time and the time left
+        left = self.eta(models)
+        head = f"confirmatory run  {elapsed}" + (f"  {left}" if left else "") + f"  {run.run_dir}"
         status = ""
         if spend.crossed.is_set():
             status = "  CEILING CROSSED"
@@ -399,21 +484,33 @@ class Progress:
             status += f"  STOPPED ({run.stop_cause})"
         if getattr(run.host, "waiting", False):
             status += "  waiting for host evidence"
-        lines = [head,
-                 f"spend {format_usd(spend.total_nusd)} of ceiling {format_usd(spend.ceiling_nusd)} "
-                 f"{bar(spend.total_nusd, spend.ceiling_nusd)}{status}"]
+        counted = {m.name: self.counts(m) for m in models}
+        draws = sum(len(m.draw) for m in models)
+        ended = sum(c[1] for c in counted.values())
+        # the bars are work done (households ended of the draw); money is a figure beside them
+        lines = [
+            head,
+            f"households {ended}/{draws} ended {bar(ended, draws)}  spend {format_usd(spend.total_nusd)} "
+            f"of ceiling {format_usd(spend.ceiling_nusd)}{status}",
+        ]
         for m in models:
             n = len(m.draw)
             state = model_state(run, m)
             if state.startswith("PAUSED"):
-                state += f", {m.waiting_resume} lane(s) waiting"
+                state += f", {plural(m.waiting_resume, 'lane')} waiting"
             failed = _failed_logs(m)
             if failed:
                 state += f"; LOG WRITE FAILED: {', '.join(failed)}"
             used = run.spend.model_total(m.name)
-            lines.append(f"  {m.name}  households {m.decided}/{n} decided, {m.households_done} ended  "
-                         f"attempts {m.attempts}  {reruns_text(m)}  {format_usd(used)} of cap "
-                         f"{format_usd(m.cap_nusd)} {bar(used, m.cap_nusd, 10)}  {state}")
+            decided, done = counted[m.name]
+            lines.append(
+                f"  {m.name}  households {decided}/{n} decided, {done} ended {bar(done, n, 10)}  "
+                f"attempts {m.attempts}  {reruns_text(m)}  {format_usd(used)} of cap "
+                f"{format_usd(m.cap_nusd)}  {state}"
+            )
+        wait = self.end_wait_text()
+        if wait:
+            lines.append(wait)
         if self._kept:
             lines.append("needs a person (latest last):")
             lines.extend(f"  {e}" for e in self._kept)

@@ -14,6 +14,7 @@ Pure: no I/O, no threads, no litellm.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from confirmatory.core.redaction import redact
@@ -76,12 +77,17 @@ def retry_after_s(exc: BaseException) -> float | None:
     ``retry-after-ms`` header (OpenAI, Azure) or ``retry-after`` given in
     seconds (a date there is not read), from the response headers litellm
     keeps on its exception (``litellm_response_headers``, else the httpx
-    ``response``), on ``exc`` or its cause. None when there is none."""
+    ``response``), on ``exc`` or its cause; failing those, the
+    ``RetryInfo.retryDelay`` of a Google error body (Gemini sends its wait
+    only there, ``"retryDelay": "1s"``), as litellm puts the body in its
+    message. None when there is none."""
     for err in (exc, exc.__cause__):
         if err is None:
             continue
-        for source in (getattr(err, "litellm_response_headers", None), getattr(getattr(err, "response", None),
-                                                                             "headers", None)):
+        for source in (
+            getattr(err, "litellm_response_headers", None),
+            getattr(getattr(err, "response", None), "headers", None),
+        ):
             get = getattr(source, "get", None)
             if get is None:
                 continue
@@ -93,12 +99,21 @@ def retry_after_s(exc: BaseException) -> float | None:
                     value = None
                 if value is not None and 0 <= value < float("inf"):  # (a NaN is neither)
                     return value
+    for err in (exc, exc.__cause__):
+        if err is None:
+            continue
+        found = _RETRY_DELAY.search(str(err))
+        if found is not None:
+            return float(found.group(1))
     return None
 
 
-def describe_exception(
-    exc: BaseException, *, escalated_after_truncation: bool = False
-) -> dict[str, Any]:
+# google.rpc.RetryInfo's retryDelay, a protobuf Duration in JSON ("1s", "0.5s"),
+# as it appears in a Gemini error body (quoted, or with escaped quotes).
+_RETRY_DELAY = re.compile(r"""retryDelay\\?["']\s*:\s*\\?["'](\d{1,6}(?:\.\d{1,9})?)s\\?["']""")
+
+
+def describe_exception(exc: BaseException, *, escalated_after_truncation: bool = False) -> dict[str, Any]:
     """The record's ``error`` object for ``exc``.
 
     ``status_code`` is the HTTP status an API error carries (litellm reports a

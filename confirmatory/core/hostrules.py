@@ -158,13 +158,9 @@ def attempt_host_verdict(
         if event == "sample":
             pressure = line.get("mem_pressure")
             if pressure is not None and lo <= t <= hi and pressure > pressure_threshold:
-                reasons.append(
-                    f"pressure {pressure:g} > {pressure_threshold:g} at {_fmt_t(t)}"
-                )
+                reasons.append(f"pressure {pressure:g} > {pressure_threshold:g} at {_fmt_t(t)}")
         if previous is not None and _touches(previous, t, lo, hi) and t - previous > max_gap_s:
-            reasons.append(
-                f"gap of {t - previous:.3f} s between samples at {_fmt_t(previous)} and {_fmt_t(t)}"
-            )
+            reasons.append(f"gap of {t - previous:.3f} s between samples at {_fmt_t(previous)} and {_fmt_t(t)}")
         previous = t
 
     if not complete:
@@ -261,12 +257,14 @@ class HostTimeline:
         done = self.completion(end)
         return self._back[len(self.lines) - 1 if done is None else done]
 
-    def verdict(self, start: float, end: float, *, max_gap_s: float, pressure_threshold: float,
-                limit: int | None = None) -> HostVerdict:
+    def verdict(
+        self, start: float, end: float, *, max_gap_s: float, pressure_threshold: float, limit: int | None = None
+    ) -> HostVerdict:
         """The verdict on the first ``limit`` lines (all when None), from a slice of them."""
         n = len(self.lines) if limit is None else max(0, min(limit, len(self.lines)))
-        return attempt_host_verdict(self.window(start, end, n), start, end,
-                                    max_gap_s=max_gap_s, pressure_threshold=pressure_threshold)
+        return attempt_host_verdict(
+            self.window(start, end, n), start, end, max_gap_s=max_gap_s, pressure_threshold=pressure_threshold
+        )
 
     def window(self, start: float, end: float, n: int) -> Sequence[dict[str, Any]]:
         if not self.monotone or n == 0:

@@ -204,8 +204,12 @@ def _oracle(*ranges: Range) -> Callable[[int, int], bytes]:
         if (a, b) in known:
             return known[(a, b)]
         inside = [(s, e, h) for s, e, h in spans if a <= s and e <= b]
-        if not inside or inside[0][0] != a or inside[-1][1] != b or any(
-                x[1] != y[0] for x, y in zip(inside, inside[1:])):
+        if (
+            not inside
+            or inside[0][0] != a
+            or inside[-1][1] != b
+            or any(x[1] != y[0] for x, y in zip(inside, inside[1:]))
+        ):
             raise ValueError(f"no subtree [{a}, {b}) in the ranges")
         acc = inside[-1][2]
         for _, _, h in reversed(inside[:-1]):
@@ -278,15 +282,15 @@ def verify_inclusion(leaf: bytes, index: int, size: int, path: Sequence[bytes], 
     return sn == 0 and r == root_hash
 
 
-def verify_consistency(first: int, second: int, path: Sequence[bytes], first_root: bytes,
-                       second_root: bytes) -> bool:
+def verify_consistency(first: int, second: int, path: Sequence[bytes], first_root: bytes, second_root: bytes) -> bool:
     """RFC 9162 section 2.1.4.2: whether ``path`` proves that the tree of
     ``second`` leaves with root ``second_root`` extends the tree of ``first``
     leaves with root ``first_root``. Equal sizes need an empty path and
     equal roots; a proof from the empty tree is refused (as
     transparency-dev/merkle does: it would prove nothing)."""
-    if not (_hashes_ok(*path) and isinstance(first_root, bytes) and isinstance(second_root, bytes)
-            and 0 < first <= second):
+    if not (
+        _hashes_ok(*path) and isinstance(first_root, bytes) and isinstance(second_root, bytes) and 0 < first <= second
+    ):
         return False
     if first == second:
         return not path and first_root == second_root

@@ -16,7 +16,10 @@ Pure: no I/O, no clock.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal
+from typing import Any
 
 NUSD_PER_USD = 10**9
 
@@ -51,13 +54,101 @@ usd_to_nusd = to_nusd
 
 
 def format_usd(nusd: int) -> str:
-    """``$12.345678`` - dollars to the micro-dollar, rounded half to even."""
+    """``$12.345678`` - dollars to the micro-dollar, rounded half up (away
+    from zero): the one rounding rule wherever dollars are shown (the page,
+    ``show``, the live display, verify's text, ``check``)."""
     if isinstance(nusd, bool) or not isinstance(nusd, int):
         raise TypeError(f"nusd must be an int, not {type(nusd).__name__}")
     # Integer arithmetic throughout: no Decimal context precision to outgrow.
     micro, rest = divmod(abs(nusd), 1000)
-    if rest > 500 or (rest == 500 and micro % 2 == 1):
+    if rest >= 500:
         micro += 1
     sign = "-" if nusd < 0 and micro else ""  # no "-$0.000000"
     whole, frac = divmod(micro, 10**6)
     return f"{sign}${whole}.{frac:06d}"
+
+
+def household_key(obj: Mapping[str, Any]) -> str:
+    """A line's household run: ``hh-003``, or ``hh-003@1`` for its round 1
+    (the same key verify's checks use)."""
+    r = obj.get("round", 0)
+    return f"{obj.get('household')}" if not r else f"{obj.get('household')}@{r}"
+
+
+@dataclass(frozen=True, slots=True)
+class Spend:
+    """A model's spend as its records hold it, in nano-dollars, by where each
+    part is read from (docs/REPORT.md "Money")."""
+
+    recorded_nusd: int = 0  # attempt lines of the households that ended (a household line)
+    late_nusd: int = 0  # late-cost lines
+    lost_nusd: int = 0  # continuation lines' lost_nusd: journaled costs a crash left without a record
+    in_flight_nusd: int = 0  # journaled (call-cost) since the last continuation, of households not ended yet
+
+    @property
+    def total_nusd(self) -> int:
+        return self.recorded_nusd + self.late_nusd + self.lost_nusd + self.in_flight_nusd
+
+    def __add__(self, other: Spend) -> Spend:
+        return Spend(
+            self.recorded_nusd + other.recorded_nusd,
+            self.late_nusd + other.late_nusd,
+            self.lost_nusd + other.lost_nusd,
+            self.in_flight_nusd + other.in_flight_nusd,
+        )
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "recorded_nusd": self.recorded_nusd,
+            "late_nusd": self.late_nusd,
+            "lost_nusd": self.lost_nusd,
+            "in_flight_nusd": self.in_flight_nusd,
+            "total_nusd": self.total_nusd,
+        }
+
+
+def _cost(v: Any) -> int:
+    return v if type(v) is int and v >= 0 else 0
+
+
+def model_spend(
+    lines: Iterable[Mapping[str, Any]], *, recorded_nusd: int | None = None, settled: Collection[str] | None = None
+) -> Spend:
+    """The one count of a model's spend from its run.jsonl lines, in order.
+
+    Recorded: the attempts of every household with a household line (given
+    as ``recorded_nusd`` by a reader that summed them already, with the
+    ended households' keys as ``settled``). Late and lost: every late-cost
+    line, every continuation's ``lost_nusd``. In flight: what the spend
+    journal (call-cost lines, written before a cost counts) holds since the
+    last continuation for households with no household line yet, less their
+    late costs (journaled too): the dollars a crashed or running run has
+    spent that no household line counts yet. On a closed run it is 0; after
+    ``continue`` the crash's share of it is the continuation's ``lost_nusd``
+    and the rest its cut households' attempt lines.
+    """
+    items = list(lines)
+    if settled is None:
+        settled = {household_key(o) for o in items if o.get("event") == "household"}
+    recorded = 0
+    late = lost = 0
+    journal: dict[tuple[str, Any, Any], int] = {}
+    late_open: dict[tuple[str, Any, Any], int] = {}
+    for o in items:
+        ev = o.get("event")
+        if ev == "attempt" and recorded_nusd is None:
+            if household_key(o) in settled:
+                recorded += _cost(o.get("cost_nusd"))
+        elif ev == "late-cost":
+            late += _cost(o.get("cost_nusd"))
+            key = (household_key(o), o.get("arm"), o.get("pass"))
+            late_open[key] = late_open.get(key, 0) + _cost(o.get("cost_nusd"))
+        elif ev == "continuation":
+            lost += _cost(o.get("lost_nusd"))
+            journal.clear()  # journaled before it: lost (counted above) or lined since
+            late_open.clear()
+        elif ev == "call-cost":
+            key = (household_key(o), o.get("arm"), o.get("pass"))
+            journal[key] = journal.get(key, 0) + _cost(o.get("cost_nusd"))
+    in_flight = sum(max(0, nusd - late_open.get(key, 0)) for key, nusd in journal.items() if key[0] not in settled)
+    return Spend(recorded if recorded_nusd is None else recorded_nusd, late, lost, in_flight)

@@ -42,7 +42,14 @@ class Action(StrEnum):
 
 
 DEFAULT_PRECEDENCE: tuple[str, ...] = (
-    "harness", "stopped", "operator", "host", "provider", "model", "inconclusive", "ok",
+    "harness",
+    "stopped",
+    "operator",
+    "host",
+    "provider",
+    "model",
+    "inconclusive",
+    "ok",
 )
 
 DEADLINE_TYPE = "confirmatory.AttemptDeadline"
@@ -136,7 +143,10 @@ CLASS_LISTS: dict[str, Any] = {
     # decides (LITELLM.md).
     "status_overrides": {
         "litellm.exceptions.APIError": {
-            "401": "operator", "402": "operator", "403": "operator", "404": "operator",
+            "401": "operator",
+            "402": "operator",
+            "403": "operator",
+            "404": "operator",
             "429": "provider",
         },
     },
@@ -148,7 +158,24 @@ CLASS_LISTS: dict[str, Any] = {
     # ``markers`` (case-insensitive); it is checked before the lists.  Each
     # marker is the provider's documented text, as measured through litellm
     # (docs/RULES.md "Class lists"); a per-minute rate limit matches none.
+    # Two Gemini rules, first, keep a failure ``provider`` where its words
+    # (OpenAI's quota text) or litellm's status (a 422) would mislead.
     "message_overrides": [
+        {
+            "class": "provider",
+            "why": "Gemini: a per-minute rate quota, worded as an exhausted quota (429 RESOURCE_EXHAUSTED)",
+            "names": ["litellm.exceptions.RateLimitError", "openai.RateLimitError"],
+            "status_codes": [429],
+            # the body's QuotaFailure names the quota: ...PerMinute... (GenerateRequestsPerMinutePerProjectPerModel)
+            "markers": ["perminute", "per_minute"],
+        },
+        {
+            "class": "provider",
+            "why": "Gemini: a 200 reply litellm could not read arrives as a 422 BadRequestError",
+            "names": ["litellm.exceptions.BadRequestError"],
+            "status_codes": [422],
+            "markers": ["error converting to valid response block"],
+        },
         {
             "class": "operator",
             "why": "OpenAI: the account's quota or credit is used up (error code insufficient_quota)",
@@ -191,8 +218,13 @@ ACTION_OF: dict[Cls, Action] = {
 
 # Which stops end one model and which end every lane.
 STOP_SCOPE: dict[str, str] = {
-    "harness": "model", "inconclusive": "model", "deadline": "model", "pool": "model",
-    "runner-error": "run", "interrupt": "run", "sampler": "run",
+    "harness": "model",
+    "inconclusive": "model",
+    "deadline": "model",
+    "pool": "model",
+    "runner-error": "run",
+    "interrupt": "run",
+    "sampler": "run",
     # written by a continuation at the last durable instant of a runner that
     # died (docs/RUN.md "Continuing a crashed run"): it ends nothing after
     # the continuation, which carries the run on
@@ -202,8 +234,7 @@ STOP_SCOPE: dict[str, str] = {
 TRIGGER_CAUSES: tuple[str, ...] = ("harness", "deadline", "inconclusive")
 
 
-def admit(*, refused_before: bool, finished_nusd: int, under_way: int,
-          reserve_nusd: int, cap_nusd: int) -> bool:
+def admit(*, refused_before: bool, finished_nusd: int, under_way: int, reserve_nusd: int, cap_nusd: int) -> bool:
     """The admission rule: never after a refusal; else the reserve of every
     household under way, this one included, must fit under the cap with what
     finished households spent.  (No decision at all after the ceiling: the
@@ -229,8 +260,9 @@ def _lookup(class_lists: Mapping[str, Any]) -> dict[str, Cls]:
     return table
 
 
-def _message_class(error: Mapping[str, Any], names: Sequence[str],
-                   overrides: Sequence[Mapping[str, Any]]) -> Cls | None:
+def _message_class(
+    error: Mapping[str, Any], names: Sequence[str], overrides: Sequence[Mapping[str, Any]]
+) -> Cls | None:
     """The class of the first message rule the recorded error matches, or None.
 
     Reads only what the record holds (MRO names, ``status_code``, the
@@ -294,9 +326,13 @@ def record_class(record: Mapping[str, Any], *, class_lists: Mapping[str, Any] = 
     raise ValueError(f"record status {status!r} is none of ok/error/budget_stop/deadline")
 
 
-def classify(record: Mapping[str, Any], host_reasons: Sequence[str], *,
-             precedence: Sequence[str] = DEFAULT_PRECEDENCE,
-             class_lists: Mapping[str, Any] = CLASS_LISTS) -> Cls:
+def classify(
+    record: Mapping[str, Any],
+    host_reasons: Sequence[str],
+    *,
+    precedence: Sequence[str] = DEFAULT_PRECEDENCE,
+    class_lists: Mapping[str, Any] = CLASS_LISTS,
+) -> Cls:
     """The attempt's class: of the classes that match (the record's own, and
     ``host`` when the host evidence gave reasons), the first in precedence."""
     matches = {record_class(record, class_lists=class_lists)}
@@ -402,9 +438,13 @@ def stop_cause_for(cls: Cls, record: Mapping[str, Any]) -> str | None:
     return "harness"
 
 
-def next_pass_arms(arm_order: Sequence[str], actions: Mapping[str, Action], *,
-                   reruns_used: Mapping[str, int] | None = None,
-                   max_reruns: int | None = None) -> list[str]:
+def next_pass_arms(
+    arm_order: Sequence[str],
+    actions: Mapping[str, Action],
+    *,
+    reruns_used: Mapping[str, int] | None = None,
+    max_reruns: int | None = None,
+) -> list[str]:
     """The arms of the next pass, in arm order: those whose action was rerun
     or pause.  Given ``reruns_used`` (before the pass just decided) and
     ``max_reruns``, a paused arm that has used every rerun gets none."""
@@ -413,8 +453,12 @@ def next_pass_arms(arm_order: Sequence[str], actions: Mapping[str, Action], *,
         action = actions.get(arm)
         if action not in (Action.RERUN, Action.PAUSE):
             continue
-        if (action == Action.PAUSE and reruns_used is not None and max_reruns is not None
-                and reruns_used.get(arm, 0) >= max_reruns):
+        if (
+            action == Action.PAUSE
+            and reruns_used is not None
+            and max_reruns is not None
+            and reruns_used.get(arm, 0) >= max_reruns
+        ):
             continue
         arms.append(arm)
     return arms
@@ -464,10 +508,17 @@ class Decision:
     stop_cause: str | None  # "harness" / "deadline" / "inconclusive" when action is stop
 
 
-def decide(record: Mapping[str, Any], host_reasons: Sequence[str], *, reruns_used: int, max_reruns: int,
-           precedence: Sequence[str] = DEFAULT_PRECEDENCE, class_lists: Mapping[str, Any] = CLASS_LISTS,
-           inconclusive_households: Mapping[str, set[str]] | None = None,
-           inconclusive_limit: int | None = None) -> Decision:
+def decide(
+    record: Mapping[str, Any],
+    host_reasons: Sequence[str],
+    *,
+    reruns_used: int,
+    max_reruns: int,
+    precedence: Sequence[str] = DEFAULT_PRECEDENCE,
+    class_lists: Mapping[str, Any] = CLASS_LISTS,
+    inconclusive_households: Mapping[str, set[str]] | None = None,
+    inconclusive_limit: int | None = None,
+) -> Decision:
     """Class, action, signature and stop cause of one attempt, all rules at once.
 
     ``inconclusive_households``: per signature, the model's households with an
@@ -479,9 +530,12 @@ def decide(record: Mapping[str, Any], host_reasons: Sequence[str], *, reruns_use
     signature = error_signature(record.get("error"))
     action = action_for(cls, reruns_used=reruns_used, max_reruns=max_reruns)
     cause = stop_cause_for(cls, record)
-    if (cls is Cls.INCONCLUSIVE and inconclusive_households is not None
-            and inconclusive_limit is not None
-            and signature is not None  # an inconclusive attempt has an error, so a signature
-            and len(inconclusive_households.get(signature, ())) > inconclusive_limit):
+    if (
+        cls is Cls.INCONCLUSIVE
+        and inconclusive_households is not None
+        and inconclusive_limit is not None
+        and signature is not None  # an inconclusive attempt has an error, so a signature
+        and len(inconclusive_households.get(signature, ())) > inconclusive_limit
+    ):
         action, cause = Action.STOP, "inconclusive"
     return Decision(cls, action, signature, cause)

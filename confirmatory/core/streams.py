@@ -92,9 +92,7 @@ def draw_order(seed: int, household_ids: Iterable[str]) -> list[str]:
     return Stream(seed, DRAW_STREAM).shuffle(_sorted_unique(household_ids, "household id"))
 
 
-def arm_orders(
-    seed: int, model: str, draw: Sequence[str], arm_names: Iterable[str]
-) -> dict[str, list[str]]:
+def arm_orders(seed: int, model: str, draw: Sequence[str], arm_names: Iterable[str]) -> dict[str, list[str]]:
     """Each household's arm order for ``model``, keyed in draw order.
 
     One stream per model, consumed continuously: the sorted arms are shuffled

@@ -209,7 +209,15 @@ class _Conversation:
 
     def _messages(self) -> list[dict[str, Any]]:
         system = SYSTEM_PROMPT + (TOOL_HINT if self.tools else "")
-        return [{"role": "system", "content": system}, {"role": "user", "content": self.user_text}]
+        return [{"role": "system", "content": self._system(system)}, {"role": "user", "content": self.user_text}]
+
+    def _system(self, text: str) -> str | list[dict[str, Any]]:
+        # Anthropic caches only what a request marks: the system prompt (the
+        # policy) is marked, so every turn after the first reads it from the
+        # cache. OpenAI and Gemini cache a repeated prefix without being told.
+        if str(self.model.litellm_model).startswith("anthropic/"):
+            return [{"type": "text", "text": text, "cache_control": {"type": "ephemeral"}}]
+        return text
 
     def _tool_loop(self) -> tuple[dict[str, float], str]:
         messages = self._messages()
@@ -270,7 +278,7 @@ class _Conversation:
             raise
         self.spend.add_call("explain", t0, time.time())
         items: list[dict[str, Any]] = [
-            {"role": "system", "content": SYSTEM_PROMPT + TOOL_HINT},
+            {"role": "system", "content": self._system(SYSTEM_PROMPT + TOOL_HINT)},
             {"role": "user", "content": self.user_text},
         ]
         for tc, output in self.exchange:

@@ -25,18 +25,18 @@ OUT = Path(__file__).with_name("households.jsonl")
 # (adults as (age range, employment range, self-employment range), child count, region)
 _Range = tuple[int, int]
 PROFILES: list[tuple[list[tuple[_Range, _Range, _Range]], int, str]] = [
-    ([((22, 30), (9_000, 13_000), (0, 0))], 0, "north"),                        # low earner, housing support
-    ([((30, 40), (9_000, 16_000), (0, 0))], 2, "capital"),                      # single parent, means test
+    ([((22, 30), (9_000, 13_000), (0, 0))], 0, "north"),  # low earner, housing support
+    ([((30, 40), (9_000, 16_000), (0, 0))], 2, "capital"),  # single parent, means test
     ([((35, 45), (28_000, 36_000), (0, 0)), ((33, 44), (0, 0), (0, 0))], 3, "midlands"),
     ([((40, 50), (62_000, 74_000), (0, 0)), ((38, 48), (18_000, 24_000), (0, 0))], 2, "south"),  # CB taper
-    ([((45, 55), (105_000, 118_000), (0, 0))], 1, "capital"),                   # allowance taper
-    ([((28, 36), (0, 0), (22_000, 34_000))], 0, "north"),                       # self-employed
-    ([((67, 75), (0, 0), (0, 9_000))], 0, "south"),                             # pensioner, no SI
+    ([((45, 55), (105_000, 118_000), (0, 0))], 1, "capital"),  # allowance taper
+    ([((28, 36), (0, 0), (22_000, 34_000))], 0, "north"),  # self-employed
+    ([((67, 75), (0, 0), (0, 9_000))], 0, "south"),  # pensioner, no SI
     ([((36, 46), (41_000, 52_000), (4_000, 9_000)), ((35, 45), (12_000, 16_000), (0, 0))], 1, "midlands"),
     ([((50, 58), (140_000, 160_000), (0, 0)), ((48, 56), (0, 0), (0, 0))], 2, "capital"),  # additional rate
     ([((24, 32), (19_000, 23_000), (0, 0)), ((23, 31), (11_000, 15_000), (0, 0))], 1, "north"),
-    ([((41, 49), (54_000, 59_000), (0, 0))], 2, "south"),                      # just under the CB taper
-    ([((44, 52), (31_000, 38_000), (0, 0))], 2, "midlands"),                   # one child aged 16+
+    ([((41, 49), (54_000, 59_000), (0, 0))], 2, "south"),  # just under the CB taper
+    ([((44, 52), (31_000, 38_000), (0, 0))], 2, "midlands"),  # one child aged 16+
 ]
 
 
@@ -72,9 +72,7 @@ def generate(seed: int = SEED) -> list[dict[str, Any]]:
 
 
 def to_jsonl(households: list[dict[str, Any]]) -> bytes:
-    return b"".join(
-        json.dumps(h, sort_keys=True, separators=(",", ":")).encode() + b"\n" for h in households
-    )
+    return b"".join(json.dumps(h, sort_keys=True, separators=(",", ":")).encode() + b"\n" for h in households)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,22 +24,32 @@ def engine_problems(engine: Any) -> list[str]:
     # None is absent: the model's own check reads its dump, where every key is present.
     has_factory, has_target = engine.get("factory") is not None, engine.get("target") is not None
     if has_factory and has_target:
-        problems.append("engine.target: give factory or target, not both (the factory starts its own pool; "
-                        "a target is run by the pool the runner starts)")
+        problems.append(
+            "engine.target: give factory or target, not both (the factory starts its own pool; "
+            "a target is run by the pool the runner starts)"
+        )
     elif not has_factory and not has_target:
-        problems.append('engine.factory: missing (or give engine.target = "package.module:function", '
-                        "the function every worker runs)")
+        problems.append(
+            'engine.factory: missing (or give engine.target = "package.module:function", '
+            "the function every worker runs)"
+        )
     if backend == "ray":
         if has_factory:
-            problems.append('engine.factory: backend "ray" runs engine.target in Ray actors; a factory starts '
-                            'a pool of its own: give target = "package.module:function" instead')
+            problems.append(
+                'engine.factory: backend "ray" runs engine.target in Ray actors; a factory starts '
+                'a pool of its own: give target = "package.module:function" instead'
+            )
         if engine.get("address") is None:
-            problems.append('engine.address: missing: backend "ray" needs a cluster address, "auto" '
-                            '(the cluster this machine is part of) or "local" (a cluster started for the run)')
+            problems.append(
+                'engine.address: missing: backend "ray" needs a cluster address, "auto" '
+                '(the cluster this machine is part of) or "local" (a cluster started for the run)'
+            )
         address = engine.get("address")
         if isinstance(address, str) and "@" in address.split("//", 1)[-1].split("/", 1)[0]:
-            problems.append("engine.address: holds a user or password before '@'; the design file is published: "
-                            "give the cluster's credentials another way (docs/ENGINE.md)")
+            problems.append(
+                "engine.address: holds a user or password before '@'; the design file is published: "
+                "give the cluster's credentials another way (docs/ENGINE.md)"
+            )
     elif backend in BACKENDS:
         for key in ("address", "num_cpus"):
             if engine.get(key) is not None:

@@ -31,6 +31,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from confirmatory.core.redaction import HEADER_KEYS, find_secrets, is_secret_name
+from confirmatory.design.crosscheck import cross_problems
+from confirmatory.design.evidence import verify_tsa_pins
 from confirmatory.design.model import (
     ENTRY_RE,
     MAX_DURATION_S,
@@ -39,7 +41,6 @@ from confirmatory.design.model import (
     DesignError,
     Household,
     LoadedDesign,
-    cross_problems,
     slug_problem,
 )
 
@@ -82,6 +83,7 @@ def load_design(path: Path | str, *, workers: int | None = None) -> LoadedDesign
     problems.extend(raw_problems)
     households = _read_households(data.get("households"), base_dir, problems)
     pins = _verify_pins(data.get("harness"), base_dir, problems)
+    verify_tsa_pins(data.get("anchors"), base_dir, problems)
     _check_entries(data, base_dir, problems)
     _check_commands(data, base_dir, problems)
     if households is not None:
@@ -107,9 +109,11 @@ def load_design(path: Path | str, *, workers: int | None = None) -> LoadedDesign
 
 _CREDENTIAL_HEADERS = ("authorization", "proxy-authorization", "cookie")
 _NOT_CREDENTIALS = ("prompt_cache_key",)  # OpenAI's cache routing key: study data, not a secret
-_PUBLISHED = ("a credential must not be in the design: design.toml is copied byte for byte into the run "
-              "directory, which is published; give it in the environment instead (litellm reads "
-              "OPENAI_API_KEY, ANTHROPIC_API_KEY, ...)")
+_PUBLISHED = (
+    "a credential must not be in the design: design.toml is copied byte for byte into the run "
+    "directory, which is published; give it in the environment instead (litellm reads "
+    "OPENAI_API_KEY, ANTHROPIC_API_KEY, ...)"
+)
 
 
 def credential_problems(data: Any) -> list[str]:
@@ -125,7 +129,7 @@ def credential_problems(data: Any) -> list[str]:
     models = data.get("models") if isinstance(data, dict) else None
     for i, spec in enumerate(models if isinstance(models, list) else []):
         params = spec.get("params") if isinstance(spec, dict) else None
-        for key, value in (params.items() if isinstance(params, dict) else ()):
+        for key, value in params.items() if isinstance(params, dict) else ():
             if key in HEADER_KEYS and isinstance(value, dict):
                 for name in value:
                     if is_secret_name(str(name)) or str(name).lower() in _CREDENTIAL_HEADERS:
@@ -162,10 +166,18 @@ def key_of(loc: tuple[Any, ...]) -> str:
 
 
 _KINDS = {
-    "int_type": "an integer", "int_from_float": "an integer", "int_parsing": "an integer",
-    "float_type": "a number", "float_parsing": "a number", "string_type": "a string", "bool_type": "true or false",
-    "dict_type": "a table", "model_type": "a table", "model_attributes_type": "a table",
-    "tuple_type": "an array", "list_type": "an array",
+    "int_type": "an integer",
+    "int_from_float": "an integer",
+    "int_parsing": "an integer",
+    "float_type": "a number",
+    "float_parsing": "a number",
+    "string_type": "a string",
+    "bool_type": "true or false",
+    "dict_type": "a table",
+    "model_type": "a table",
+    "model_attributes_type": "a table",
+    "tuple_type": "an array",
+    "list_type": "an array",
 }
 
 
@@ -179,8 +191,12 @@ def _message(err: Mapping[str, Any]) -> str:
         return f"must be {_KINDS[kind]} (got {got!r})"
     if kind == "finite_number":
         return f"must be a finite number (got {got!r})"
-    bounds = {"greater_than_equal": (">=", "ge"), "greater_than": (">", "gt"),
-              "less_than_equal": ("<=", "le"), "less_than": ("<", "lt")}
+    bounds = {
+        "greater_than_equal": (">=", "ge"),
+        "greater_than": (">", "gt"),
+        "less_than_equal": ("<=", "le"),
+        "less_than": ("<", "lt"),
+    }
     if kind in bounds:
         op, name = bounds[kind]
         if name == "le" and ctx[name] == MAX_DURATION_S:
@@ -201,8 +217,9 @@ def validation_problems(exc: ValidationError) -> list[str]:
     errors = exc.errors()
     for err in errors:
         loc = tuple(err["loc"])
-        if err["type"] == "too_short" and any(tuple(o["loc"])[:len(loc)] == loc and len(o["loc"]) > len(loc)
-                                              for o in errors):
+        if err["type"] == "too_short" and any(
+            tuple(o["loc"])[: len(loc)] == loc and len(o["loc"]) > len(loc) for o in errors
+        ):
             # An array whose only item failed is also reported as empty
             # by pydantic: the item's own problem says it all.
             continue
@@ -223,9 +240,11 @@ def raw_credential_problems(text: str) -> list[str]:
     problems: list[str] = []
     for number, line in enumerate(text.splitlines(), start=1):
         if found := find_secrets(line):
-            problems.append(f"line {number}: holds {' and '.join(found)}; remove it: the design file is copied byte "
-                            "for byte, comments and key names included, into the run directory, which is published; "
-                            "give a credential in the environment instead")
+            problems.append(
+                f"line {number}: holds {' and '.join(found)}; remove it: the design file is copied byte "
+                "for byte, comments and key names included, into the run directory, which is published; "
+                "give a credential in the environment instead"
+            )
     return problems
 
 
@@ -272,8 +291,9 @@ def _read_households(table: Any, base_dir: Path, problems: list[str]) -> tuple[H
             continue
         where = f'households.path: "{rel}" line {number}'
         try:
-            obj = json.loads(line, parse_constant=_no_constant, parse_float=_finite_float,
-                             object_pairs_hook=_unique_keys)
+            obj = json.loads(
+                line, parse_constant=_no_constant, parse_float=_finite_float, object_pairs_hook=_unique_keys
+            )
         except json.JSONDecodeError as exc:
             problems.append(f"{where}: not JSON ({exc.msg})")
             continue
@@ -301,8 +321,10 @@ def _read_households(table: Any, base_dir: Path, problems: list[str]) -> tuple[H
             continue
         if hid.casefold() in folded:
             other, other_line = folded[hid.casefold()]
-            problems.append(f'{where}: household id "{hid}" differs from "{other}" (line {other_line}) only in case;'
-                            " as paths they collide on a case-insensitive filesystem")
+            problems.append(
+                f'{where}: household id "{hid}" differs from "{other}" (line {other_line}) only in case;'
+                " as paths they collide on a case-insensitive filesystem"
+            )
             continue
         folded[hid.casefold()] = (hid, number)
         found[hid] = Household(id=hid, payload=obj)
@@ -390,8 +412,14 @@ def import_entry(entry: str, base_dir: Path | None = None) -> tuple[Any, Any, st
     if local is not None and local.origin and local.has_location:
         loaded = getattr(sys.modules.get(top), "__file__", None)
         if loaded is None or Path(loaded).resolve() != Path(local.origin).resolve():
-            return None, None, (f'"{top}" is already imported from {loaded or "Python itself"}, so {local.origin}'
-                                " in the design's directory would not run; give the module a name of its own")
+            return (
+                None,
+                None,
+                (
+                    f'"{top}" is already imported from {loaded or "Python itself"}, so {local.origin}'
+                    " in the design's directory would not run; give the module a name of its own"
+                ),
+            )
     obj: Any = module
     for part in attr.split("."):
         try:
@@ -494,8 +522,10 @@ def _check_commands(data: dict[str, Any], base_dir: Path, problems: list[str]) -
         for match in _PLACEHOLDER_RE.finditer(arg):
             if match.group(1) not in ANCHOR_PLACEHOLDERS:
                 unknown = True
-                problems.append(f'anchors.command[{j}]: unknown placeholder "{match.group(0)}" (the runner'
-                                f" substitutes {', '.join('{' + p + '}' for p in ANCHOR_PLACEHOLDERS)})")
+                problems.append(
+                    f'anchors.command[{j}]: unknown placeholder "{match.group(0)}" (the runner'
+                    f" substitutes {', '.join('{' + p + '}' for p in ANCHOR_PLACEHOLDERS)})"
+                )
     program = command[0].replace("{python}", sys.executable)
     if not unknown and program and "{run_dir}" not in program:  # a program inside the run dir cannot exist yet
         problem = executable_problem(program, base_dir)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from datetime import date, datetime, time
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -30,7 +30,10 @@ from pydantic import (
     model_validator,
 )
 
-from confirmatory.design.backends import MAX_ACTOR_CPUS, engine_problems
+from confirmatory.core.billing import PriceTable
+from confirmatory.design.backends import MAX_ACTOR_CPUS
+from confirmatory.design.crosscheck import SIMULATOR, cross_problems
+from confirmatory.design.evidence import Signer, TimestampAuthority, WitnessSpec, check_origin_value
 
 # A slug becomes a path component under the run directory (RECORDS.md Layout);
 # "." and ".." match the character class but would walk the tree, so refuse them.
@@ -40,15 +43,31 @@ SLUG_RE = re.compile(r"[A-Za-z0-9._-]+")
 # `check` and then fail at the run directory's creation, or at the first
 # attempt of that household, hours into the run.
 MAX_SLUG_CHARS = 128
-ENTRY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+ENTRY_RE = re.compile(
+    r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
+)
 SHA256_RE = re.compile(r"[0-9a-f]{64}")
 
 CLASSES: tuple[str, ...] = ("harness", "stopped", "operator", "host", "provider", "model", "inconclusive", "ok")
 FAULT_KINDS: tuple[str, ...] = (
-    "rate_limit", "server_error", "bad_gateway", "unavailable", "hang", "truncate", "malformed", "bad_answer", "auth",
-    "quota", "credit", "empty_choices", "null_choices",
+    "rate_limit",
+    "server_error",
+    "bad_gateway",
+    "unavailable",
+    "hang",
+    "truncate",
+    "malformed",
+    "bad_answer",
+    "auth",
+    "quota",
+    "credit",
+    "empty_choices",
+    "null_choices",
+    "overloaded",
+    "bad_request",
+    "safety",
+    "blocked_prompt",
 )
-SIMULATOR = "simulator"
 
 
 def slug_problem(value: str) -> str | None:
@@ -56,8 +75,10 @@ def slug_problem(value: str) -> str | None:
     if not SLUG_RE.fullmatch(value):
         return f"must be a slug of [A-Za-z0-9._-] (got {value!r})"
     if len(value) > MAX_SLUG_CHARS:
-        return (f"must be at most {MAX_SLUG_CHARS} characters, as it becomes a path component of the run "
-                f"records (got {len(value)}: {value[:40]!r}...)")
+        return (
+            f"must be at most {MAX_SLUG_CHARS} characters, as it becomes a path component of the run "
+            f"records (got {len(value)}: {value[:40]!r}...)"
+        )
     if set(value) == {"."}:
         return f"must not be only dots (got {value!r})"
     return None
@@ -187,36 +208,55 @@ class Arm(_Frozen):
 
 
 class Price(_Frozen):
-    """A model's price in USD per million tokens, as its provider publishes it.
+    """A model's price table in USD per million tokens, as its provider publishes it.
 
-    Registered with litellm before any call (``llm.register_prices``), so every
-    reply is priced through the one path, ``response_cost``; it replaces any
-    price litellm's own table has for the model string. Cached input tokens
-    are priced at ``cache_read`` and ``cache_write`` when given, else at
-    ``input`` (never below the price of an uncached token unless the design
-    says so)."""
+    The runner counts every call at this table, frozen in the design: the
+    reply's usage by kind (``confirmatory.core.billing``) times these prices.
+    ``cached_input`` prices tokens read from a cache, ``cache_write`` tokens
+    written to one (Anthropic's cache creation: its 1-hour rate when the
+    study's calls ask for 1-hour caching), ``reasoning`` reasoning tokens
+    (``output`` when not given). A kind the model's API can bill and the
+    table lacks is refused by ``check`` and ``run``. The same prices are
+    registered with litellm, whose ``response_cost`` is kept beside the
+    runner's as a cross-check."""
 
     input: Num = Field(ge=0)
     output: Num = Field(ge=0)
-    cache_read: Num | None = Field(default=None, ge=0)
+    cached_input: Num | None = Field(default=None, ge=0)
     cache_write: Num | None = Field(default=None, ge=0)
+    reasoning: Num | None = Field(default=None, ge=0)
 
     @model_validator(mode="after")
     def _not_free(self) -> Price:
         if not (self.input > 0 or self.output > 0):
-            raise ValueError("input and output are both 0: every call would count as free "
-                             "and the spend ceiling could not be enforced")
+            raise ValueError(
+                "input and output are both 0: every call would count as free "
+                "and the spend ceiling could not be enforced"
+            )
         return self
 
+    def table(self) -> PriceTable:
+        """The table the runner counts calls at."""
+        return PriceTable(
+            input=self.input,
+            output=self.output,
+            cached_input=self.cached_input,
+            cache_write=self.cache_write,
+            reasoning=self.reasoning,
+        )
+
     def per_token(self) -> dict[str, float]:
-        """litellm's model-map fields, USD per token."""
+        """litellm's model-map fields, USD per token (a kind the table lacks at ``input``'s price)."""
         m = 1e6
-        return {
+        fields = {
             "input_cost_per_token": self.input / m,
             "output_cost_per_token": self.output / m,
-            "cache_read_input_token_cost": (self.input if self.cache_read is None else self.cache_read) / m,
+            "cache_read_input_token_cost": (self.input if self.cached_input is None else self.cached_input) / m,
             "cache_creation_input_token_cost": (self.input if self.cache_write is None else self.cache_write) / m,
         }
+        if self.reasoning is not None:
+            fields["output_cost_per_reasoning_token"] = self.reasoning / m
+        return fields
 
 
 class ModelSpec(_Frozen):
@@ -230,6 +270,9 @@ class ModelSpec(_Frozen):
     api_base: StrictStr | None = None
     matched_with: StrictStr | None = None
     price_usd_per_mtok: Price | None = None
+    # "litellm": count calls at litellm's price map as it stands at the run's
+    # start (recorded in config.json), instead of a table of the design's own.
+    price: Literal["litellm"] | None = None
 
     _s = field_validator("name")(_slug)
     _fin = field_validator("cap_usd", "reserve_usd", "timeout_s")(_finite)
@@ -241,6 +284,12 @@ class ModelSpec(_Frozen):
         if cap is not None and reserve > cap:
             raise ValueError(f"must be <= cap_usd {cap} (got {reserve})")
         return reserve
+
+    @model_validator(mode="after")
+    def _one_price(self) -> ModelSpec:
+        if self.price is not None and self.price_usd_per_mtok is not None:
+            raise ValueError('give price_usd_per_mtok or price = "litellm", not both')
+        return self
 
     @field_validator("params")
     @classmethod
@@ -368,8 +417,48 @@ class Anchors(_Frozen):
     # Required: a run whose anchors are never pushed can never verify
     # (RECORDS.md: the final anchor's push must have returned 0).
     command: tuple[StrictStr, ...] = Field(min_length=1)
+    # The checkpoints' origin line; None: made from the run id (evidence_origin).
+    origin: StrictStr | None = None
+    signer: Signer | None = None
+    timestamps: tuple[TimestampAuthority, ...] = ()
+    witnesses: tuple[WitnessSpec, ...] = ()
+    # None: every witness must cosign the final checkpoint.
+    cosignatures_required: StrictInt | None = Field(default=None, ge=0)
 
     _fin = field_validator("interval_s")(_finite)
+    _o = field_validator("origin")(check_origin_value)
+
+    @field_validator("timestamps", "witnesses")
+    @classmethod
+    def _signed(cls, value: tuple[Any, ...], info: Any) -> tuple[Any, ...]:
+        # (an invalid signer is not in info.data: its own problem is reported)
+        if value and "signer" in info.data and info.data["signer"] is None:
+            raise ValueError(
+                "needs [anchors.signer] (key_file, verifier_key): time stamps and witnesses "
+                "are of the study's signed checkpoints"
+            )
+        if info.field_name == "witnesses":
+            keys = [w.verifier_key for w in value]
+            if len(set(keys)) != len(keys):
+                raise ValueError("names a witness key twice (the cosignatures counted are of distinct witnesses)")
+        return value
+
+    @field_validator("cosignatures_required")
+    @classmethod
+    def _within_witnesses(cls, value: int | None, info: Any) -> int | None:
+        witnesses = info.data.get("witnesses")
+        if value is not None and witnesses is not None and value > len(witnesses):
+            raise ValueError(f"must be <= the number of witnesses, {len(witnesses)} (got {value})")
+        return value
+
+    @property
+    def has_evidence(self) -> bool:
+        """Whether the run signs its checkpoints (and stamps and witnesses them, as the design asks)."""
+        return self.signer is not None
+
+    @property
+    def required_cosignatures(self) -> int:
+        return len(self.witnesses) if self.cosignatures_required is None else self.cosignatures_required
 
 
 class Fault(_Frozen):
@@ -417,148 +506,6 @@ class Design(_Frozen):
         raise KeyError(name)
 
 
-def cross_problems(data: Any) -> list[str]:
-    """Checks that span entries or free-form values: unique slugs (also ignoring
-    case), matched pairs, fault targets, simulator model names, values that
-    cannot be recorded as JSON, and the spend before the stage against the ceiling.
-
-    Works on the raw TOML mapping too (tolerating wrong shapes, which the field
-    checks report), so these problems are listed alongside field problems.
-    """
-    problems: list[str] = []
-    if not isinstance(data, dict):
-        return problems
-
-    def entries(value: Any) -> list[Any]:
-        return list(value) if isinstance(value, (list, tuple)) else []
-
-    def names(table: str, items: list[Any]) -> list[str]:
-        seen: set[str] = set()
-        folded: dict[str, tuple[int, str]] = {}
-        for i, item in enumerate(items):
-            name = item.get("name") if isinstance(item, dict) else None
-            if isinstance(name, str):
-                if name in seen:
-                    problems.append(f'{table}[{i}].name: duplicate slug "{name}"')
-                elif name.casefold() in folded:
-                    j, other = folded[name.casefold()]
-                    problems.append(f'{table}[{i}].name: "{name}" differs from {table}[{j}].name "{other}" only in'
-                                    " case; as paths they collide on a case-insensitive filesystem")
-                seen.add(name)
-                folded.setdefault(name.casefold(), (i, name))
-        return sorted(seen)
-
-    problems.extend(engine_problems(data.get("engine")))
-    arms = entries(data.get("arms"))
-    arm_names = names("arms", arms)
-    models = entries(data.get("models"))
-    model_names = names("models", models)
-    host: Any = data.get("host") if isinstance(data.get("host"), dict) else {}
-    names("host.evidence", entries(host.get("evidence")))
-
-    for i, item in enumerate(models):
-        other = item.get("matched_with") if isinstance(item, dict) else None
-        if isinstance(other, str):
-            if other == item.get("name"):
-                problems.append(f'models[{i}].matched_with: must name another model (got its own name "{other}")')
-            elif other not in model_names:
-                problems.append(f'models[{i}].matched_with: no model is named "{other}"')
-
-    # Free-form tables travel into the run records as JSON: refuse what JSON cannot hold.
-    for i, item in enumerate(models):
-        if isinstance(item, dict) and isinstance(item.get("params"), dict):
-            problems.extend(json_problems(item["params"], f"models[{i}].params"))
-    for i, item in enumerate(arms):
-        if isinstance(item, dict) and isinstance(item.get("features"), dict):
-            problems.extend(json_problems(item["features"], f"arms[{i}].features"))
-
-    # The simulator answers only the models it serves; any other name is a 404 at every call.
-    for i, item in enumerate(models):
-        if isinstance(item, dict) and item.get("api_base") == SIMULATOR and isinstance(item.get("litellm_model"), str) \
-                and item["litellm_model"]:
-            from confirmatory.core.simulated import SIM_MODELS  # stdlib only; only when a model is simulated
-
-            served = item["litellm_model"].rsplit("/", 1)[-1]
-            if served not in SIM_MODELS:
-                problems.append(f'models[{i}].litellm_model: the simulator serves no model "{served}"'
-                                f' (api_base = "simulator" serves {", ".join(SIM_MODELS)})')
-
-    # The simulator matches a fault by served name; the full litellm string selects it too.
-    served = {m["litellm_model"].rsplit("/", 1)[-1] for m in models
-              if isinstance(m, dict) and isinstance(m.get("litellm_model"), str)}
-    sim: Any = data.get("simulator") if isinstance(data.get("simulator"), dict) else {}
-    for i, fault in enumerate(entries(sim.get("faults"))):
-        if not isinstance(fault, dict) or not served:
-            continue  # (no model to serve: `models` is missing or broken, and said so)
-        if isinstance(fault.get("model"), str) and fault["model"].rsplit("/", 1)[-1] not in served:
-            problems.append(f'simulator.faults[{i}].model: no model is served as "{fault["model"]}"'
-                            f" (served names: {', '.join(sorted(served))})")
-        if isinstance(fault.get("arm"), str) and fault["arm"] not in arm_names:
-            problems.append(f'simulator.faults[{i}].arm: no arm is named "{fault["arm"]}"')
-
-    problems.extend(_ceiling_problems(data))
-    return problems
-
-
-def _usd(table: Any, key: str, default: float | None) -> float | None:
-    """A dollar amount the field checks will accept, else None (they report it)."""
-    value = table.get(key, default) if isinstance(table, dict) else None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        return None
-    return value
-
-
-def _ceiling_problems(data: dict[str, Any]) -> list[str]:
-    """The spend before the stage must leave room under the ceiling.
-
-    The ceiling is crossed when the total spend *exceeds* it (``Spend``), and
-    the total starts at the spend before the stage; admission checks only the
-    model's cap. So with no room left, the first cost of the stage crosses the
-    ceiling and the run ends having spent past it: nothing could run.
-    """
-    from confirmatory.core.money import format_usd, usd_to_nusd
-
-    before = _usd(data.get("study"), "spend_before_stage_usd", 0.0)
-    cap = _usd(data.get("ceiling"), "overall_cap_usd", None)
-    margin = _usd(data.get("ceiling"), "margin_usd", 25.0)
-    if before is None or cap is None or margin is None:
-        return []
-    ceiling = usd_to_nusd(cap) + usd_to_nusd(margin)
-    spent = usd_to_nusd(before)
-    if spent < ceiling:
-        return []
-    # Amounts as money, not as written: the raw TOML (0) and the model (0.0) must give one line.
-    what = (f"the ceiling {format_usd(ceiling)} (overall_cap_usd {format_usd(usd_to_nusd(cap))}"
-            f" + margin_usd {format_usd(usd_to_nusd(margin))})")
-    if spent > 0:
-        return [f"study.spend_before_stage_usd: {format_usd(spent)} already spent is at or above {what};"
-                " the stage's first cost would cross it, so no household could run"]
-    return [f"ceiling.overall_cap_usd: {what} leaves no room: the stage's first cost would cross it,"
-            " so no household could run"]
-
-
-def _sub_key(key: str, part: Any) -> str:
-    if isinstance(part, int):
-        return f"{key}[{part}]"
-    return f"{key}.{part}" if str(part).isidentifier() else f'{key}["{part}"]'
-
-
-def json_problems(value: Any, key: str) -> list[str]:
-    """Why ``value`` (a free-form design table) cannot be written to the records as JSON."""
-    if value is None or isinstance(value, (bool, str, int)):
-        return []
-    if isinstance(value, float):
-        return [] if math.isfinite(value) else [f"{key}: must be a finite number (got {value!r})"]
-    if isinstance(value, (datetime, date, time)):
-        return [f"{key}: dates cannot be recorded as JSON (got the TOML {type(value).__name__} "
-                f"{value.isoformat()}); write it as a string"]
-    if isinstance(value, dict):
-        return [p for k, v in value.items() for p in json_problems(v, _sub_key(key, k))]
-    if isinstance(value, (list, tuple)):
-        return [p for i, v in enumerate(value) for p in json_problems(v, _sub_key(key, i))]
-    return [f"{key}: cannot be recorded as JSON (got a {type(value).__name__})"]
-
-
 @dataclass(frozen=True)
 class Household:
     """One case of the study: its slug id and the whole JSON object."""
@@ -589,7 +536,27 @@ class DesignError(Exception):
 
 
 __all__ = [
-    "Anchors", "Arm", "Ceiling", "CLASSES", "Design", "DesignError", "Engine", "Evidence", "FAULT_KINDS",
-    "Fault", "Harness", "Host", "Household", "HouseholdsFile", "LoadedDesign", "ModelSpec", "Rules",
-    "Simulator", "Study", "cross_problems", "json_problems", "slug_problem",
+    "Anchors",
+    "Arm",
+    "Ceiling",
+    "CLASSES",
+    "Design",
+    "DesignError",
+    "Engine",
+    "Evidence",
+    "FAULT_KINDS",
+    "Fault",
+    "Harness",
+    "Host",
+    "Household",
+    "HouseholdsFile",
+    "LoadedDesign",
+    "ModelSpec",
+    "Rules",
+    "Signer",
+    "Simulator",
+    "Study",
+    "TimestampAuthority",
+    "WitnessSpec",
+    "slug_problem",
 ]

@@ -38,8 +38,16 @@ REGISTRY_FORMAT = "confirmatory-models/1"
 PACKAGES = ("litellm", "openai", "httpx", "pydantic", "psutil", "click", "filelock")
 # The registry fields that identify a model; "notes" is commentary, not identity.
 IDENTITY_FIELDS = (
-    "provider", "snapshot", "serving_precision", "quantization", "parameter_count",
-    "parameter_count_verified", "base_model", "modifications", "seed_supported", "seed_reproducible",
+    "provider",
+    "snapshot",
+    "serving_precision",
+    "quantization",
+    "parameter_count",
+    "parameter_count_verified",
+    "base_model",
+    "modifications",
+    "seed_supported",
+    "seed_reproducible",
 )
 TOKEN_PARAMS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
 DECLARED = ("prompts", "documents", "tool_schemas")
@@ -55,12 +63,21 @@ def build_config(loaded: LoadedDesign, *, argv: list[str], registry_path: Path) 
     for spec in design.models:
         entry = registry.get(spec.litellm_model)
         models[spec.name] = _model(spec, entry, not_pinned)
+        if getattr(spec, "price", None) == "litellm":
+            price = models[spec.name].get("price") or {}
+            not_pinned.append(
+                f"{spec.name}'s spend follows litellm's price map (price = \"litellm\"): its calls are counted "
+                f"at the table litellm {price.get('litellm_version')} gave at the run's start, from "
+                f"{price.get('price_map_source')}, not at prices the design freezes."
+            )
     if not registry_path.is_file():
         not_pinned.insert(0, f"The model registry {registry_path} was not found, so no model's identity is recorded.")
     unpinned = unpinned_local_modules(loaded)
     if unpinned:
-        not_pinned.append(f"These files beside the design are run by the harness or the engine and are not "
-                          f"pinned, so nothing holds them fixed: {', '.join(unpinned)}.")
+        not_pinned.append(
+            f"These files beside the design are run by the harness or the engine and are not "
+            f"pinned, so nothing holds them fixed: {', '.join(unpinned)}."
+        )
     cfg = {
         "format": CONFIG_FORMAT,
         "runner": runner_identity(argv),
@@ -68,14 +85,16 @@ def build_config(loaded: LoadedDesign, *, argv: list[str], registry_path: Path) 
         "study": {"id": design.study.id, "seed": design.study.seed},
         "harness": harness,
         "engine": engine_fields(design.engine),
-        "households": {"path": design.households.path, "sha256": design.households.sha256,
-                       "count": len(loaded.households)},
+        "households": {
+            "path": design.households.path,
+            "sha256": design.households.sha256,
+            "count": len(loaded.households),
+        },
         "arms": {arm.name: arm.features for arm in design.arms},
         "models": models,
         # Which registry the identities came from (runmain.registry_path: beside
         # the design, else the working directory, else the project's).
-        "model_registry": {"path": str(registry_path),
-                           "sha256": _sha256_or_none(registry_path)},
+        "model_registry": {"path": str(registry_path), "sha256": _sha256_or_none(registry_path)},
         "not_pinned_down": not_pinned,
         "known_confounds": known_confounds(design.models, registry),
     }
@@ -193,6 +212,7 @@ def git_state(source_dir: Path, source_file: str) -> tuple[str | None, bool | No
     ``source_file`` (a name in it): code installed into a virtualenv inside
     another project's repository (the study's own, its .venv ignored) is not
     that repository's commit, and must not be recorded as it."""
+
     def git(*args: str) -> str | None:
         try:
             done = subprocess.run(["git", *args], cwd=source_dir, capture_output=True, text=True, timeout=20)
@@ -228,15 +248,19 @@ def describe_problems(described: Any) -> list[str]:
         return []
     if not isinstance(described, dict):
         return [f"harness DESCRIBE: must be a dict of {', '.join(DECLARED)} (got {type(described).__name__})"]
-    problems = [f"harness DESCRIBE: unknown key {key!r} (the keys are {', '.join(DECLARED)})"
-                for key in described if key not in DECLARED]
+    problems = [
+        f"harness DESCRIBE: unknown key {key!r} (the keys are {', '.join(DECLARED)})"
+        for key in described
+        if key not in DECLARED
+    ]
     for kind in DECLARED:
         items = described.get(kind)
         if items is None:
             continue
         if not isinstance(items, dict):
-            problems.append(f"harness DESCRIBE[{kind!r}]: must be a dict of name -> text or JSON value "
-                            f"(got {type(items).__name__})")
+            problems.append(
+                f"harness DESCRIBE[{kind!r}]: must be a dict of name -> text or JSON value (got {type(items).__name__})"
+            )
             continue
         for name, value in items.items():
             if not isinstance(name, str):
@@ -266,7 +290,8 @@ def unpinned_local_modules(loaded: LoadedDesign) -> list[str]:
         top = base if root is None else root
         parts = name.split(".") if name else []
         for candidate in ([top.joinpath(*parts).with_suffix(".py")] if parts else []) + [
-                top.joinpath(*parts, "__init__.py")]:
+            top.joinpath(*parts, "__init__.py")
+        ]:
             if candidate.is_file():
                 return candidate.resolve()
         if root is None:
@@ -326,8 +351,12 @@ def _only_a_docstring(path: Path) -> bool:
         body = ast.parse(path.read_bytes()).body
     except (OSError, SyntaxError, ValueError):
         return False
-    return not body or (len(body) == 1 and isinstance(body[0], ast.Expr)
-                        and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str))
+    return not body or (
+        len(body) == 1
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+        and isinstance(body[0].value.value, str)
+    )
 
 
 def harness_described(module: Any) -> Any:
@@ -342,14 +371,20 @@ def _harness(loaded: LoadedDesign, not_pinned: list[str]) -> dict[str, Any]:
     from confirmatory.records.chain import dumps
 
     spec = loaded.design.harness
-    out: dict[str, Any] = {"entry": spec.entry, "pins": dict(loaded.pins), "declared": False,
-                           "git_commit": None, "git_dirty": None}
+    out: dict[str, Any] = {
+        "entry": spec.entry,
+        "pins": dict(loaded.pins),
+        "declared": False,
+        "git_commit": None,
+        "git_dirty": None,
+    }
     try:
         module = entry_module(spec.entry, loaded.base_dir)
         described = harness_described(module)
     except Exception as exc:  # the run itself will refuse it; the config says why
-        not_pinned.append(f"The harness module could not be imported to read its declarations: "
-                          f"{type(exc).__name__}: {exc}.")
+        not_pinned.append(
+            f"The harness module could not be imported to read its declarations: {type(exc).__name__}: {exc}."
+        )
         return out
     source = getattr(module, "__file__", None)
     if source:
@@ -357,8 +392,10 @@ def _harness(loaded: LoadedDesign, not_pinned: list[str]) -> dict[str, Any]:
         source_path = Path(source).resolve()
         out["git_commit"], out["git_dirty"] = git_state(source_path.parent, source_path.name)
     if not isinstance(described, dict) or describe_problems(described):
-        not_pinned.append("The harness does not declare its prompts, documents and tool schemas (no DESCRIBE,"
-                          " or one `run` would refuse); they are fixed only through the pinned file hashes.")
+        not_pinned.append(
+            "The harness does not declare its prompts, documents and tool schemas (no DESCRIBE,"
+            " or one `run` would refuse); they are fixed only through the pinned file hashes."
+        )
         return out
     out["declared"] = True
     for kind in DECLARED:
@@ -368,8 +405,10 @@ def _harness(loaded: LoadedDesign, not_pinned: list[str]) -> dict[str, Any]:
             if isinstance(value, str):
                 table[name] = {"sha256": _sha(value.encode("utf-8")), "text": value}
             else:
-                table[name] = {"sha256": _sha(dumps(value if isinstance(value, dict) else {"value": value})),
-                               "value": value}
+                table[name] = {
+                    "sha256": _sha(dumps(value if isinstance(value, dict) else {"value": value})),
+                    "value": value,
+                }
         out[kind] = table
     return out
 
@@ -421,14 +460,17 @@ def _model(spec: ModelSpec, entry: dict[str, Any] | None, not_pinned: list[str])
     return out
 
 
-def model_sentences(spec: ModelSpec, entry: dict[str, Any] | None, supported: list[str],
-                    withheld: list[str], missing: list[str]) -> list[str]:
+def model_sentences(
+    spec: ModelSpec, entry: dict[str, Any] | None, supported: list[str], withheld: list[str], missing: list[str]
+) -> list[str]:
     """What stays open about one model, one plain sentence each."""
     n, lm = spec.name, spec.litellm_model
     out: list[str] = []
     if not supported:
-        out.append(f"{n}: litellm does not know which parameters {lm} accepts,"
-                   " so whether temperature and seed are honoured is unknown.")
+        out.append(
+            f"{n}: litellm does not know which parameters {lm} accepts,"
+            " so whether temperature and seed are honoured is unknown."
+        )
     else:
         if "temperature" not in supported:
             out.append(f"{n}: the provider does not accept temperature for {lm}; the sampling temperature is its own.")
@@ -438,29 +480,37 @@ def model_sentences(spec: ModelSpec, entry: dict[str, Any] | None, supported: li
     if seed_possible and "seed" not in spec.params:
         out.append(f"{n}: no seed was passed.")
     if "seed" in spec.params:
-        out.append(f"{n}: the seed goes with chat-completions calls only; calls through the Responses API"
-                   " carry none (that API takes no seed).")
+        out.append(
+            f"{n}: the seed goes with chat-completions calls only; calls through the Responses API"
+            " carry none (that API takes no seed)."
+        )
     if "seed" in spec.params and seed_possible:
         measured = None if entry is None else entry.get("seed_reproducible")
         if measured is False:
             out.append(f"{n}: a seed is passed, but it was measured not to reproduce {lm}'s replies.")
         elif measured is None:
-            out.append(f"{n}: a seed is passed, but whether it reproduces {lm}'s replies was never measured"
-                       " (confirmatory probe-seed).")
+            out.append(
+                f"{n}: a seed is passed, but whether it reproduces {lm}'s replies was never measured"
+                " (confirmatory probe-seed)."
+            )
     if not _is_local(spec):
-        out.append(f"{n}: a shared endpoint chooses batching and kernels, which can change replies to identical"
-                   " requests.")
+        out.append(
+            f"{n}: a shared endpoint chooses batching and kernels, which can change replies to identical requests."
+        )
     if entry is None:
-        out.append(f"{n}: {lm} has no entry in models.json, so its weights, precision and modifications"
-                   " are not recorded.")
+        out.append(
+            f"{n}: {lm} has no entry in models.json, so its weights, precision and modifications are not recorded."
+        )
     else:
         if entry.get("snapshot") is None:
             out.append(f"{n}: the name {lm} can point at new weights over time; no dated snapshot is recorded.")
         if missing:
             out.append(f"{n}: models.json does not record {', '.join(missing)} for {lm}.")
     if withheld:
-        out.append(f"{n}: the parameters {', '.join(withheld)} were sent but are not recorded,"
-                   " because they can hold credentials.")
+        out.append(
+            f"{n}: the parameters {', '.join(withheld)} were sent but are not recorded,"
+            " because they can hold credentials."
+        )
     return out
 
 

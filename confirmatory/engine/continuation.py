@@ -122,8 +122,9 @@ def _times(obj: dict[str, Any]) -> list[float]:
     return out
 
 
-def read_position(run_dir: Path, *, precedence: Any, class_lists: Any, max_reruns: int,
-                  inconclusive_limit: int, host_summary: Any) -> Position:
+def read_position(
+    run_dir: Path, *, precedence: Any, class_lists: Any, max_reruns: int, inconclusive_limit: int, host_summary: Any
+) -> Position:
     """Read a crashed run's records (every torn tail already moved aside)."""
     run_dir = Path(run_dir)
     layout = load_layout(run_dir)
@@ -284,13 +285,22 @@ def read_position(run_dir: Path, *, precedence: Any, class_lists: Any, max_rerun
             if x.lined:
                 continue  # classified, counted and lined before the crash
             verdict = host_summary.verdict(x.record["start"], x.record["end"], limit=host_lines)
-            d = rules.decide(x.record, tuple(verdict.reasons), reruns_used=x.reruns_used, max_reruns=max_reruns,
-                             precedence=precedence, class_lists=class_lists,
-                             inconclusive_households={s: set(v) for s, v in pos.inconclusive.items()},
-                             inconclusive_limit=inconclusive_limit)
+            d = rules.decide(
+                x.record,
+                tuple(verdict.reasons),
+                reruns_used=x.reruns_used,
+                max_reruns=max_reruns,
+                precedence=precedence,
+                class_lists=class_lists,
+                inconclusive_households={s: set(v) for s, v in pos.inconclusive.items()},
+                inconclusive_limit=inconclusive_limit,
+            )
             x.cls, x.action, x.signature, x.stop_cause = str(d.cls), str(d.action), d.signature, d.stop_cause
-            if rules.classify(x.record, tuple(verdict.reasons), precedence=precedence,
-                              class_lists=class_lists) == rules.Cls.INCONCLUSIVE and d.signature:
+            if (
+                rules.classify(x.record, tuple(verdict.reasons), precedence=precedence, class_lists=class_lists)
+                == rules.Cls.INCONCLUSIVE
+                and d.signature
+            ):
                 pos.inconclusive.setdefault(d.signature, set()).add(cut.household)
             pos.spend_nusd += int(x.record.get("cost_nusd") or 0)
             pos.attempts += 1
@@ -302,8 +312,18 @@ def read_position(run_dir: Path, *, precedence: Any, class_lists: Any, max_rerun
         pos.spend_nusd += pos.lost_nusd
         pos.finished_nusd += pos.lost_nusd
     total = spend_before + sum(p.spend_nusd for p in models.values())
-    return Position(continuation, crash_t, run_stop, crossed_t, total, models, logs, last_anchor, host_lines,
-                    [o for o in run_stops if o.get("scope") == "run"])
+    return Position(
+        continuation,
+        crash_t,
+        run_stop,
+        crossed_t,
+        total,
+        models,
+        logs,
+        last_anchor,
+        host_lines,
+        [o for o in run_stops if o.get("scope") == "run"],
+    )
 
 
 def iter_record(data: bytes) -> dict[str, Any] | None:
@@ -371,16 +391,24 @@ def kept_before(run_dir: Path, rels: list[str], continuation: int, moving: set[s
         if rel in moving:
             continue  # still torn: move_torn_tail finds its kept file
         for kept_path in sorted(Path(run_dir).glob(f"{rel}.torn-{continuation}*")):
-            if not re.fullmatch(rf"\.torn-{continuation}(\.\d+)?", kept_path.name[len(Path(rel).name):]):
+            if not re.fullmatch(rf"\.torn-{continuation}(\.\d+)?", kept_path.name[len(Path(rel).name) :]):
                 continue
             data = kept_path.read_bytes()
-            out.append({"log": rel, "offset": (Path(run_dir) / rel).stat().st_size, "length": len(data),
-                        "sha256": sha256_hex(data), "kept": kept_path.relative_to(run_dir).as_posix()})
+            out.append(
+                {
+                    "log": rel,
+                    "offset": (Path(run_dir) / rel).stat().st_size,
+                    "length": len(data),
+                    "sha256": sha256_hex(data),
+                    "kept": kept_path.relative_to(run_dir).as_posix(),
+                }
+            )
     return out
 
 
-def begin(run: Any, position: Position, *, reason: str, torn: list[dict[str, Any]],
-          made: list[str] | None = None) -> None:
+def begin(
+    run: Any, position: Position, *, reason: str, torn: list[dict[str, Any]], made: list[str] | None = None
+) -> None:
     """Write what the crash leaves to the continuation, in this order: a
     ``continuation`` line in every log (the reason, every log's lines and
     head at the crash, the last anchor, the torn tails moved aside, this
@@ -396,9 +424,18 @@ def begin(run: Any, position: Position, *, reason: str, torn: list[dict[str, Any
 
     files = run.files
     t = run.clock.now()
-    head = {"event": "continuation", "t": t, "continuation": position.continuation, "reason": reason,
-            "crash_t": position.crash_t, "logs": position.logs, "last_anchor": position.last_anchor,
-            "torn_tails": torn, "process": {"pid": os.getpid()}, "made": list(made or [])}
+    head = {
+        "event": "continuation",
+        "t": t,
+        "continuation": position.continuation,
+        "reason": reason,
+        "crash_t": position.crash_t,
+        "logs": position.logs,
+        "last_anchor": position.last_anchor,
+        "torn_tails": torn,
+        "process": {"pid": os.getpid()},
+        "made": list(made or []),
+    }
     lost = {name: pos.lost_nusd for name, pos in position.models.items()}
     under_way = {name: [c.household for c in pos.cut] for name, pos in position.models.items() if pos.cut}
     files.run_log.append({**head, "lost_nusd": lost, "under_way": under_way})
@@ -412,12 +449,18 @@ def begin(run: Any, position: Position, *, reason: str, torn: list[dict[str, Any
             resume.close()
     for name, mf in files.models.items():
         pos = position.models[name]
-        mf.run_log.append({**head, "lost_nusd": pos.lost_nusd, "lost": pos.lost_keys,
-                           "under_way": [c.household for c in pos.cut]})
+        mf.run_log.append(
+            {**head, "lost_nusd": pos.lost_nusd, "lost": pos.lost_keys, "under_way": [c.household for c in pos.cut]}
+        )
         mf.admission_log.append(head)
     crash_t = position.crash_t
-    stop = {"event": "stop", "cause": CRASH, "scope": "run", "t": crash_t,
-            "detail": f"the runner died; continuation {position.continuation} carried the run on"}
+    stop = {
+        "event": "stop",
+        "cause": CRASH,
+        "scope": "run",
+        "t": crash_t,
+        "detail": f"the runner died; continuation {position.continuation} carried the run on",
+    }
     files.run_log.append(stop)
     for name, mf in files.models.items():
         # a run-scope stop of run.jsonl that this log lacks (its write failed,
@@ -432,9 +475,24 @@ def begin(run: Any, position: Position, *, reason: str, torn: list[dict[str, Any
             lines, spend = [], 0
             for x in cut.records:
                 r = x.record
-                a = Attempt(cut.household, str(r["arm"]), int(r["pass"]), cut.lane, r["start"], r["end"], r,
-                            x.rel, x.sha256, x.reruns_used, x.cls, x.action, x.signature,
-                            host_lines=position.host_lines, round_index=cut.round_index, replaced=True)
+                a = Attempt(
+                    cut.household,
+                    str(r["arm"]),
+                    int(r["pass"]),
+                    cut.lane,
+                    r["start"],
+                    r["end"],
+                    r,
+                    x.rel,
+                    x.sha256,
+                    x.reruns_used,
+                    x.cls,
+                    x.action,
+                    x.signature,
+                    host_lines=position.host_lines,
+                    round_index=cut.round_index,
+                    replaced=True,
+                )
                 spend += a.cost_nusd
                 if x.lined:
                     continue
@@ -443,20 +501,52 @@ def begin(run: Any, position: Position, *, reason: str, torn: list[dict[str, Any
                 rnd = {"round": cut.round_index} if cut.round_index else {}
                 if x.action == rules.Action.STOP and key not in pos.triggered:
                     cause = x.stop_cause or "harness"
-                    lines.append({"event": "trigger", "cause": cause, "household": cut.household, "arm": a.arm,
-                                  "pass": a.pass_index, "t": crash_t, **rnd})
+                    lines.append(
+                        {
+                            "event": "trigger",
+                            "cause": cause,
+                            "household": cut.household,
+                            "arm": a.arm,
+                            "pass": a.pass_index,
+                            "t": crash_t,
+                            **rnd,
+                        }
+                    )
                     if not pos.stopped:
                         pos.stopped, pos.stop_cause = True, cause
-                        lines.append({"event": "stop", "cause": cause, "scope": "model", "t": crash_t,
-                                      "detail": f"models/{name}/{x.rel}: found by continuation "
-                                                f"{position.continuation}"})
+                        lines.append(
+                            {
+                                "event": "stop",
+                                "cause": cause,
+                                "scope": "model",
+                                "t": crash_t,
+                                "detail": f"models/{name}/{x.rel}: found by continuation {position.continuation}",
+                            }
+                        )
                 elif x.action == rules.Action.PAUSE and key not in pos.paused_keys:
-                    lines.append({"event": "pause", "household": cut.household, "arm": a.arm,
-                                  "pass": a.pass_index, "t": crash_t, **rnd})
+                    lines.append(
+                        {
+                            "event": "pause",
+                            "household": cut.household,
+                            "arm": a.arm,
+                            "pass": a.pass_index,
+                            "t": crash_t,
+                            **rnd,
+                        }
+                    )
                     pos.paused, pos.pause_t = True, crash_t
-            lines.append({"event": "household", "lane": cut.lane, "household": cut.household, "t": crash_t,
-                          "finished": False, "spend_nusd": spend, "cut_by": CRASH,
-                          **({"round": cut.round_index} if cut.round_index else {})})
+            lines.append(
+                {
+                    "event": "household",
+                    "lane": cut.lane,
+                    "household": cut.household,
+                    "t": crash_t,
+                    "finished": False,
+                    "spend_nusd": spend,
+                    "cut_by": CRASH,
+                    **({"round": cut.round_index} if cut.round_index else {}),
+                }
+            )
             for line in lines:
                 mf.run_log.append(line)
             pos.finished_nusd += spend
@@ -468,8 +558,9 @@ def begin(run: Any, position: Position, *, reason: str, torn: list[dict[str, Any
 
 def restore(run: Any, position: Position) -> None:
     """The Run's and each model's state as the records leave them."""
-    run.spend.restore(position.spend_total_nusd, {n: p.spend_nusd for n, p in position.models.items()},
-                      position.crossed_t)
+    run.spend.restore(
+        position.spend_total_nusd, {n: p.spend_nusd for n, p in position.models.items()}, position.crossed_t
+    )
     if position.run_stopped is not None:
         run.stopped, run.stop_cause = True, position.run_stopped
         run.stop_detail = f"stopped before the crash ({position.run_stopped})"

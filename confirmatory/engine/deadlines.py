@@ -38,11 +38,29 @@ class Deadlines:
 
         def fatal(self, cause: str, detail: str, *, disk: bool = False) -> None: ...
 
-        def late_cost(self, m: ModelState, household: str, arm: str, pass_index: int, nusd: int,
-                      *, reason: str | None = None, round_index: int = 0) -> None: ...
+        def late_cost(
+            self,
+            m: ModelState,
+            household: str,
+            arm: str,
+            pass_index: int,
+            nusd: int,
+            *,
+            reason: str | None = None,
+            round_index: int = 0,
+        ) -> None: ...
 
-        def trigger(self, m: ModelState, cause: str, household: str, arm: str, pass_index: int,
-                    *, detail: str = "", round_index: int = 0) -> None: ...
+        def trigger(
+            self,
+            m: ModelState,
+            cause: str,
+            household: str,
+            arm: str,
+            pass_index: int,
+            *,
+            detail: str = "",
+            round_index: int = 0,
+        ) -> None: ...
 
     def _abandon(self, m: ModelState, r: Running) -> None:
         """An attempt past its deadline: write its record now, trigger, stop the model."""
@@ -63,9 +81,18 @@ class Deadlines:
                     m.pending += 1
         exc = AttemptDeadline(f"attempt still running {self.design.rules.attempt_deadline_s} s after its start")
         record = {
-            "model": m.name, "household": r.household, "arm": r.arm, "pass": r.pass_index, "lane": r.lane,
-            "start": r.start, "end": end, "status": "deadline", "cost_nusd": cost,
-            "error": describe_exception(exc), "calls": calls, "answer": None,
+            "model": m.name,
+            "household": r.household,
+            "arm": r.arm,
+            "pass": r.pass_index,
+            "lane": r.lane,
+            "start": r.start,
+            "end": end,
+            "status": "deadline",
+            "cost_nusd": cost,
+            "error": describe_exception(exc),
+            "calls": calls,
+            "answer": None,
             **({"round": r.round_index} if r.round_index else {}),
         }
         try:
@@ -84,16 +111,28 @@ class Deadlines:
             # ends its household without the attempt (or is settled so).
             from confirmatory.records.layout import record_relpath
 
-            self.fatal("runner-error", f"the deadline record models/{m.name}/"
-                                       f"{record_relpath(r.household, r.arm, r.pass_index, r.round_index)} "
-                                       f"could not be written: {r.record_lost}", disk=True)
+            self.fatal(
+                "runner-error",
+                f"the deadline record models/{m.name}/"
+                f"{record_relpath(r.household, r.arm, r.pass_index, r.round_index)} "
+                f"could not be written: {r.record_lost}",
+                disk=True,
+            )
             if cost:
-                self.late_cost(m, r.household, r.arm, r.pass_index, cost, reason=r.record_lost,
-                               round_index=r.round_index)
+                self.late_cost(
+                    m, r.household, r.arm, r.pass_index, cost, reason=r.record_lost, round_index=r.round_index
+                )
             return
-        self.trigger(m, "deadline", r.household, r.arm, r.pass_index, round_index=r.round_index,
-                     detail=f"models/{m.name}/{rel}: the attempt passed its deadline "
-                            f"({self.design.rules.attempt_deadline_s:g} s) and was abandoned")
+        self.trigger(
+            m,
+            "deadline",
+            r.household,
+            r.arm,
+            r.pass_index,
+            round_index=r.round_index,
+            detail=f"models/{m.name}/{rel}: the attempt passed its deadline "
+            f"({self.design.rules.attempt_deadline_s:g} s) and was abandoned",
+        )
 
     def abandon_grace_s(self, m: ModelState) -> float:
         """How long an abandoned conversation may take to reach its next turn.

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from confirmatory.core import rules
 from confirmatory.core.errors import BudgetStop, HarnessContractError, UnreportedCall
+from confirmatory.engine.classify import Classifier
 from confirmatory.engine.modelstate import Attempt, ModelState, Running
 from confirmatory.engine.spend import AttemptSpend, record_error, unreported_breach
 from confirmatory.records.chain import ChainError, dumps
@@ -33,7 +34,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from confirmatory.engine.run import Run
 
 
-class Lane:
+class Lane(Classifier):
     """One lane thread's work. ``run()`` is the thread body; it never raises."""
 
     def __init__(self, run: Run, model: ModelState, index: int) -> None:
@@ -92,8 +93,13 @@ class Lane:
             pass
         # Written at the lane's end; not after a run file failed (the run then
         # ends as a crash does, and its continuation carries the lane on).
-        written = False if self.run.disk_failed else self.run.append_at_end(
-            self.m.run_log, {"event": "lane-end", "lane": self.index, "reason": reason, "t": t})
+        written = (
+            False
+            if self.run.disk_failed
+            else self.run.append_at_end(
+                self.m.run_log, {"event": "lane-end", "lane": self.index, "reason": reason, "t": t}
+            )
+        )
         with self.m.cond:
             self.m.lane_ends.append(reason)
             self.m.lane_end_lines += written
@@ -120,9 +126,21 @@ class Lane:
             if running.deadline_record is not None:
                 record, rel, sha, end = running.deadline_record
                 if not any(a.record_rel == rel for a in attempts):
-                    attempts = attempts + [Attempt(household, running.arm, running.pass_index, self.index,
-                                                   running.start, end, record, rel, sha, running.pass_index,
-                                                   round_index=running.round_index)]
+                    attempts = attempts + [
+                        Attempt(
+                            household,
+                            running.arm,
+                            running.pass_index,
+                            self.index,
+                            running.start,
+                            end,
+                            record,
+                            rel,
+                            sha,
+                            running.pass_index,
+                            round_index=running.round_index,
+                        )
+                    ]
             self.end_household(household, attempts, False, round_index=self.m.rounds.get(household, 0))
         self._write_lane_end("stopped")
 
@@ -201,8 +219,15 @@ class Lane:
                     last = i == len(arms) - 1
                     # the class that made this a rerun: the arm's last attempt's (progress display)
                     rerun_of = next((a.cls for a in reversed(attempts) if a.arm == arm), None)
-                    attempt = self.run_attempt(household, arm, pass_index, reruns_used[arm], last_in_pass=last,
-                                               rerun_of=rerun_of, round_index=round_index)
+                    attempt = self.run_attempt(
+                        household,
+                        arm,
+                        pass_index,
+                        reruns_used[arm],
+                        last_in_pass=last,
+                        rerun_of=rerun_of,
+                        round_index=round_index,
+                    )
                     if attempt is None:  # nothing started: the model or run stopped
                         finished = False
                         break
@@ -238,8 +263,11 @@ class Lane:
                 # A rerun pass waits first (rules.rerun_wait_s), on the halt
                 # event: a stop, the run's stop or the ceiling ends the wait
                 # at once, and the household then ends cut short.
-                wait = rules.rerun_wait_s(self.rules.rerun_wait_s, pass_index + 1,
-                                          retry_after_s=_asked_wait(ended, arms)) if arms else 0.0
+                wait = (
+                    rules.rerun_wait_s(self.rules.rerun_wait_s, pass_index + 1, retry_after_s=_asked_wait(ended, arms))
+                    if arms
+                    else 0.0
+                )
                 if wait > 0 and (self.m.halt.wait(wait) or self._halted()):
                     finished = False
                     break
@@ -253,8 +281,7 @@ class Lane:
             self.end_household(household, attempts, finished, round_index=round_index)
         return finished
 
-    def end_household(self, household: str, attempts: list[Attempt], finished: bool, *,
-                      round_index: int = 0) -> None:
+    def end_household(self, household: str, attempts: list[Attempt], finished: bool, *, round_index: int = 0) -> None:
         m = self.m
         if not self._claim("_household_claimed"):
             return  # settled by the main thread, which wrote these lines
@@ -317,9 +344,17 @@ class Lane:
             return f"model stopped ({self.m.stop_cause})"
         return None
 
-    def run_attempt(self, household: str, arm: str, pass_index: int, reruns_used: int, *,
-                    last_in_pass: bool = False, rerun_of: str | None = None,
-                    round_index: int = 0) -> Attempt | None:
+    def run_attempt(
+        self,
+        household: str,
+        arm: str,
+        pass_index: int,
+        reruns_used: int,
+        *,
+        last_in_pass: bool = False,
+        rerun_of: str | None = None,
+        round_index: int = 0,
+    ) -> Attempt | None:
         """Run one attempt; None when none started (the model or run had stopped).
 
         ``last_in_pass``: the pass's classes become pending at the instant this
@@ -334,8 +369,7 @@ class Lane:
             # after its record is written, or known lost, whose costs must
             # then say so (Run._abandon).
             running.deadline_written.wait()
-            self.run.late_cost(m, household, arm, pass_index, nusd, reason=running.record_lost,
-                               round_index=round_index)
+            self.run.late_cost(m, household, arm, pass_index, nusd, reason=running.record_lost, round_index=round_index)
 
         def journal(nusd: int) -> None:
             self.run.journal_cost(m, household, arm, pass_index, nusd, round_index)
@@ -358,8 +392,16 @@ class Lane:
                     # Re-checked under the ceiling's lock: a stop, pause or
                     # crossing taken under it is strictly before or after `start`.
                     if not (m.paused or self._halted()):
-                        running = Running(aspend, household, arm, pass_index, self.index, start,
-                                          last_in_pass=last_in_pass, round_index=round_index)
+                        running = Running(
+                            aspend,
+                            household,
+                            arm,
+                            pass_index,
+                            self.index,
+                            start,
+                            last_in_pass=last_in_pass,
+                            round_index=round_index,
+                        )
                         m.running[key] = running
                         m.attempts += 1
                         m.reruns += pass_index > 0  # a rerun counts once it starts
@@ -379,8 +421,7 @@ class Lane:
         ended_by: BaseException | None = None  # what ended the conversation, if not its end
         try:
             with aspend.bound():  # confirmatory.engine.llm tells it of the calls made in this thread
-                result = self.run.harness(self.spec, m.households[household], arm_spec, m.pool, aspend,
-                                          self.run.clock)
+                result = self.run.harness(self.spec, m.households[household], arm_spec, m.pool, aspend, self.run.clock)
             if not isinstance(result, dict):
                 raise HarnessContractError(f"the harness returned {type(result).__name__}, not a dict")
             if "answer" not in result:
@@ -401,7 +442,8 @@ class Lane:
                 # checks a budget_stop against the halts). A harness failure.
                 ended_by = HarnessContractError(
                     f"the harness raised BudgetStop itself ({exc}), but the runner had not ended the "
-                    "conversation: only spend.checkpoint() raises it")
+                    "conversation: only spend.checkpoint() raises it"
+                )
                 status, error, answer, extra = "error", record_error(ended_by), None, None
         except BaseException as exc:  # noqa: BLE001 - every failure becomes a record (SystemExit too)
             ended_by = exc
@@ -421,8 +463,10 @@ class Lane:
             missing, unreported = breach
             if ended_by is not None and not isinstance(ended_by, UnreportedCall):
                 # what ended the conversation otherwise is kept in the message
-                unreported = HarnessContractError(f"{unreported}; the conversation had ended with "
-                                                  f"{error.get('type')}: {str(error.get('message'))[:300]}")
+                unreported = HarnessContractError(
+                    f"{unreported}; the conversation had ended with "
+                    f"{error.get('type')}: {str(error.get('message'))[:300]}"
+                )
             if missing:
                 now = time.time()
                 aspend.add_call("chat", now, now, cost_nusd=missing, error=unreported)
@@ -441,8 +485,19 @@ class Lane:
                 raise RuntimeError(f"attempt {key} was abandoned but its deadline record was not written")
             record, rel, sha, dl_end = deadline
             self._done_running(key, last_in_pass)
-            return Attempt(household, arm, pass_index, self.index, start, dl_end, record, rel, sha, reruns_used,
-                           round_index=round_index)
+            return Attempt(
+                household,
+                arm,
+                pass_index,
+                self.index,
+                start,
+                dl_end,
+                record,
+                rel,
+                sha,
+                reruns_used,
+                round_index=round_index,
+            )
         cost, calls = aspend.snapshot()
         record = {
             "model": m.name,
@@ -468,14 +523,16 @@ class Lane:
             # The record is lost but its spend is real: count it where a
             # reviewer sees it (conservation), then fail as a runner error.
             if cost:
-                self.run.late_cost(m, household, arm, pass_index, cost,
-                                   reason=f"record not written: {exc!r}", round_index=round_index)
+                self.run.late_cost(
+                    m, household, arm, pass_index, cost, reason=f"record not written: {exc!r}", round_index=round_index
+                )
             if isinstance(exc, OSError):  # the disk: nothing more is written (Run.fatal), before this household's end
                 self.run.fatal("runner-error", f"lane {m.name}/{self.index}: record not written: {exc!r}", disk=True)
             raise
         self._done_running(key, last_in_pass)
-        return Attempt(household, arm, pass_index, self.index, start, end, record, rel, sha, reruns_used,
-                       round_index=round_index)
+        return Attempt(
+            household, arm, pass_index, self.index, start, end, record, rel, sha, reruns_used, round_index=round_index
+        )
 
     def _count_pending(self, running: Running) -> None:
         """(m.cond held) The pass's classes are now pending, once per pass."""
@@ -489,90 +546,6 @@ class Lane:
             if running is not None:
                 self._count_pending(running)
 
-    # -- classification ------------------------------------------------------
-    def decide_attempt(self, a: Attempt, host_reasons: tuple[str, ...]) -> rules.Decision:
-        r = self.rules
-        with self.m.cond:
-            households = {sig: set(hh) for sig, hh in self.m.inconclusive.items()}
-        return rules.decide(
-            a.record,
-            host_reasons,
-            reruns_used=a.reruns_used,
-            max_reruns=r.max_reruns_per_arm,
-            precedence=r.precedence,
-            class_lists=self.run.class_lists,
-            inconclusive_households=households,
-            inconclusive_limit=r.inconclusive_household_limit,
-        )
-
-    def _early_consequence(self, a: Attempt) -> bool:
-        """Act at once on a class the host evidence cannot change.
-
-        A harness failure stops the model and an operator failure pauses it
-        as soon as the attempt ends, not after the pass's host evidence
-        (which can take ~3 sample intervals): no attempt should start on a
-        broken harness or a revoked key meanwhile. Returns True when the
-        household must end now.
-        """
-        with_host = rules.classify(a.record, ("probe",), precedence=self.rules.precedence,
-                                   class_lists=self.run.class_lists)
-        without = rules.classify(a.record, (), precedence=self.rules.precedence,
-                                 class_lists=self.run.class_lists)
-        if with_host != without:
-            return False
-        return self._consequence(a, without)
-
-    def _consequence(self, a: Attempt, cls: rules.Cls) -> bool:
-        if a.acted:
-            return cls == rules.Cls.HARNESS
-        if cls == rules.Cls.HARNESS:
-            a.acted = True
-            cause = rules.stop_cause_for(cls, a.record) or "harness"
-            if cause == "harness":  # a deadline was triggered by the watcher already
-                self.run.trigger(self.m, "harness", a.household, a.arm, a.pass_index,
-                                 detail=a.failure(self.m.name), round_index=a.round_index)
-            return True
-        if cls == rules.Cls.OPERATOR:
-            a.acted = True
-            self.run.pause(self.m, a.household, a.arm, a.pass_index, detail=a.failure(self.m.name),
-                           round_index=a.round_index)
-        return False
-
-    def classify_pass(self, ended: list[Attempt]) -> None:
-        last_end = max(a.end for a in ended)
-        monitor = self.run.host
-        # When the model is stopping the wait is short (host.HALT_WAIT_S): the
-        # lane stops fast, and classifies on the evidence written by then,
-        # normally the sample it asked for. Each attempt line
-        # says how many host.jsonl lines that was (`host_lines`), so verify
-        # judges it on the same prefix; a prefix without a sample after the
-        # attempt makes it `host` (its window is not known to be clean).
-        monitor.wait_complete(last_end, self.m.halt)
-        n = monitor.line_count()
-        for a in ended:
-            verdict = monitor.verdict(a.start, a.end, limit=n)
-            a.host_lines = n
-            self.classify_with(a, tuple(verdict.reasons))
-
-    def classify_with(self, a: Attempt, host_reasons: tuple[str, ...]) -> None:
-        rec_cls = rules.classify(a.record, host_reasons, precedence=self.rules.precedence,
-                                 class_lists=self.run.class_lists)
-        if rec_cls == rules.Cls.INCONCLUSIVE:
-            sig = cast(str, rules.error_signature(a.record.get("error")))  # (inconclusive: it has an error)
-            with self.m.cond:
-                self.m.inconclusive.setdefault(sig, set()).add(a.household)
-        d = self.decide_attempt(a, host_reasons)
-        a.cls, a.action, a.signature = str(d.cls), str(d.action), d.signature
-        if d.stop_cause == "inconclusive":
-            with self.m.cond:
-                n = len(self.m.inconclusive.get(cast(str, rules.error_signature(a.record.get("error"))), ()))
-            detail = (f"{n} households failed inconclusively with one error signature (limit "
-                      f"{self.rules.inconclusive_household_limit}); the last: {a.failure(self.m.name)}")
-            self.run.trigger(self.m, "inconclusive", a.household, a.arm, a.pass_index, detail=detail,
-                             round_index=a.round_index)
-        else:
-            self._consequence(a, d.cls)
-
 
 def _asked_wait(ended: list[Attempt], arms: list[str]) -> float:
     """The longest wait a provider asked for (Retry-After) in the records of
@@ -584,4 +557,3 @@ def _asked_wait(ended: list[Attempt], arms: list[str]) -> float:
         if type(value) in (int, float) and value > asked:
             asked = float(value)
     return asked
-

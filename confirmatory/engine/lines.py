@@ -66,31 +66,56 @@ class RecordLines:
         sha = write_json_durable(m.model_dir / rel, record, guard=self.guard)
         return rel, sha
 
-    def late_cost(self, m: ModelState, household: str, arm: str, pass_index: int, nusd: int,
-                  *, reason: str | None = None, round_index: int = 0) -> None:
+    def late_cost(
+        self,
+        m: ModelState,
+        household: str,
+        arm: str,
+        pass_index: int,
+        nusd: int,
+        *,
+        reason: str | None = None,
+        round_index: int = 0,
+    ) -> None:
         """A cost outside any record: spent after a deadline, or by an attempt whose record was lost."""
         t = self.clock.now()
-        line = {"event": "late-cost", "household": household, "arm": arm, "pass": pass_index,
-                "cost_nusd": nusd, "t": t, **_round(round_index)}
+        line = {
+            "event": "late-cost",
+            "household": household,
+            "arm": arm,
+            "pass": pass_index,
+            "cost_nusd": nusd,
+            "t": t,
+            **_round(round_index),
+        }
         if reason:
             line["reason"] = reason
         m.run_log.append(line)
 
-    def journal_cost(self, m: ModelState, household: str, arm: str, pass_index: int, nusd: int,
-                     round_index: int = 0) -> None:
+    def journal_cost(
+        self, m: ModelState, household: str, arm: str, pass_index: int, nusd: int, round_index: int = 0
+    ) -> None:
         """The spend journal: a cost is on disk (a fsynced ``call-cost`` line)
         before it counts toward the ceiling or its reply reaches the harness,
         so a runner killed mid-attempt loses no counted dollar (a continuation
         adds the journaled cost of every attempt the crash left without a
         record). A journal that cannot be written is the runner's failure:
         the run stops (runner-error); the cost is still counted."""
-        line = {"event": "call-cost", "household": household, "arm": arm, "pass": pass_index,
-                "cost_nusd": nusd, "t": self.clock.now(), **_round(round_index)}
+        line = {
+            "event": "call-cost",
+            "household": household,
+            "arm": arm,
+            "pass": pass_index,
+            "cost_nusd": nusd,
+            "t": self.clock.now(),
+            **_round(round_index),
+        }
         try:
             m.run_log.append(line)
         except (ChainError, OSError) as exc:
-            self.fatal("runner-error", f"the spend journal models/{m.name}/run.jsonl could not be written: {exc}",
-                       disk=True)
+            self.fatal(
+                "runner-error", f"the spend journal models/{m.name}/run.jsonl could not be written: {exc}", disk=True
+            )
 
     def _finish_as_crash(self, total: int) -> RunResult:
         """A run file could not be written: the run ends as a crash does. Its
@@ -112,8 +137,18 @@ class RecordLines:
         stuck = sum(1 for t, lane in self._lanes if lane.settled and t.is_alive())
         status = "ceiling" if self.spend.crossed.is_set() else "stopped"
         detail = cast(str, self.stop_detail or self.disk_failed)  # (called only once disk_failed is set)
-        return RunResult(status, "runner-error", total, self.run_dir, rc, stuck, detail,
-                         tuple(self.write_failures), final_anchor_written=False, disk_failed=self.disk_failed)
+        return RunResult(
+            status,
+            "runner-error",
+            total,
+            self.run_dir,
+            rc,
+            stuck,
+            detail,
+            tuple(self.write_failures),
+            final_anchor_written=False,
+            disk_failed=self.disk_failed,
+        )
 
 
 def _round(round_index: int) -> dict[str, int]:

@@ -31,11 +31,15 @@ class RunOptions:
     disk_floor_bytes: int | None = None
 
     def as_kwargs(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"clock": self.clock, "host_readers": self.host_readers,
-                               "config": None if self.config is None else dict(self.config),
-                               "install_signals": self.install_signals, "restore_signals": self.restore_signals,
-                               "restore_to": None if self.restore_to is None else dict(self.restore_to),
-                               "api_bases": dict(self.api_bases)}
+        out: dict[str, Any] = {
+            "clock": self.clock,
+            "host_readers": self.host_readers,
+            "config": None if self.config is None else dict(self.config),
+            "install_signals": self.install_signals,
+            "restore_signals": self.restore_signals,
+            "restore_to": None if self.restore_to is None else dict(self.restore_to),
+            "api_bases": dict(self.api_bases),
+        }
         if self.disk_floor_bytes is not None:
             out["disk_floor_bytes"] = self.disk_floor_bytes
         return out

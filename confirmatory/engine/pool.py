@@ -50,8 +50,10 @@ def not_a_pool(pool: Any, factory: str) -> str | None:
     lacking = [name for name in POOL_METHODS if not callable(getattr(pool, name, None))]
     if not lacking:
         return None
-    return (f"the engine factory {factory} returned {type(pool).__name__}, which has no {', '.join(lacking)} "
-            "(an engine pool has call, alive and close: docs/HARNESS.md)")
+    return (
+        f"the engine factory {factory} returned {type(pool).__name__}, which has no {', '.join(lacking)} "
+        "(an engine pool has call, alive and close: docs/HARNESS.md)"
+    )
 
 
 class PoolFailure(Exception):
@@ -130,7 +132,9 @@ def _worker_main(target: str, conn: multiprocessing.connection.Connection) -> No
         except Exception as exc:  # an unpicklable result or exception still gets an answer
             kind = "an exception" if outcome[0] == "raise" else "a result"
             detail = repr(outcome[1])[:500]
-            data = pickle.dumps(("raise", EngineCallError(f"engine returned {kind} that cannot be sent: {detail} ({exc})")))
+            data = pickle.dumps(
+                ("raise", EngineCallError(f"engine returned {kind} that cannot be sent: {detail} ({exc})"))
+            )
         conn.send_bytes(data)
 
 
@@ -164,9 +168,7 @@ class ProcessEnginePool:
         try:
             for i in range(workers):
                 parent_end, child_end = self._ctx.Pipe(duplex=True)
-                proc = self._ctx.Process(
-                    target=_worker_main, args=(target, child_end), name=f"engine-{i}", daemon=True
-                )
+                proc = self._ctx.Process(target=_worker_main, args=(target, child_end), name=f"engine-{i}", daemon=True)
                 proc.start()
                 child_end.close()  # so the parent sees EOF when the child dies
                 self._all.append(_Worker(i, proc, parent_end))

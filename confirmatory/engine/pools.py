@@ -55,8 +55,9 @@ class EnginePools:
             except Exception as exc:  # noqa: BLE001 - every model then stops, cause pool
                 self.cluster_problem = exc
                 for name in models:
-                    self.started[name] = RuntimeError(f"the Ray cluster at {self.engine.address!r} could not be "
-                                                      f"joined: {type(exc).__name__}: {exc}")
+                    self.started[name] = RuntimeError(
+                        f"the Ray cluster at {self.engine.address!r} could not be joined: {type(exc).__name__}: {exc}"
+                    )
                 return
             # The actors of every pool start at once: a pool's start is
             # mostly waiting for the cluster, not work of this process.
@@ -112,9 +113,14 @@ class EnginePools:
             out["address"] = public_address(self.engine.address or "local")
             out["problem"] = f"{type(self.cluster_problem).__name__}: {self.cluster_problem}"
         out["num_cpus_per_actor"] = 1.0 if self.engine.num_cpus is None else float(self.engine.num_cpus)
-        out["pools"] = {name: (pool.placement() if callable(getattr(pool, "placement", None))
-                               else {"problem": f"did not start: {type(pool).__name__}: {pool}"})
-                        for name, pool in self.started.items()}
+        out["pools"] = {
+            name: (
+                pool.placement()
+                if callable(getattr(pool, "placement", None))
+                else {"problem": f"did not start: {type(pool).__name__}: {pool}"}
+            )
+            for name, pool in self.started.items()
+        }
         return out
 
     def close(self) -> None:

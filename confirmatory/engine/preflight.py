@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from confirmatory.design.model import LoadedDesign
@@ -22,13 +22,14 @@ Problem = str  # one line: the design's field (or the file) and what is wrong wi
 
 def registry_path(design_path: Path) -> Path:
     """models.json: beside the design, else in the working directory, else the project's."""
-    for candidate in (design_path.parent / "models.json", Path.cwd() / "models.json",
-                      Path(__file__).resolve().parents[2] / "models.json"):
+    for candidate in (
+        design_path.parent / "models.json",
+        Path.cwd() / "models.json",
+        Path(__file__).resolve().parents[2] / "models.json",
+    ):
         if candidate.is_file():
             return candidate
     return Path.cwd() / "models.json"
-
-
 
 
 def registry_problems(design_path: Path) -> list[str]:
@@ -36,9 +37,14 @@ def registry_problems(design_path: Path) -> list[str]:
     from confirmatory.engine.config import registry_problem
 
     problem = registry_problem(registry_path(Path(design_path)))
-    return [] if problem is None else [
-        f"model registry: {problem} (config.json records each model's identity from it; fix it, or move it "
-        "away to record none)"]
+    return (
+        []
+        if problem is None
+        else [
+            f"model registry: {problem} (config.json records each model's identity from it; fix it, or move it "
+            "away to record none)"
+        ]
+    )
 
 
 def model_problems(loaded: LoadedDesign, *, keys: bool, notes: list[str] | None = None) -> list[str]:
@@ -65,12 +71,13 @@ def model_problems(loaded: LoadedDesign, *, keys: bool, notes: list[str] | None 
         missing = llm.missing_keys(m.litellm_model, m.api_base) if keys or notes is not None else []
         if missing and keys:
             problems.append(
-                f"{key}: {m.litellm_model} needs {', '.join(missing)} in the environment, "
-                "and it is not set"
+                f"{key}: {m.litellm_model} needs {', '.join(missing)} in the environment, and it is not set"
             )
         elif missing and notes is not None:
-            notes.append(f"{key}: {m.litellm_model} needs {', '.join(missing)} in the environment, and it is "
-                         "not set here: run refuses to start without it")
+            notes.append(
+                f"{key}: {m.litellm_model} needs {', '.join(missing)} in the environment, and it is "
+                "not set here: run refuses to start without it"
+            )
         # Every dollar must be counted: a model litellm cannot price would
         # be counted as $0 a call, past its cap and the ceiling. A price the
         # design gives is registered and must come back from litellm's
@@ -79,12 +86,40 @@ def model_problems(loaded: LoadedDesign, *, keys: bool, notes: list[str] | None 
         # a paid API, a proxy or a tunnel; and an unpriced reply would pause
         # its model at every call, llm.UnpricedCall, with nothing an
         # operator could change in a frozen design.)
-        if m.price_usd_per_mtok is None and llm.provider_of(m.litellm_model) not in llm.PRICED_FROM_RESPONSE:
-            problem = llm.price_problem(m.litellm_model)
-            if problem:
-                problems.append(f"{key}: {problem} (give the model a price_usd_per_mtok "
-                                "in the design to count it at a price of the study's own)")
+        problems += price_table_problems(i, m)
     return problems
+
+
+def price_table_problems(i: int, m: Any) -> list[str]:
+    """Why the runner could not count every token of model ``i`` at a frozen
+    price: its table lacks a kind of token its API can bill, or it has no
+    table and does not say ``price = "litellm"`` (then litellm must price it)."""
+    from confirmatory.engine import llm
+    from confirmatory.engine.llm import cost
+
+    kinds = cost.billed_kinds(m.litellm_model)
+    family = cost.api_family(m.litellm_model)
+    if m.price_usd_per_mtok is not None:
+        missing = cost.missing_kinds(m.litellm_model, m.price_usd_per_mtok.table())
+        return [
+            f"models[{i}].price_usd_per_mtok: {m.litellm_model}'s API ({family}) can bill {kind} tokens and the "
+            f'table has no {kind} price; give it (or price = "litellm" to count at litellm\'s map)'
+            for kind in missing
+        ]
+    key = f"models[{i}].litellm_model"
+    if llm.provider_of(m.litellm_model) in llm.PRICED_FROM_RESPONSE:
+        return []  # litellm prices each reply by the model the reply names (docs/LITELLM.md)
+    if getattr(m, "price", None) != "litellm":
+        return [
+            f"models[{i}].price_usd_per_mtok: {m.litellm_model} has no price table; give one with "
+            f"{', '.join(k for k in kinds if k != 'reasoning')} (USD per million tokens; reasoning "
+            'defaults to output), or price = "litellm" to count its calls at litellm\'s map as it stands '
+            "at the run's start"
+        ]
+    # Every dollar must be counted: a model litellm cannot price would be
+    # counted as $0 a call, past its cap and the ceiling.
+    problem = llm.price_problem(m.litellm_model)
+    return [f"{key}: {problem} (give the model a price_usd_per_mtok of the study's own)"] if problem else []
 
 
 def run_dir_problems(run_dir: Path, *, disk_floor_bytes: int | None = None) -> list[str]:
@@ -108,8 +143,10 @@ def run_dir_problems(run_dir: Path, *, disk_floor_bytes: int | None = None) -> l
         except OSError:
             free = None
         if free is not None and free < floor:
-            return [f"{run_dir}: its disk has {free / 2**20:.1f} MiB free, below the {floor / 2**20:g} MiB "
-                    "the run stops at (it keeps that much to write its stop, close lines and final anchor)"]
+            return [
+                f"{run_dir}: its disk has {free / 2**20:.1f} MiB free, below the {floor / 2**20:g} MiB "
+                "the run stops at (it keeps that much to write its stop, close lines and final anchor)"
+            ]
     return []
 
 
@@ -204,25 +241,72 @@ def evidence_problems(loaded: LoadedDesign, notes: list[str] | None = None) -> l
         what = f"path {where}" if spec.path is not None else f"command {list(spec.command or ())!r}"
         problem = probe_source(source, tries=int(host.read_tries), pause_s=retry_pause_s(host.sample_interval_s))
         if problem is not None:
-            problems.append(f"host.evidence[{i}]: {spec.name!r} ({what}) cannot be read: {problem}; "
-                            "the run would stop with runner-error at its first host sample")
+            problems.append(
+                f"host.evidence[{i}]: {spec.name!r} ({what}) cannot be read: {problem}; "
+                "the run would stop with runner-error at its first host sample"
+            )
         elif notes is not None and spec.path is not None and not os.path.lexists(where):
-            notes.append(f"host.evidence[{i}]: {spec.name!r}: {where} does not exist (yet); "
-                         "the run reads it from its start if it appears")
+            notes.append(
+                f"host.evidence[{i}]: {spec.name!r}: {where} does not exist (yet); "
+                "the run reads it from its start if it appears"
+            )
     return problems
 
 
-def preflight(loaded: LoadedDesign, run_dir: Path, *, design_path: Path | None = None,
-              keys: bool = True) -> list[Problem]:
+def signer_problems(loaded: LoadedDesign) -> list[str]:
+    """Why the run could not sign its checkpoints with the key the design
+    pins: ``[anchors.signer] key_file`` missing, not a regular file, open to
+    others (any group or other permission bit: a key file is 0600), not
+    readable, not a study key, or not the key of ``verifier_key``. Said
+    before anything is spent; the key's text is never shown."""
+    import stat
+
+    from confirmatory.engine.evidence import key_file_path
+    from confirmatory.records.keyfile import KeyFileRefused, read_note_signer
+
+    path = key_file_path(loaded)
+    signer = loaded.design.anchors.signer
+    if path is None or signer is None:
+        return []
+    key = "anchors.signer.key_file"
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return [f"{key}: {path} not found (make one with: confirmatory key new NAME --out FILE)"]
+    except OSError as exc:
+        return [f"{key}: {path} cannot be read: {exc.strerror or exc}"]
+    if not stat.S_ISREG(st.st_mode):
+        return [f"{key}: {path} is not a regular file"]
+    if st.st_mode & 0o077:
+        return [
+            f"{key}: {path} has mode {stat.S_IMODE(st.st_mode):04o}: a private key file is readable and "
+            "writable by its owner alone (chmod 600)"
+        ]
+    try:
+        note_signer = read_note_signer(path)
+    except KeyFileRefused as exc:
+        return [f"{key}: {exc}"]
+    if str(note_signer.verifier) != signer.verifier_key:
+        return [
+            f"anchors.signer.verifier_key: the key in {path} is {note_signer.verifier}, not the pinned "
+            f"{signer.verifier_key}"
+        ]
+    return []
+
+
+def preflight(
+    loaded: LoadedDesign, run_dir: Path, *, design_path: Path | None = None, keys: bool = True
+) -> list[Problem]:
     """Every problem that would make ``run`` refuse to start ``loaded`` into
     ``run_dir`` (a new directory): the run directory, the harness and the
     engine, the model registry (beside ``design_path``, else the working
     directory's), each model (with ``keys``: its API keys in the
-    environment), the host evidence and the witness. Empty: it may start."""
+    environment), the host evidence, the study's key and the witness. Empty: it may start."""
     problems = run_dir_problems(Path(run_dir))
     problems.extend(entry_problems(loaded))
     problems.extend(registry_problems(Path(design_path) if design_path is not None else loaded.path))
     problems.extend(model_problems(loaded, keys=keys))
     problems.extend(evidence_problems(loaded))
+    problems.extend(signer_problems(loaded))
     problems.extend(witness_problems(loaded, Path(run_dir)))
     return problems

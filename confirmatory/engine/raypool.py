@@ -96,8 +96,7 @@ class RayCluster:
         try:
             if address == LOCAL:
                 kw: dict[str, Any] = {"num_cpus": local_cpus} if local_cpus is not None else {}
-                ray.init(address="local", include_dashboard=False, log_to_driver=False,
-                         configure_logging=False, **kw)
+                ray.init(address="local", include_dashboard=False, log_to_driver=False, configure_logging=False, **kw)
                 self.started_here = True
             else:
                 ray.init(address=address, log_to_driver=False, configure_logging=False)
@@ -189,7 +188,9 @@ class _EngineActor:
         except Exception as exc:  # an unpicklable result or exception still gets an answer
             kind = "an exception" if outcome[0] == "raise" else "a result"
             detail = repr(outcome[1])[:500]
-            data = pickle.dumps(("raise", EngineCallError(f"engine returned {kind} that cannot be sent: {detail} ({exc})")))
+            data = pickle.dumps(
+                ("raise", EngineCallError(f"engine returned {kind} that cannot be sent: {detail} ({exc})"))
+            )
         return data
 
 
@@ -225,8 +226,9 @@ class RayEnginePool:
     The process must be connected to Ray (``RayCluster``) before a pool starts.
     """
 
-    def __init__(self, target: str, workers: int, *, num_cpus: float | None = None,
-                 start_timeout_s: float = START_TIMEOUT_S) -> None:
+    def __init__(
+        self, target: str, workers: int, *, num_cpus: float | None = None, start_timeout_s: float = START_TIMEOUT_S
+    ) -> None:
         import ray
 
         if workers < 1:
@@ -245,8 +247,9 @@ class RayEnginePool:
         cls = _actor_class()
         try:
             for i in range(workers):
-                handle = cls.options(num_cpus=self.num_cpus, max_restarts=0, max_task_retries=0,
-                                     name=None).remote(target, list(sys.path))
+                handle = cls.options(num_cpus=self.num_cpus, max_restarts=0, max_task_retries=0, name=None).remote(
+                    target, list(sys.path)
+                )
                 self._all.append(_Actor(i, handle))
             for a in self._all:
                 a.watch = a.handle.watch.options(concurrency_group="watch").remote()
@@ -255,8 +258,10 @@ class RayEnginePool:
                 try:
                     info = ray.get(ref, timeout=start_timeout_s)
                 except ray.exceptions.GetTimeoutError:
-                    raise PoolFailure(f"engine actor {a.index} did not start: no answer within {start_timeout_s:g} s "
-                                      f"(does the cluster have {self.num_cpus:g} CPU free per actor?)") from None
+                    raise PoolFailure(
+                        f"engine actor {a.index} did not start: no answer within {start_timeout_s:g} s "
+                        f"(does the cluster have {self.num_cpus:g} CPU free per actor?)"
+                    ) from None
                 except ray.exceptions.RayError as exc:
                     raise PoolFailure(f"engine actor {a.index} did not start: {_first_line(exc)}") from None
                 a.node_id = info["node_id"]
@@ -270,8 +275,12 @@ class RayEnginePool:
     def placement(self) -> dict[str, Any]:
         """The nodes this pool's actors were placed on, and the CPUs it holds."""
         nodes = sorted({a.node_id for a in self._all if a.node_id})
-        return {"actors": self.workers, "num_cpus_per_actor": self.num_cpus,
-                "cpus": self.num_cpus * self.workers, "nodes": nodes}
+        return {
+            "actors": self.workers,
+            "num_cpus_per_actor": self.num_cpus,
+            "cpus": self.num_cpus * self.workers,
+            "nodes": nodes,
+        }
 
     # --- queries -------------------------------------------------------------
 
@@ -390,7 +399,9 @@ class RayEnginePool:
         with self._lock:
             if self._closed:
                 return PoolFailure("engine pool was closed during a call")
-        why = f"engine actor {actor.index} died during a call ({_first_line(exc) if exc else _watch_error(actor.watch)})"
+        why = (
+            f"engine actor {actor.index} died during a call ({_first_line(exc) if exc else _watch_error(actor.watch)})"
+        )
         self._mark_broken(why)
         return PoolFailure(why)
 

@@ -75,24 +75,29 @@ def model_state(run_dir: Path, model: str) -> tuple[str, float | None]:
 
 
 def _final_anchor_written(run_dir: Path) -> bool:
-    return any(o.get("event") == "anchor" and o.get("final") is True
-               for o in _objects(Path(run_dir) / "anchors.jsonl"))
+    return any(o.get("event") == "anchor" and o.get("final") is True for o in _objects(Path(run_dir) / "anchors.jsonl"))
 
 
 def _check_resumable(run_dir: Path, model: str, now: float) -> None:
     """Under resume.jsonl's lock, which the final anchor is also taken under."""
     if _final_anchor_written(run_dir):
-        raise NotResumable("the run is ending: its final anchor is written, so a request now would "
-                           "stay unanchored and never be read. Nothing written")
+        raise NotResumable(
+            "the run is ending: its final anchor is written, so a request now would "
+            "stay unanchored and never be read. Nothing written"
+        )
     state, since = model_state(run_dir, model)
     if state == "stopped":
-        raise NotResumable(f"model {model!r} was stopped (at t={since}); a stopped model never "
-                           f"resumes (see models/{model}/run.jsonl). Nothing written")
+        raise NotResumable(
+            f"model {model!r} was stopped (at t={since}); a stopped model never "
+            f"resumes (see models/{model}/run.jsonl). Nothing written"
+        )
     if state != "paused":
-        raise NotResumable(f"model {model!r} is not paused (no pause since its last accepted resume, "
-                           f"in models/{model}/run.jsonl): there is nothing to resume, and a request "
-                           "written now would be rejected at its next pause (a request must follow "
-                           "the pause). Nothing written")
+        raise NotResumable(
+            f"model {model!r} is not paused (no pause since its last accepted resume, "
+            f"in models/{model}/run.jsonl): there is nothing to resume, and a request "
+            "written now would be rejected at its next pause (a request must follow "
+            "the pause). Nothing written"
+        )
     if isinstance(since, (int, float)) and not now > since:
         # The request's t is raw wall time; the pause's is the run's clock,
         # which never goes back. After the wall clock stepped back, a request
@@ -100,11 +105,11 @@ def _check_resumable(run_dir: Path, model: str, now: float) -> None:
         raise NotResumable(
             f"this machine's clock ({now:.3f}) is {since - now:.3f} s behind the pause of model {model!r} "
             f"(t={since:.3f} in models/{model}/run.jsonl; the clock was stepped back): a request written "
-            "now would predate the pause and be rejected. Retry once the clock has passed it. Nothing written")
+            "now would predate the pause and be rejected. Retry once the clock has passed it. Nothing written"
+        )
 
 
-def request_resume(run_dir: Path, model: str, *, wall: float | None = None,
-                   checked: bool = False) -> dict[str, Any]:
+def request_resume(run_dir: Path, model: str, *, wall: float | None = None, checked: bool = False) -> dict[str, Any]:
     """Append a resume request for ``model``; returns the line written.
 
     Raises ``ValueError`` for a model the run does not have and, when
@@ -122,7 +127,8 @@ def request_resume(run_dir: Path, model: str, *, wall: float | None = None,
         raise NotResumable(
             f"no runner holds the run's lock ({runlock.lock_path(run_dir)}): the run has ended (or its "
             "runner died), so nothing would read the request, and a line written now would follow "
-            "the final anchor and stay unanchored. Nothing written")
+            "the final anchor and stay unanchored. Nothing written"
+        )
     with FileLock(str(run_dir / (RESUME_LOG + ".lock"))):
         now = time.time() if wall is None else wall
         if checked:
@@ -152,16 +158,24 @@ def resume_command(run_dir: Path, model: str) -> int:
     except (TornTail, ChainBroken) as exc:
         # A request whose write was cut off (a full disk, a kill mid-write)
         # leaves a torn line; nothing can be chained after it.
-        print(f"resume refused: {RESUME_LOG} is damaged, so no request can be chained after it. "
-              f"Nothing written. {exc}. The runner reads only its complete lines and verify reports "
-              "the damage. The model stays paused: if the run cannot go on, end it with SIGINT or "
-              "SIGTERM to the runner (docs/RUN.md, Signals).", file=sys.stderr)
+        print(
+            f"resume refused: {RESUME_LOG} is damaged, so no request can be chained after it. "
+            f"Nothing written. {exc}. The runner reads only its complete lines and verify reports "
+            "the damage. The model stays paused: if the run cannot go on, end it with SIGINT or "
+            "SIGTERM to the runner (docs/RUN.md, Signals).",
+            file=sys.stderr,
+        )
         return 3
     except ChainWriteFailed as exc:
-        print(f"resume failed: {exc}. If the line reached the disk the runner takes it (a resume line "
-              f"in models/{model}/run.jsonl says so); otherwise {RESUME_LOG} may now end in a torn line, "
-              "which refuses later requests.", file=sys.stderr)
+        print(
+            f"resume failed: {exc}. If the line reached the disk the runner takes it (a resume line "
+            f"in models/{model}/run.jsonl says so); otherwise {RESUME_LOG} may now end in a torn line, "
+            "which refuses later requests.",
+            file=sys.stderr,
+        )
         return 3
-    print(f"resume requested for {model} (paused) at {line['t']:.3f}; the runner takes it within moments "
-          f"and logs its decision as a resume line in models/{model}/run.jsonl.")
+    print(
+        f"resume requested for {model} (paused) at {line['t']:.3f}; the runner takes it within moments "
+        f"and logs its decision as a resume line in models/{model}/run.jsonl."
+    )
     return 0

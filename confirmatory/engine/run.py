@@ -23,14 +23,15 @@ import threading
 import time
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from confirmatory.core import rules
 from confirmatory.core.money import usd_to_nusd
 from confirmatory.engine.config import with_backend
 from confirmatory.engine.deadlines import Deadlines
+from confirmatory.engine.events import Events
 from confirmatory.engine.lanes import Lane
-from confirmatory.engine.lines import RecordLines, _round
+from confirmatory.engine.lines import RecordLines
 from confirmatory.engine.modelstate import ModelState
 from confirmatory.engine.pools import EnginePools
 from confirmatory.engine.result import RunResult
@@ -59,7 +60,7 @@ DISK_FLOOR_BYTES = 64 << 20
 DISK_CHECK_S = 5.0
 
 
-class Run(Deadlines, RecordLines):
+class Run(Deadlines, Events, RecordLines):
     """One execution of a loaded design into a new run directory."""
 
     journal_calls = True  # the spend journal (False: benchmarks/bench_runner.py's comparison only)
@@ -153,8 +154,9 @@ class Run(Deadlines, RecordLines):
             # anchored, instead of dying half-built. SIGHUP (the terminal or
             # ssh session closed) is an interrupt too, unless the process was
             # started ignoring it: under `nohup` the run outlives its terminal.
-            self._old_handlers = {s: signal.signal(s, self._on_signal) for s in INTERRUPT_SIGNALS
-                                  if not _inherited_ignore(s)}
+            self._old_handlers = {
+                s: signal.signal(s, self._on_signal) for s in INTERRUPT_SIGNALS if not _inherited_ignore(s)
+            }
         self.harness = resolve_entry(self.design.harness.entry, self.loaded.base_dir)
         self.pools = pools = EnginePools(self.loaded)
         early = pools.early and self.continuation is None  # on a cluster: started first, to be recorded
@@ -167,8 +169,13 @@ class Run(Deadlines, RecordLines):
             self.files = open_run_dir(self.run_dir)
         else:
             backend = pools.record()
-            self.files = create_run_dir(self.loaded, self.run_dir, clock=self.clock, engine_backend=backend,
-                                        config=with_backend(self._config, backend) if self._config else None)
+            self.files = create_run_dir(
+                self.loaded,
+                self.run_dir,
+                clock=self.clock,
+                engine_backend=backend,
+                config=with_backend(self._config, backend) if self._config else None,
+            )
         for spec in self.design.models:
             mf = self.files.models[spec.name]
             if spec.name in self._api_bases:
@@ -187,8 +194,14 @@ class Run(Deadlines, RecordLines):
             )
         if self.continuation is not None:
             from confirmatory.engine.continuation import begin
-            begin(self, self.continuation["position"], reason=self.continuation["reason"],
-                  torn=self.continuation["torn"], made=self.continuation.get("made", []))
+
+            begin(
+                self,
+                self.continuation["position"],
+                reason=self.continuation["reason"],
+                torn=self.continuation["torn"],
+                made=self.continuation.get("made", []),
+            )
         self._start_host()
         if not early:  # a model stopped before a crash gets no pool: its lanes only end
             pools.start_all([m.name for m in self.models.values() if not (m.stopped or self.stopped)])
@@ -220,6 +233,7 @@ class Run(Deadlines, RecordLines):
 
     def _start_anchorer(self) -> None:
         from confirmatory.anchors.anchorer import Anchorer
+        from confirmatory.engine.evidence import study_attester
 
         assert self.files is not None
         f = self.files
@@ -235,15 +249,22 @@ class Run(Deadlines, RecordLines):
             interval_s=self.design.anchors.interval_s,
             command=list(cmd) if cmd else None,
             cwd=self.loaded.base_dir,
+            evidence=study_attester(
+                self.run_dir, self.clock, f.manifest, self.loaded, f.pushes_log, f.anchors_log.path
+            ),
         )
-        # The first anchor comes before the first admission decision.
+        # The first anchor comes before the first admission decision (and a
+        # continuation's is signed, stamped, cosigned and pushed before any lane starts).
         seq = self.anchorer.anchor(final=False)
         self.anchorer.start()
         if self.continuation is not None:  # its first anchor is with the witness before any attempt
             rc = self.anchorer.wait_pushed(seq, self.anchorer.push_timeout_s + 5)
             if rc != 0 and cmd:
-                self.stop_run("runner-error", detail=f"the witness did not take the continuation's first anchor "
-                                                     f"({seq}): push rc {rc}; see anchor-pushes.jsonl")
+                self.stop_run(
+                    "runner-error",
+                    detail=f"the witness did not take the continuation's first anchor "
+                    f"({seq}): push rc {rc}; see anchor-pushes.jsonl",
+                )
 
     # -- the main thread ------------------------------------------------------
     def wait(self) -> RunResult:
@@ -289,15 +310,13 @@ class Run(Deadlines, RecordLines):
             for r in running:
                 if now - r.start_mono >= deadline and r.abandoned_mono is None:
                     self._abandon(m, r)
-                elif (r.abandoned_mono is not None
-                      and time.monotonic() - r.abandoned_mono > self.abandon_grace_s(m)):
+                elif r.abandoned_mono is not None and time.monotonic() - r.abandoned_mono > self.abandon_grace_s(m):
                     self._settle(m, r)
             # Watched while a lane of the model may still call it: a pool
             # that dies once every lane has ended (an idle pool the OOM killer
             # picked while the other models run on) stops nothing, and must
             # not turn a run that completed into a stopped one.
-            if (m.pool is not None and not m.stopped and len(m.lane_ends) < m.spec.lanes
-                    and not m.pool.alive()):
+            if m.pool is not None and not m.stopped and len(m.lane_ends) < m.spec.lanes and not m.pool.alive():
                 self.stop_model(m, "pool", detail="engine pool died")
             if m.paused:
                 self._check_resume()
@@ -314,9 +333,13 @@ class Run(Deadlines, RecordLines):
         except OSError:
             return  # no answer is no reason to stop; a failed write still is
         if free < self.disk_floor_bytes:
-            self.stop_run("runner-error", detail=(
-                f"the run's disk has {free / 2**20:.1f} MiB free, below the {self.disk_floor_bytes / 2**20:g} MiB "
-                "floor: stopped while the stop, the close lines and the final anchor can still be written"))
+            self.stop_run(
+                "runner-error",
+                detail=(
+                    f"the run's disk has {free / 2**20:.1f} MiB free, below the {self.disk_floor_bytes / 2**20:g} MiB "
+                    "floor: stopped while the stop, the close lines and the final anchor can still be written"
+                ),
+            )
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         # Only note it: the main loop stops the lanes, within POLL_S. The
@@ -355,117 +378,6 @@ class Run(Deadlines, RecordLines):
         detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         self.fatal("runner-error", f"lane {m.name}/{lane}: {detail}", disk=isinstance(exc, (OSError, ChainError)))
 
-    # -- events the lanes and the main loop write --------------------------
-    def trigger(self, m: ModelState, cause: str, household: str, arm: str, pass_index: int,
-                *, detail: str = "", round_index: int = 0) -> None:
-        """Log a trigger and stop the model with its cause (at once: well within stop_follow_s).
-
-        Every attempt whose action is ``stop`` gets its trigger and a stop of
-        its cause, even when the model (or the run) had stopped for another
-        cause meanwhile: the records then say both, and the first stop stands.
-        """
-        with self.spend.ordered() as t:
-            if not (m.stopped or self.stopped):
-                m.stopped = True
-                m.stop_cause = cause
-                m.stop_detail = detail
-        m.run_log.append({"event": "trigger", "cause": cause, "household": household, "arm": arm,
-                          "pass": pass_index, "t": t, **_round(round_index)})
-        self._write_stop(m, cause, detail=detail)
-
-    def stop_model(self, m: ModelState, cause: str, *, detail: str = "") -> None:
-        with self.spend.ordered():
-            if m.stopped or self.stopped:
-                return
-            m.stopped = True
-            m.stop_cause = cause
-            m.stop_detail = detail
-        self._write_stop(m, cause, detail=detail)
-
-    def _write_stop(self, m: ModelState, cause: str, *, detail: str = "") -> None:
-        with self.spend.ordered() as t:
-            pass
-        line = {"event": "stop", "cause": cause, "scope": rules.STOP_SCOPE.get(cause, "model"), "t": t}
-        if detail:
-            line["detail"] = detail
-        self.append_at_end(m.run_log, line)
-        m.halt.set()
-        with m.cond:
-            m.cond.notify_all()
-        self._wake.set()
-
-    def stop_run(self, cause: str, *, detail: str = "") -> None:
-        with self.spend.ordered() as t:
-            if self.stopped:
-                return
-            self.stopped = True
-            self.stop_cause = cause
-            self.stop_detail = detail
-        self.stop_event.set()
-        line = {"event": "stop", "cause": cause, "scope": "run", "t": t}
-        if detail:
-            line["detail"] = detail
-        assert self.files is not None
-        self.append_at_end(self.files.run_log, line)
-        for m in self.models.values():
-            self.append_at_end(m.run_log, line)
-            m.halt.set()
-            with m.cond:
-                m.cond.notify_all()
-
-    def _on_crossing(self, t: float, total: int) -> None:
-        # Called under the ceiling's lock at the crossing instant, inside the
-        # harness's add_call that crossed it: a log that refuses the line
-        # (a disk error) is the runner's failure, not the harness's (its
-        # attempt would be recorded as a harness failure and its model
-        # stopped so), and must not keep the other models' lines and halts
-        # from being written and set.
-        line = {"event": "ceiling", "t": t, "total_nusd": total, "ceiling_nusd": self.spend.ceiling_nusd}
-        assert self.files is not None
-        refused = []
-        for name, log in [("run.jsonl", self.files.run_log),
-                          *((f"models/{m.name}/run.jsonl", m.run_log) for m in self.models.values())]:
-            try:
-                log.append(line)
-            except (ChainError, OSError) as exc:
-                refused.append(f"{name}: {exc}")
-        for m in self.models.values():
-            m.halt.set()
-        self.stop_event.set()
-        if refused:
-            self.fatal("runner-error", "the ceiling's line could not be written to " + "; ".join(refused), disk=True)
-        self._wake.set()
-
-    def pause(self, m: ModelState, household: str, arm: str, pass_index: int, *, detail: str = "",
-              round_index: int = 0) -> None:
-        """``detail`` (the failure, for the person who must act) is shown, not logged:
-        the record holds it."""
-        with self.spend.ordered() as t:
-            m.paused = True
-            m.pause_t = t
-            m.pause_detail = detail
-        m.run_log.append({"event": "pause", "household": household, "arm": arm, "pass": pass_index, "t": t,
-                          **_round(round_index)})
-        self._wake.set()
-
-    def _check_resume(self) -> None:
-        from confirmatory.engine.resume import read_requests
-
-        assert self.files is not None
-        requests = read_requests(self.run_dir)
-        for req in requests[self._resume_seen:]:
-            self._resume_seen += 1
-            m = self.models.get(cast(str, req.get("model")))  # (None, a request without one: no model)
-            if m is None:
-                continue
-            with m.cond:
-                with self.spend.ordered() as t:
-                    accepted = m.paused and m.pause_t is not None and req["t"] > m.pause_t
-                    if accepted:
-                        m.paused = False
-                m.cond.notify_all()
-            m.run_log.append({"event": "resume", "request_t": req["t"], "accepted": accepted, "t": t})
-
     def pool_failed(self, m: ModelState, exc: BaseException) -> bool:
         """True (and the model stopped, cause pool) when ``exc`` came from a dead engine pool."""
         from confirmatory.engine.pool import PoolFailure
@@ -491,8 +403,9 @@ class Run(Deadlines, RecordLines):
         if self.disk_failed is not None:
             return self._finish_as_crash(total)
         for m in (m for m in self.models.values() if not m.closed):  # (closed before a crash: once)
-            self.append_at_end(m.run_log, {"event": "close", "t": self.clock.now(),
-                                            "spend_nusd": self.spend.model_total(m.name)})
+            self.append_at_end(
+                m.run_log, {"event": "close", "t": self.clock.now(), "spend_nusd": self.spend.model_total(m.name)}
+            )
         if self.spend.crossed.is_set():
             status = "ceiling"
         elif self.stopped or any(m.stopped for m in self.models.values()) or self.write_failures:
@@ -502,8 +415,9 @@ class Run(Deadlines, RecordLines):
         first = next((m for m in self.models.values() if m.stop_cause), None)
         cause = self.stop_cause or (first.stop_cause if first else None)
         detail = self.stop_detail if self.stop_cause else (first.stop_detail if first else "")
-        self.append_at_end(self.files.run_log, {"event": "close", "t": self.clock.now(), "status": status,
-                                                 "spend_total_nusd": total})
+        self.append_at_end(
+            self.files.run_log, {"event": "close", "t": self.clock.now(), "status": status, "spend_total_nusd": total}
+        )
         anchored = True
         try:
             # Read when the run ends, not at import: a test lowers it.
@@ -515,8 +429,18 @@ class Run(Deadlines, RecordLines):
         self.close()
         stuck = sum(1 for t, lane in self._lanes if lane.settled and t.is_alive())
         problem = getattr(self.anchorer, "final_push_problem", "") if anchored else ""
-        return RunResult(status, cause, total, self.run_dir, rc, stuck, detail, tuple(self.write_failures),
-                         final_anchor_written=anchored, final_push_problem=problem)
+        return RunResult(
+            status,
+            cause,
+            total,
+            self.run_dir,
+            rc,
+            stuck,
+            detail,
+            tuple(self.write_failures),
+            final_anchor_written=anchored,
+            final_push_problem=problem,
+        )
 
     def close(self) -> None:
         """Idempotent: join what is left, close pools and writers, then restore
@@ -585,4 +509,5 @@ class Run(Deadlines, RecordLines):
 
 def _seed(manifest_sha: str, rel: str) -> str:
     from confirmatory.records.chain import log_seed
+
     return log_seed(manifest_sha, rel)

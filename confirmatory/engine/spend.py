@@ -129,6 +129,10 @@ _bound = threading.local()
 # verify judges the times finely.
 CALL_TIME_TOLERANCE_S = 300.0
 
+# The most replies an attempt keeps waiting for their report (a harness
+# that never reports them is caught by ``unreported``).
+_KEPT_REPLIES = 64
+
 
 def carried_cost(exc: BaseException) -> float | None:
     """The cost (USD) of the billed reply a confirmatory.engine.llm exception carries
@@ -160,14 +164,15 @@ def _bad_times(start: Any, end: Any, opened: float, opened_mono: float) -> str |
     hi = max(now, opened + elapsed) + CALL_TIME_TOLERANCE_S
 
     def fits(x: Any) -> bool:
-        return (isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-                and lo <= x <= hi)
+        return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and lo <= x <= hi
 
     ok = fits(start) and fits(end)
     if ok:
         return None
-    return (f"the call's times {start!r}..{end!r} are not time.time() seconds within this attempt (it began "
-            f"at {opened:.3f}, now {now:.3f}): report calls with time.time()")
+    return (
+        f"the call's times {start!r}..{end!r} are not time.time() seconds within this attempt (it began "
+        f"at {opened:.3f}, now {now:.3f}): report calls with time.time()"
+    )
 
 
 class AttemptSpend:
@@ -214,6 +219,7 @@ class AttemptSpend:
         self._llm_seen = 0  # nano-dollars of priced replies confirmatory.engine.llm returned in this attempt
         self._llm_reported = 0  # ... and of every call the harness reported (any kind)
         self._direct = 0  # litellm calls made in this thread not through confirmatory.engine.llm
+        self._replies: list[Reply] = []  # replies of confirmatory.engine.llm not yet reported (their billing)
         self._opened = time.time()  # raw, as the calls' times are
         self._opened_mono = time.monotonic()  # ... and where it lies on the wall clock of later (_bad_times)
 
@@ -236,6 +242,28 @@ class AttemptSpend:
             self._journaled += due
         if due and self._journal is not None:  # (due only with a journal)
             self._journal(due)
+
+    def note_reply(self, reply: Reply) -> None:
+        """confirmatory.engine.llm returned (or raised carrying) ``reply``: the call
+        ``add_call`` reports with its times keeps its billing (docs/RECORDS.md)."""
+        if reply.billing is None:
+            return
+        with self._lock:
+            self._replies.append(reply)
+            del self._replies[:-_KEPT_REPLIES]
+
+    def _billing_of(self, start: Any, end: Any, error: Any) -> dict[str, Any] | None:
+        """The billing of the reply a reported call is: the one its exception
+        carries, else the noted reply with its exact times."""
+        carried = getattr(error, "reply", None) if isinstance(error, BaseException) else None
+        with self._lock:
+            for i, reply in enumerate(self._replies):
+                if reply is carried or (carried is None and reply.start == start and reply.end == end):
+                    del self._replies[i]
+                    return dict(reply.billing or {})
+        if isinstance(carried, Reply) and carried.billing is not None:
+            return dict(carried.billing)
+        return None
 
     def note_direct_call(self) -> None:
         """litellm was called in this thread, not through confirmatory.engine.llm."""
@@ -294,13 +322,20 @@ class AttemptSpend:
             cost_usd = carried_cost(error)
         # Refused before anything is counted: a record and the spend must agree.
         if cost_nusd is not None and (type(cost_nusd) is not int or cost_nusd < 0):
-            raise HarnessContractError(f"spend.add_call({kind!r}, ...): cost_nusd must be a non-negative integer "
-                                       f"(got {cost_nusd!r})")
-        if cost_usd is not None and (isinstance(cost_usd, bool) or not isinstance(cost_usd, (int, float))
-                                     or not math.isfinite(cost_usd) or cost_usd < 0):
-            raise HarnessContractError(f"spend.add_call({kind!r}, ...): cost_usd must be a non-negative number "
-                                       f"or None (got {cost_usd!r})")
+            raise HarnessContractError(
+                f"spend.add_call({kind!r}, ...): cost_nusd must be a non-negative integer (got {cost_nusd!r})"
+            )
+        if cost_usd is not None and (
+            isinstance(cost_usd, bool)
+            or not isinstance(cost_usd, (int, float))
+            or not math.isfinite(cost_usd)
+            or cost_usd < 0
+        ):
+            raise HarnessContractError(
+                f"spend.add_call({kind!r}, ...): cost_usd must be a non-negative number or None (got {cost_usd!r})"
+            )
         nusd = cost_nusd if cost_nusd is not None else to_nusd(cost_usd)
+        billed = self._billing_of(start, end, error)
         if isinstance(error, BaseException):
             error = record_error(error, escalated_after_truncation=escalated_after_truncation)
         bad_error = None
@@ -308,9 +343,11 @@ class AttemptSpend:
             # Counted all the same; what the harness gave is kept beside the
             # call, whose error says what was wrong (RECORDS.md: an error is
             # null or an object with these fields).
-            bad_error = (f"spend.add_call({kind!r}, ...): error must be an exception, None or an object "
-                         "with type (a string), mro (a list), message and escalated_after_truncation "
-                         f"(got {error!r:.300})")
+            bad_error = (
+                f"spend.add_call({kind!r}, ...): error must be an exception, None or an object "
+                "with type (a string), mro (a list), message and escalated_after_truncation "
+                f"(got {error!r:.300})"
+            )
             extra = {**extra, "reported_error": repr(error)[:2000]}
             error = record_error(HarnessContractError(bad_error))
         bad_times = _bad_times(start, end, self._opened, self._opened_mono)
@@ -328,6 +365,8 @@ class AttemptSpend:
             "error": error,
             "escalated_after_truncation": bool(escalated_after_truncation),
         }
+        if billed is not None:
+            call.update(billed)
         if extra:
             call["extra"] = extra
         # Journaled before it counts: the part of this attempt's reported
@@ -392,9 +431,13 @@ def unreported_breach(aspend: AttemptSpend) -> tuple[int, HarnessContractError] 
         return None
     parts = []
     if missing:
-        parts.append(f"did not report {missing} nano-dollars of confirmatory.engine.llm replies with spend.add_call "
-                     "(counted here, as a call of this record)")
+        parts.append(
+            f"did not report {missing} nano-dollars of confirmatory.engine.llm replies with spend.add_call "
+            "(counted here, as a call of this record)"
+        )
     if direct:
-        parts.append(f"called litellm directly {direct} time(s), not through confirmatory.engine.llm.chat or "
-                     "responses: the runner cannot tell whether those calls' cost was reported")
+        parts.append(
+            f"called litellm directly {direct} time(s), not through confirmatory.engine.llm.chat or "
+            "responses: the runner cannot tell whether those calls' cost was reported"
+        )
     return missing, HarnessContractError("the harness " + "; and it ".join(parts))

@@ -47,8 +47,6 @@ WAIT_POLL_S = 0.05  # how often wait_complete looks at the caller's stop event
 HALT_WAIT_S = 0.25  # once the caller is stopping, how long it still waits for its sample
 
 
-
-
 @dataclass(frozen=True, slots=True)
 class MemoryReading:
     pressure: float  # 0-100
@@ -239,8 +237,9 @@ class HostMonitor:
         return self._waiters > 0
 
     def _new_summary(self) -> HostSummary:
-        return HostSummary(max_gap_s=float(self._spec.max_gap_s),
-                           pressure_threshold=float(self._spec.pressure_threshold))
+        return HostSummary(
+            max_gap_s=float(self._spec.max_gap_s), pressure_threshold=float(self._spec.pressure_threshold)
+        )
 
     @property
     def lines(self) -> tuple[dict[str, Any], ...]:
@@ -249,8 +248,10 @@ class HostMonitor:
         # Complete lines only: a line being appended by another thread (an
         # evidence source's) is not yet written, and no reader's business.
         with self._cond:
-            return tuple({k: v for k, v in obj.items() if k not in ("seq", "prev")}
-                         for obj in iter_objects(Path(self._writer.path)))
+            return tuple(
+                {k: v for k, v in obj.items() if k not in ("seq", "prev")}
+                for obj in iter_objects(Path(self._writer.path))
+            )
 
     # -- questions the lanes ask ------------------------------------------------
 
@@ -313,7 +314,9 @@ class HostMonitor:
             since = time.monotonic() - self._last_good_mono
             last_error = self._last_error
         if since > self._spec.sampler_failure_s:
-            detail = f"no good host sample for {since:.1f} s (last error: {last_error or 'none; a reading did not return'})"
+            detail = (
+                f"no good host sample for {since:.1f} s (last error: {last_error or 'none; a reading did not return'})"
+            )
             self._fatal("sampler", detail)
             return detail
         return None
@@ -388,12 +391,20 @@ class HostMonitor:
         # reported by this sample; a failed reading leaves it for the next one.
         back = self._clock.take_back_max()
         mono = time.monotonic()
-        self._write({
-            "event": "sample", "t": t, "wall": time.time(), "mono": mono,
-            "mem_pressure": float(reading.pressure), "mem_available": int(reading.available),
-            "swap_used": int(reading.swap_used), "load1": float(load1), "clock_back_max_s": float(back),
-            "reads_began": reads_began,
-        })
+        self._write(
+            {
+                "event": "sample",
+                "t": t,
+                "wall": time.time(),
+                "mono": mono,
+                "mem_pressure": float(reading.pressure),
+                "mem_available": int(reading.available),
+                "swap_used": int(reading.swap_used),
+                "load1": float(load1),
+                "clock_back_max_s": float(back),
+                "reads_began": reads_began,
+            }
+        )
         with self._cond:
             self._last_good_mono = mono
 
@@ -429,8 +440,9 @@ class HostMonitor:
                 error = _describe(exc)
             if k + 1 < tries:
                 self._stop_event.wait(self._retry_pause_s)
-        self._write({"event": "evidence-failed", "t": self._clock.now(), "source": source.name,
-                     "tries": tries, "error": error})
+        self._write(
+            {"event": "evidence-failed", "t": self._clock.now(), "source": source.name, "tries": tries, "error": error}
+        )
         self._fatal("runner-error", f"evidence source {source.name!r} failed {tries} reads: {error}")
         return None
 

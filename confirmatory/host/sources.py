@@ -62,10 +62,15 @@ def _decode_lines(chunks: list[bytes]) -> list[str]:
 
 def _cut_note(what: str, cut: int) -> str:
     """The note for ``cut`` lines of ``what`` cut at MAX_LINE_BYTES."""
-    said, each = ((f"a line of {what} was cut", "its start is") if cut == 1 else
-                  (f"{cut} lines of {what} were cut", "the start of each is"))
-    return (f"{said} at {MAX_LINE_BYTES:,} bytes (MAX_LINE_BYTES): {each} reported as a line, "
-            "the rest of it up to its newline dropped")
+    said, each = (
+        (f"a line of {what} was cut", "its start is")
+        if cut == 1
+        else (f"{cut} lines of {what} were cut", "the start of each is")
+    )
+    return (
+        f"{said} at {MAX_LINE_BYTES:,} bytes (MAX_LINE_BYTES): {each} reported as a line, "
+        "the rest of it up to its newline dropped"
+    )
 
 
 class _Lines:
@@ -242,8 +247,9 @@ class CommandSource:
     process it started.
     """
 
-    def __init__(self, name: str, argv: Sequence[str], *, timeout_s: float = 10.0,
-                 cwd: str | os.PathLike[str] | None = None):
+    def __init__(
+        self, name: str, argv: Sequence[str], *, timeout_s: float = 10.0, cwd: str | os.PathLike[str] | None = None
+    ):
         self.name = name
         self.argv = list(argv)
         self.timeout_s = timeout_s
@@ -254,17 +260,26 @@ class CommandSource:
         try:
             # Its own session: stopped at its timeout, or at the bound on its
             # output, with every process it started (a shell's pipeline).
-            done = children.run_captured(self.argv, cwd=self.cwd, timeout=self.timeout_s,
-                                         max_stdout=MAX_COMMAND_OUTPUT_BYTES, stderr_tail=STDERR_TAIL_BYTES)
+            done = children.run_captured(
+                self.argv,
+                cwd=self.cwd,
+                timeout=self.timeout_s,
+                max_stdout=MAX_COMMAND_OUTPUT_BYTES,
+                stderr_tail=STDERR_TAIL_BYTES,
+            )
         except (OSError, subprocess.SubprocessError) as exc:
             raise ReadFailed(f"command {self.argv[0]!r}: {type(exc).__name__}: {exc}") from exc
         if done.stopped == children.TIMEOUT:
-            raise ReadFailed(f"command {self.argv[0]!r}: TimeoutExpired: it ran longer than its timeout of "
-                             f"{self.timeout_s:g} s; it was stopped with every process it started")
+            raise ReadFailed(
+                f"command {self.argv[0]!r}: TimeoutExpired: it ran longer than its timeout of "
+                f"{self.timeout_s:g} s; it was stopped with every process it started"
+            )
         if done.stopped == children.OUTPUT:
-            raise ReadFailed(f"command {self.argv[0]!r}: its output exceeded the bound of "
-                             f"{MAX_COMMAND_OUTPUT_BYTES:,} bytes (MAX_COMMAND_OUTPUT_BYTES); "
-                             "it was stopped with every process it started")
+            raise ReadFailed(
+                f"command {self.argv[0]!r}: its output exceeded the bound of "
+                f"{MAX_COMMAND_OUTPUT_BYTES:,} bytes (MAX_COMMAND_OUTPUT_BYTES); "
+                "it was stopped with every process it started"
+            )
         if done.rc != 0:
             tail = done.stderr.decode("utf-8", errors="replace").strip()[-300:]
             raise ReadFailed(f"command {self.argv[0]!r} exited {done.rc}" + (f": {tail}" if tail else ""))
@@ -292,8 +307,9 @@ def _field(item: Any, key: str) -> Any:
     return item.get(key) if isinstance(item, dict) else getattr(item, key, None)
 
 
-def sources_from_spec(evidence: Sequence[Any], *, command_timeout_s: float = 10.0,
-                      base_dir: str | os.PathLike[str] | None = None) -> list[EvidenceSource]:
+def sources_from_spec(
+    evidence: Sequence[Any], *, command_timeout_s: float = 10.0, base_dir: str | os.PathLike[str] | None = None
+) -> list[EvidenceSource]:
     """The design's `[[host.evidence]]` entries as sources ({name, path} or {name, command}).
 
     Relative paths are the design directory's, as for the households file and

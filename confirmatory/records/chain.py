@@ -50,6 +50,7 @@ def open_regular(path: Any, dir_fd: int | None = None) -> io.FileIO:
         os.close(fd)
         raise
 
+
 # One shared encoder: json.dumps with non-default arguments builds a new
 # JSONEncoder on every call, which costs as much as the encoding itself on
 # short lines. Byte for byte the same output as RECORDS.md's json.dumps call.

@@ -56,9 +56,9 @@ class Column:
         self.tail = array("d")
         self.append = self.tail.append  # the tail is never replaced, only shortened in place
         self.block = block
-        self._firsts = array("d")       # the first value of every full block
-        self._full = 0                  # full blocks stored
-        self._fd = fd                   # where full blocks go (a file's descriptor), once there is one
+        self._firsts = array("d")  # the first value of every full block
+        self._full = 0  # full blocks stored
+        self._fd = fd  # where full blocks go (a file's descriptor), once there is one
         self._file: IO[bytes] | None = None  # the temporary file this column made itself (closed with it)
         self._blocks: list[array[float]] | None = None  # full blocks in memory, where no file could take them
         self._kept: dict[int, array[float]] = {}
@@ -179,12 +179,15 @@ class Column:
     # -- between processes --------------------------------------------------------------
     def __getstate__(self) -> tuple[array[float], int, array[float], int, int | None, list[array[float]] | None]:
         if self._file is not None:
-            raise TypeError("a column in a temporary file of its own cannot leave its process; "
-                            "give it a descriptor that the other process holds too (fd=...)")
+            raise TypeError(
+                "a column in a temporary file of its own cannot leave its process; "
+                "give it a descriptor that the other process holds too (fd=...)"
+            )
         return (self.tail, self.block, self._firsts, self._full, self._fd, self._blocks)
 
-    def __setstate__(self, state: tuple[array[float], int, array[float], int, int | None,
-                                        list[array[float]] | None]) -> None:
+    def __setstate__(
+        self, state: tuple[array[float], int, array[float], int, int | None, list[array[float]] | None]
+    ) -> None:
         self.tail, self.block, self._firsts, self._full, self._fd, self._blocks = state
         self.append = self.tail.append
         self._file = None

@@ -59,8 +59,8 @@ class _Least:
         size = 1
         while size < len(leaves):
             size *= 2
-        tree = [float("inf")] * (2 * size)   # tree[v]: the least value under node v; leaves from size
-        tree[size:size + len(leaves)] = leaves
+        tree = [float("inf")] * (2 * size)  # tree[v]: the least value under node v; leaves from size
+        tree[size : size + len(leaves)] = leaves
         for v in range(size - 1, 0, -1):
             tree[v] = min(tree[2 * v], tree[2 * v + 1])
         self.size, self.tree, self.n = size, tree, len(leaves)
@@ -69,7 +69,7 @@ class _Least:
         """One more value, at the end: the log of the length (a rebuild at twice the size when full)."""
         value = value if value == value else float("inf")
         if self.n == self.size:
-            self._build([*self.tree[self.size:self.size + self.n], value])
+            self._build([*self.tree[self.size : self.size + self.n], value])
             return
         tree, v = self.tree, self.size + self.n
         tree[v] = value
@@ -81,7 +81,7 @@ class _Least:
 
     def at_most(self, k: int, x: float) -> Iterator[int]:
         tree, size = self.tree, self.size
-        stack = [(1, 0, size)]   # (node, its first leaf, past its last); the left child is taken first
+        stack = [(1, 0, size)]  # (node, its first leaf, past its last); the left child is taken first
         while stack:
             v, first, past = stack.pop()
             if past <= k or not tree[v] <= x:
@@ -149,37 +149,43 @@ class HostSummary:
     random edited logs).
     """
 
-    def __init__(self, *, max_gap_s: float, pressure_threshold: float,
-                 files: tuple[int, int] | None = None, block: int | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        max_gap_s: float,
+        pressure_threshold: float,
+        files: tuple[int, int] | None = None,
+        block: int | None = None,
+    ) -> None:
         self.max_gap_s = max_gap_s
         self.pressure_threshold = pressure_threshold
         self.monotone = True
-        self.poison: list[int] = []             # lines with a value the rule cannot compare (see _frame)
+        self.poison: list[int] = []  # lines with a value the rule cannot compare (see _frame)
         self.back_max = 0.0
         self.lines = 0
-        self._last = float("-inf")             # the latest time so far (a time that is not a number counts as it)
+        self._last = float("-inf")  # the latest time so far (a time that is not a number counts as it)
         self._prev_point: float | None = None
         t_fd, c_fd = files if files is not None else (None, None)
         block = column.BLOCK if block is None else block
-        self.sample_t = Column(t_fd, block=block)   # every sample's time, in line order
-        self.sample_c = Column(c_fd, block=block)   # ... and its hostrules.completion_key
+        self.sample_t = Column(t_fd, block=block)  # every sample's time, in line order
+        self.sample_c = Column(c_fd, block=block)  # ... and its hostrules.completion_key
         # the columns' full blocks are moved out every (a power of two >= block) lines
         self._settle_mask = (1 << (block - 1).bit_length()) - 1
-        self._max_c = float("-inf")             # the running maximum of the completion keys
+        self._max_c = float("-inf")  # the running maximum of the completion keys
         # the marks' and gaps' interval indexes (made when first asked)
         self._by_t: tuple[_Overlaps, _Overlaps] | None = None
-        self._since: _Least | None = None       # the marks' since, in line order (made when first asked, then kept up)
-        self._marks_nan = False                 # whether a mark's time is NaN
-        self._other: list[int] = []             # line index of every line that is not a sample
-        self._other_q: list[int] = []           # samples before each of those lines
-        self._opens: list[tuple[int, float]] = []   # time points that are not samples: (line, t)
-        self._rise_k: list[int] = []            # sample index where the running back-step max rises
-        self._rise_b: list[float] = []          # ... to this value
-        self.marks_t: list[float] = []          # evidence lines and pressure samples: t
-        self.marks_since: list[float] = []      # ... and since when (an evidence line's `since`, else t)
-        self.mark_span = 0.0                    # the longest t - since
-        self.marks: list[tuple[int, int, str]] = []   # (line, 0, reason)
-        self.gaps_end: list[float] = []         # gap (q, p): p
+        self._since: _Least | None = None  # the marks' since, in line order (made when first asked, then kept up)
+        self._marks_nan = False  # whether a mark's time is NaN
+        self._other: list[int] = []  # line index of every line that is not a sample
+        self._other_q: list[int] = []  # samples before each of those lines
+        self._opens: list[tuple[int, float]] = []  # time points that are not samples: (line, t)
+        self._rise_k: list[int] = []  # sample index where the running back-step max rises
+        self._rise_b: list[float] = []  # ... to this value
+        self.marks_t: list[float] = []  # evidence lines and pressure samples: t
+        self.marks_since: list[float] = []  # ... and since when (an evidence line's `since`, else t)
+        self.mark_span = 0.0  # the longest t - since
+        self.marks: list[tuple[int, int, str]] = []  # (line, 0, reason)
+        self.gaps_end: list[float] = []  # gap (q, p): p
         self.gaps: list[tuple[float, int, str]] = []  # (q, line of p, reason)
 
     def add(self, obj: dict[str, Any]) -> None:
@@ -189,8 +195,13 @@ class HostSummary:
             # clock step and pressure: the general path below, shortened
             t, back, pressure = obj.get("t"), obj.get("clock_back_max_s"), obj.get("mem_pressure")
             began = obj.get("reads_began", t)
-            if (type(t) is float and type(back) is float and type(pressure) is float and t >= self._last
-                    and type(began) is float):
+            if (
+                type(t) is float
+                and type(back) is float
+                and type(pressure) is float
+                and t >= self._last
+                and type(began) is float
+            ):
                 i = self.lines
                 self.lines = i + 1
                 if not i & self._settle_mask:
@@ -212,8 +223,11 @@ class HostSummary:
             self._last = ct
         event = obj.get("event")
         counted = event in _POINTS or event == "evidence"  # the lines the rule reads
-        poisoned = counted and (not num or event == "sample" and not (
-            _maybe_num(obj.get("clock_back_max_s")) and _maybe_num(obj.get("mem_pressure"))))
+        poisoned = counted and (
+            not num
+            or event == "sample"
+            and not (_maybe_num(obj.get("clock_back_max_s")) and _maybe_num(obj.get("mem_pressure")))
+        )
         if poisoned:
             self.poison.append(i)
         if event != "sample" or poisoned:  # a sample the rule cannot read is no sample here
@@ -270,18 +284,39 @@ class HostSummary:
         previous = self._prev_point
         if previous is not None and t - previous > self.max_gap_s:
             self.gaps_end.append(t)
-            self.gaps.append((previous, i, f"gap of {t - previous:.3f} s between samples at "
-                                           f"{_fmt_t(previous)} and {_fmt_t(t)}"))
+            self.gaps.append(
+                (previous, i, f"gap of {t - previous:.3f} s between samples at {_fmt_t(previous)} and {_fmt_t(t)}")
+            )
             self._by_t = None
         self._prev_point = t
 
     # -- joining ---------------------------------------------------------------------
     def state(self) -> tuple[Any, ...]:
         """Everything a summary holds, for comparing two summaries."""
-        return (self.max_gap_s, self.pressure_threshold, self.monotone, self.poison, self._max_c, self.back_max, self.lines,
-                self._last, self._prev_point, list(self.sample_t), list(self.sample_c), self._other, self._other_q, self._opens,
-                self._rise_k, self._rise_b, self.marks_t, self.marks_since, self.mark_span, self.marks,
-                self.gaps_end, self.gaps)
+        return (
+            self.max_gap_s,
+            self.pressure_threshold,
+            self.monotone,
+            self.poison,
+            self._max_c,
+            self.back_max,
+            self.lines,
+            self._last,
+            self._prev_point,
+            list(self.sample_t),
+            list(self.sample_c),
+            self._other,
+            self._other_q,
+            self._opens,
+            self._rise_k,
+            self._rise_b,
+            self.marks_t,
+            self.marks_since,
+            self.mark_span,
+            self.marks,
+            self.gaps_end,
+            self.gaps,
+        )
 
     @classmethod
     def join(cls, parts: list[tuple[HostSummary, object]]) -> HostSummary | None:
@@ -321,9 +356,14 @@ class HostSummary:
             previous = self._prev_point
             if first_point - previous > self.max_gap_s:
                 self.gaps_end.append(first_point)
-                self.gaps.append((previous, lines + first_line,
-                                  f"gap of {first_point - previous:.3f} s between samples at "
-                                  f"{_fmt_t(previous)} and {_fmt_t(first_point)}"))
+                self.gaps.append(
+                    (
+                        previous,
+                        lines + first_line,
+                        f"gap of {first_point - previous:.3f} s between samples at "
+                        f"{_fmt_t(previous)} and {_fmt_t(first_point)}",
+                    )
+                )
         for k, b in zip(part._rise_k, part._rise_b):
             if b > self.back_max:
                 self._rise_k.append(samples + k)
@@ -380,7 +420,7 @@ class HostSummary:
     def _frame(self, start: float, end: float, limit: int | None) -> tuple[bool, int, float, float, int]:
         """(complete, last line looked at, lo, hi, samples in the prefix)."""
         n = self.lines if limit is None else len(range(self.lines)[:limit])  # as lines[:limit] counts
-        ns = n - bisect.bisect_left(self._other, n)   # samples among the first n lines
+        ns = n - bisect.bisect_left(self._other, n)  # samples among the first n lines
         k = self._completing(end, ns)  # the first sample completing end, among the prefix's
         if k < ns:
             complete, cut, back = True, self._line_of(k), self._back_through(k)
@@ -389,8 +429,10 @@ class HostSummary:
         if self.poison and self.poison[0] <= cut:
             # The rule reads its prefix line by line and compares what it
             # reads: on this line it may fail. Taken as failing: no verdict.
-            raise ValueError(f"host.jsonl line {self.poison[0]} holds a value the host rule cannot compare "
-                             "(a time, clock step or pressure that is not a number)")
+            raise ValueError(
+                f"host.jsonl line {self.poison[0]} holds a value the host rule cannot compare "
+                "(a time, clock step or pressure that is not a number)"
+            )
         slack = BASE_SLACK_S + back
         return complete, cut, start - slack, end + slack, ns
 
@@ -401,8 +443,10 @@ class HostSummary:
         and gaps are then not in time order, nor are their starts). Made when
         first asked, again after an addition."""
         if self._by_t is None:
-            self._by_t = (_Overlaps(self.marks_since, self.marks_t),
-                          _Overlaps([q for q, _, _ in self.gaps], self.gaps_end))
+            self._by_t = (
+                _Overlaps(self.marks_since, self.marks_t),
+                _Overlaps([q for q, _, _ in self.gaps], self.gaps_end),
+            )
         return self._by_t
 
     def _since_tree(self) -> _Least | None:
@@ -488,10 +532,18 @@ class HostSummary:
         complete, cut, lo, hi, ns = self._frame(start, end, limit)
         return bool(self._hits(lo, hi, cut, True)) or (not complete and self._open_gap(cut, ns, hi))
 
-    def verdict(self, start: float, end: float, *, max_gap_s: float | None = None,
-                pressure_threshold: float | None = None, limit: int | None = None) -> HostVerdict:
+    def verdict(
+        self,
+        start: float,
+        end: float,
+        *,
+        max_gap_s: float | None = None,
+        pressure_threshold: float | None = None,
+        limit: int | None = None,
+    ) -> HostVerdict:
         if (max_gap_s is not None and max_gap_s != self.max_gap_s) or (
-                pressure_threshold is not None and pressure_threshold != self.pressure_threshold):
+            pressure_threshold is not None and pressure_threshold != self.pressure_threshold
+        ):
             raise ValueError("HostSummary was built for other rule parameters")
         complete, cut, lo, hi, ns = self._frame(start, end, limit)
         reasons = [r for _, _, r in sorted(self._hits(lo, hi, cut, False))]

@@ -22,6 +22,17 @@ until the filesystem refuses (ENOSPC), leaving ``CONFIRMATORY_FILL_LEAVE``
 bytes free (0 by default), so that this write is the one that fails first
 (the disk-fault tests choose each log in turn).
 
+``CONFIRMATORY_KILL_IN_FLIGHT=REGEX`` (with
+``CONFIRMATORY_KILL_IN_FLIGHT_LOGS=K``) holds a batch in flight: the leader
+of a batch of a log whose path the expression matches stops between its
+write and its fsync (``ChainWriter``: written, not yet on disk, not
+acknowledged) for up to ``CONFIRMATORY_KILL_IN_FLIGHT_HOLD_S`` seconds (0.5
+by default), while the lines other threads append queue behind it; once K
+distinct logs hold a batch at the same time, the process kills itself. Each
+held batch is traced (``in-flight`` and its number of lines) before the
+kill. ``CONFIRMATORY_KILL_IN_FLIGHT_AFTER=N`` holds nothing before the N-th
+durable write (the run first gets going).
+
 Unset (as in every real run), each write costs one test of a module constant.
 """
 
@@ -31,6 +42,7 @@ import os
 import re
 import signal
 import threading
+import time
 from typing import Any
 
 AFTER = int(os.environ.get("CONFIRMATORY_KILL_AFTER_WRITES") or 0)
@@ -41,12 +53,19 @@ FILL_AT = re.compile(os.environ["CONFIRMATORY_FILL_AT"]) if os.environ.get("CONF
 FILL_AT_COUNT = int(os.environ.get("CONFIRMATORY_FILL_AT_COUNT") or 1)
 FILL_FILE = os.environ.get("CONFIRMATORY_FILL_FILE") or ""
 FILL_LEAVE = int(os.environ.get("CONFIRMATORY_FILL_LEAVE") or 0)
-ACTIVE = bool(AFTER or TRACE or AT or (FILL_AT and FILL_FILE))
+IN_FLIGHT = (
+    re.compile(os.environ["CONFIRMATORY_KILL_IN_FLIGHT"]) if os.environ.get("CONFIRMATORY_KILL_IN_FLIGHT") else None
+)
+IN_FLIGHT_LOGS = int(os.environ.get("CONFIRMATORY_KILL_IN_FLIGHT_LOGS") or 1)
+IN_FLIGHT_HOLD_S = float(os.environ.get("CONFIRMATORY_KILL_IN_FLIGHT_HOLD_S") or 0.5)
+IN_FLIGHT_AFTER = int(os.environ.get("CONFIRMATORY_KILL_IN_FLIGHT_AFTER") or 0)
+ACTIVE = bool(AFTER or TRACE or AT or (FILL_AT and FILL_FILE) or IN_FLIGHT)
 
 _lock = threading.Lock()
 _count = 0
 _matched = 0
 _fill_matched = 0
+_held: dict[str, int] = {}  # log -> lines of the batch it holds in flight
 
 
 def label(obj: dict[str, Any]) -> str:
@@ -82,6 +101,28 @@ def before(path: object, event: object = None) -> None:
         if _fill_matched != FILL_AT_COUNT:
             return
         fill(FILL_FILE, FILL_LEAVE)
+
+
+def in_flight(path: object, lines: int) -> None:
+    """A batch of ``lines`` lines of ``path`` is written, not yet fsynced
+    (called only when ``ACTIVE``): hold it there if the plan says so."""
+    if IN_FLIGHT is None or not IN_FLIGHT.search(str(path)):
+        return
+    key = str(path)
+    with _lock:
+        if _count < IN_FLIGHT_AFTER or key in _held:
+            return
+        _held[key] = lines
+        if len(_held) >= IN_FLIGHT_LOGS:
+            if TRACE:
+                with open(TRACE, "a", encoding="utf-8") as fh:
+                    fh.writelines(f"in-flight\t{p}\t{n}\n" for p, n in sorted(_held.items()))
+            os.kill(os.getpid(), signal.SIGKILL)
+    try:
+        time.sleep(IN_FLIGHT_HOLD_S)  # a batch in flight; other threads queue behind it
+    finally:
+        with _lock:
+            del _held[key]
 
 
 def fill(path: str, leave: int = 0) -> None:

@@ -9,6 +9,7 @@ Pure: nothing here writes, and nothing imports the runner, litellm or psutil.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,6 +21,30 @@ RUN_LEVEL_LOGS = ("run.jsonl", "host.jsonl", "resume.jsonl")
 ANCHORS_LOG = "anchors.jsonl"
 PUSHES_LOG = "anchor-pushes.jsonl"
 MODEL_LOG_NAMES = ("run.jsonl", "admission.jsonl")
+CONFIG = "config.json"
+# The files the run manifest's ``files`` fixes by sha256 (RECORDS.md
+# "manifest.json"): written before it, once, and fixed by nothing else.
+# verify reads no other name a manifest gives (a forged one could name any file).
+MANIFEST_FIXED_FILES = (CONFIG,)
+# The evidence files the manifest's ``files`` also fixes: the copies of each
+# time-stamping authority's certificate and CA (RECORDS.md "manifest.json").
+EVIDENCE_DIR = "evidence"
+TSA_FILE_RE = re.compile(r"evidence/tsa-(0|[1-9][0-9]{0,3})\.(certificate|ca)\.pem")
+
+
+def tsa_files(i: int) -> tuple[str, str]:
+    """The run directory's copies of TSA ``i``'s certificate and CA."""
+    return f"{EVIDENCE_DIR}/tsa-{i}.certificate.pem", f"{EVIDENCE_DIR}/tsa-{i}.ca.pem"
+
+
+def stamp_file(anchor_seq: int, tsa: int) -> str:
+    """Where TSA ``tsa``'s reply stamping anchor ``anchor_seq``'s checkpoint is kept."""
+    return f"{EVIDENCE_DIR}/stamps/{anchor_seq}.{tsa}.tsr"
+
+
+def manifest_fixed(rel: str) -> bool:
+    """Whether the run manifest's ``files`` may name ``rel`` (verify reads no other)."""
+    return rel in MANIFEST_FIXED_FILES or TSA_FILE_RE.fullmatch(rel) is not None
 
 
 def model_dir(model: str) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from confirmatory.core import rules
+from confirmatory.core.billing import design_price
 from confirmatory.core.money import usd_to_nusd
 
 
@@ -58,6 +59,8 @@ def engine_fields(e: Any) -> dict[str, Any]:
 # rules.rerun_wait_s: a run made before the rule existed has none (verify
 # then checks no wait, as that runner waited none).
 RUN_OPTIONAL = frozenset({"study_id", "seed", "arms", "anchors", "rules.rerun_wait_s"})
+# A model manifest made before price tables existed has no price.
+MODEL_OPTIONAL = frozenset({"price"})
 
 
 def model_fields(d: Any, spec: Any) -> dict[str, Any]:
@@ -69,6 +72,7 @@ def model_fields(d: Any, spec: Any) -> dict[str, Any]:
         "reserve_nusd": usd_to_nusd(spec.reserve_usd),
         "lanes": spec.lanes,
         "seed": d.study.seed,
+        "price": design_price(spec),
     }
 
 

@@ -53,9 +53,12 @@ def _line_problem(line: bytes, n: int, head: str) -> str | None:
     if type(obj.get("seq")) is not int or obj["seq"] != n:
         return f"seq is {obj.get('seq')!r}, expected {n}"
     if obj.get("prev") != head:
-        return (f"prev is {obj.get('prev')!r}, expected {head} (the sha256 of line {n - 1}: "
-                f"line {n - 1} was changed, or this line's prev, or a line was removed or inserted here)"
-                if n else f"prev is {obj.get('prev')!r}, expected the log's seed {head}")
+        return (
+            f"prev is {obj.get('prev')!r}, expected {head} (the sha256 of line {n - 1}: "
+            f"line {n - 1} was changed, or this line's prev, or a line was removed or inserted here)"
+            if n
+            else f"prev is {obj.get('prev')!r}, expected the log's seed {head}"
+        )
     try:
         if dumps(obj) != line:
             return "not in canonical encoding (sorted keys, no spaces, UTF-8)"
@@ -193,7 +196,7 @@ def prefix_tree(path: Path, n: int) -> Range:
         for _, parts, is_tail in _batches(f):
             if is_tail:
                 break
-            tree.extend(leaf_hashes(parts[:n - tree.end]))
+            tree.extend(leaf_hashes(parts[: n - tree.end]))
             if tree.end >= n:
                 return tree
     raise ValueError(f"{path}: {tree.end} complete lines, fewer than {n}")
@@ -251,11 +254,24 @@ class ChainReader:
     into the frontier at each count (leaf hashes are made a batch at a time).
     """
 
-    __slots__ = ("path", "seed", "heads_at", "heads", "times", "result", "fast_overruled", "start", "stop", "first",
-                 "trees", "_cuts")
+    __slots__ = (
+        "path",
+        "seed",
+        "heads_at",
+        "heads",
+        "times",
+        "result",
+        "fast_overruled",
+        "start",
+        "stop",
+        "first",
+        "trees",
+        "_cuts",
+    )
 
-    def __init__(self, path: Path, seed: str, heads_at: Any = (), *, start: int = 0, stop: int | None = None,
-                 trees: bool = False) -> None:
+    def __init__(
+        self, path: Path, seed: str, heads_at: Any = (), *, start: int = 0, stop: int | None = None, trees: bool = False
+    ) -> None:
         self.path = Path(path)
         self.seed = seed
         self.heads_at = frozenset(heads_at)
@@ -319,9 +335,13 @@ class ChainReader:
                         try:  # the fast parser's object, accepted by one of the canonical tests
                             obj = fast(line)
                             proposed = True
-                            good = (obj.__class__ is dict and obj.get("prev") == head and obj.get("seq") == n
-                                    and type(obj["seq"]) is int
-                                    and (fast_canonical(obj, line, clean) or links(obj, line.decode(), head, n)))
+                            good = (
+                                obj.__class__ is dict
+                                and obj.get("prev") == head
+                                and obj.get("seq") == n
+                                and type(obj["seq"]) is int
+                                and (fast_canonical(obj, line, clean) or links(obj, line.decode(), head, n))
+                            )
                         except Exception:  # noqa: BLE001 - decided by the standard parser below
                             good = False
                     if not good:
@@ -333,7 +353,7 @@ class ChainReader:
                             good = False
                         if not good:
                             if tree is not None:
-                                tree, cut = self._grow(tree, cut, cuts, parts[:n - first], n)
+                                tree, cut = self._grow(tree, cut, cuts, parts[: n - first], n)
                                 self._end_tree(tree)
                             self.result = _broken_check(base, parts, first, n, head)
                             return
@@ -351,8 +371,9 @@ class ChainReader:
             self._end_tree(tree)
         self.result = ChainCheck(True, n, head, end=end)
 
-    def _grow(self, tree: Range, cut: int | None, cuts: Iterator[int], lines: list[bytes],
-              n: int) -> tuple[Range, int | None]:
+    def _grow(
+        self, tree: Range, cut: int | None, cuts: Iterator[int], lines: list[bytes], n: int
+    ) -> tuple[Range, int | None]:
         """Add ``lines``, the good lines that end at line count ``n``, to the
         tree, cutting it at each count on the way; the range under way and
         the next cut."""
@@ -361,7 +382,7 @@ class ChainReader:
         at = 0
         while cut is not None and cut <= n:
             k = cut - tree.end
-            tree.extend(leaves[at:at + k])
+            tree.extend(leaves[at : at + k])
             at += k
             self.trees.append(tree)
             tree, cut = Range(cut), next(cuts, None)

@@ -25,8 +25,20 @@ from confirmatory.records.reader import iter_lines
 # A record's contract fields (RECORDS.md "Records"), its calls' and an error
 # object's: required, as that section says of every field it names. The
 # runner writes records with them (spend); verify requires them.
-RECORD_FIELDS = ("model", "household", "arm", "pass", "lane", "start", "end", "status", "cost_nusd", "error",
-                 "calls", "answer")
+RECORD_FIELDS = (
+    "model",
+    "household",
+    "arm",
+    "pass",
+    "lane",
+    "start",
+    "end",
+    "status",
+    "cost_nusd",
+    "error",
+    "calls",
+    "answer",
+)
 CALL_FIELDS = ("kind", "start", "end", "cost_nusd", "finish_reason", "error")
 CALL_KINDS = ("chat", "responses", "tool", "explain")
 ERROR_FIELDS = ("type", "mro", "message", "escalated_after_truncation")
@@ -36,8 +48,9 @@ _ERROR_FIELD_SET = frozenset(ERROR_FIELDS)
 def is_error_object(err: Any) -> bool:
     """Whether ``err`` is an error as a record holds one: an object with the
     contract's fields, ``type`` a string and ``mro`` a list."""
-    return (type(err) is dict and err.keys() >= _ERROR_FIELD_SET and type(err["type"]) is str
-            and type(err["mro"]) is list)
+    return (
+        type(err) is dict and err.keys() >= _ERROR_FIELD_SET and type(err["type"]) is str and type(err["mro"]) is list
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ with its ``open`` line, chained from the seed its manifest gives it
 
 from __future__ import annotations
 
+import re
 import secrets as _random
 import sys
 import time
@@ -19,7 +20,8 @@ from confirmatory.core.redaction import redact_obj
 from confirmatory.core.streams import arm_orders, draw_order
 from confirmatory.records import manifests
 from confirmatory.records.chain import RECORD_FORMAT, log_seed, sha256_hex
-from confirmatory.records.writer import ChainWriter, write_json_durable
+from confirmatory.records.layout import CONFIG, tsa_files
+from confirmatory.records.writer import ChainWriter, write_bytes_durable, write_json_durable
 
 
 @dataclass
@@ -77,23 +79,64 @@ def expand_command(command: Any, run_dir: Path) -> list[str]:
     return out
 
 
-def run_manifest(loaded: Any, *, run_id: str, created_t: float, anchors_cwd: str,
-                 run_dir: Path) -> dict[str, Any]:
+def run_manifest(loaded: Any, *, run_id: str, created_t: float, anchors_cwd: str, run_dir: Path) -> dict[str, Any]:
     d = loaded.design
     fields = manifests.run_fields(d)
     fields["harness"] = {**fields["harness"], "pins": dict(loaded.pins)}
-    fields["anchors"] = {**fields["anchors"],
-                         "command": expand_command(d.anchors.command, run_dir) if d.anchors.command else None,
-                         "cwd": anchors_cwd}
-    return {"format": RECORD_FORMAT, "run_id": run_id, "created_t": created_t, "design_sha256": loaded.sha256,
-            **fields}
+    fields["anchors"] = {
+        **fields["anchors"],
+        "command": expand_command(d.anchors.command, run_dir) if d.anchors.command else None,
+        "cwd": anchors_cwd,
+    }
+    return {"format": RECORD_FORMAT, "run_id": run_id, "created_t": created_t, "design_sha256": loaded.sha256, **fields}
 
 
 def model_manifest(loaded: Any, spec: Any) -> dict[str, Any]:
     d = loaded.design
     draw = draw_order(d.study.seed, [h.id for h in loaded.households])
-    return {**manifests.model_fields(d, spec), "draw": draw,
-            "arm_orders": arm_orders(d.study.seed, spec.name, draw, [a.name for a in d.arms])}
+    return {
+        **manifests.model_fields(d, spec),
+        "draw": draw,
+        "arm_orders": arm_orders(d.study.seed, spec.name, draw, [a.name for a in d.arms]),
+    }
+
+
+def default_origin(run_id: str) -> str:
+    """The checkpoints' origin when the design names none: unique to the run (RECORDS.md)."""
+    return "confirmatory/" + re.sub(r"[\s+]", "-", run_id)
+
+
+def copy_evidence(loaded: Any, run_dir: Path, run_id: str, fixed: dict[str, str]) -> dict[str, Any] | None:
+    """The run manifest's ``evidence`` (None when the design signs nothing),
+    after copying each TSA's certificate and CA into ``run_dir`` durably and
+    adding their sha256 to ``fixed`` (the manifest's ``files``). The design
+    pinned them (design.load); the private key is never copied."""
+    a = loaded.design.anchors
+    if a.signer is None:
+        return None
+    timestamps = []
+    for i, tsa in enumerate(a.timestamps):
+        cert_rel, ca_rel = tsa_files(i)
+        for rel, src in ((cert_rel, tsa.certificate), (ca_rel, tsa.ca)):
+            fixed[rel] = write_bytes_durable(run_dir / rel, (Path(loaded.base_dir) / src).read_bytes())
+        timestamps.append({"url": redact_url(tsa.url), "certificate": cert_rel, "ca": ca_rel})
+    return {
+        "origin": a.origin or default_origin(run_id),
+        "verifier_key": a.signer.verifier_key,
+        "timestamps": timestamps,
+        "witnesses": [{"url": redact_url(w.url), "verifier_key": w.verifier_key} for w in a.witnesses],
+        "cosignatures_required": a.required_cosignatures,
+    }
+
+
+def redact_url(url: str) -> str:
+    """``url`` without a user:password part."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
 def _open_log(run_dir: Path, rel: str, manifest_sha: str, t: float) -> ChainWriter:
@@ -102,8 +145,14 @@ def _open_log(run_dir: Path, rel: str, manifest_sha: str, t: float) -> ChainWrit
     return w
 
 
-def create_run_dir(loaded: Any, run_dir: Path, *, clock: Any, config: dict[str, Any] | None,
-                   engine_backend: dict[str, Any] | None = None) -> RunFiles:
+def create_run_dir(
+    loaded: Any,
+    run_dir: Path,
+    *,
+    clock: Any,
+    config: dict[str, Any] | None,
+    engine_backend: dict[str, Any] | None = None,
+) -> RunFiles:
     """Create ``run_dir`` (which must not exist) with manifests, design copy, config and open logs.
 
     ``engine_backend``: where the engine pools run and what they got, the
@@ -111,15 +160,20 @@ def create_run_dir(loaded: Any, run_dir: Path, *, clock: Any, config: dict[str, 
     run_dir.mkdir(parents=True, exist_ok=False)
     created = clock.now()
     run_id = f"{loaded.design.study.id}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime(created))}-{_random.token_hex(3)}"
-    manifest = run_manifest(loaded, run_id=run_id, created_t=created, anchors_cwd=str(loaded.base_dir),
-                            run_dir=run_dir)
+    # config.json before the run manifest, which fixes its sha256 (``files``):
+    # the manifest's hash seeds every log and is in every anchor, so the
+    # first anchor fixes config.json too (RECORDS.md "manifest.json").
+    fixed = {} if config is None else {CONFIG: write_json_durable(run_dir / CONFIG, config)}
+    manifest = run_manifest(loaded, run_id=run_id, created_t=created, anchors_cwd=str(loaded.base_dir), run_dir=run_dir)
     if engine_backend is not None:
         manifest["engine"] = {**manifest["engine"], "backend": redact_obj(engine_backend)}
+    evidence = copy_evidence(loaded, run_dir, run_id, fixed)
+    if evidence is not None:
+        manifest["evidence"] = evidence
+    manifest["files"] = fixed
     sha = write_json_durable(run_dir / "manifest.json", manifest)
     (run_dir / "design.toml").write_bytes(loaded.raw)
     _fsync_file(run_dir / "design.toml")
-    if config is not None:
-        write_json_durable(run_dir / "config.json", config)
     t = clock.now()
     files = RunFiles(
         dir=run_dir,
@@ -203,16 +257,27 @@ def open_run_dir(run_dir: Path) -> RunFiles:
     def writer(rel: str, msha: str) -> ChainWriter:
         return ChainWriter(run_dir / rel, log_seed(msha, rel))
 
-    files = RunFiles(dir=run_dir, manifest_sha256=sha, manifest=manifest,
-                     run_log=writer("run.jsonl", sha), host_log=writer("host.jsonl", sha),
-                     anchors_log=writer("anchors.jsonl", sha), pushes_log=writer("anchor-pushes.jsonl", sha))
+    files = RunFiles(
+        dir=run_dir,
+        manifest_sha256=sha,
+        manifest=manifest,
+        run_log=writer("run.jsonl", sha),
+        host_log=writer("host.jsonl", sha),
+        anchors_log=writer("anchors.jsonl", sha),
+        pushes_log=writer("anchor-pushes.jsonl", sha),
+    )
     for name in manifest["models"]:
         mdir = run_dir / "models" / name
         mraw = (mdir / "manifest.json").read_bytes()
         msha = sha256_hex(mraw)
-        files.models[name] = ModelFiles(name=name, dir=mdir, manifest_sha256=msha, manifest=json.loads(mraw),
-                                        run_log=writer(f"models/{name}/run.jsonl", msha),
-                                        admission_log=writer(f"models/{name}/admission.jsonl", msha))
+        files.models[name] = ModelFiles(
+            name=name,
+            dir=mdir,
+            manifest_sha256=msha,
+            manifest=json.loads(mraw),
+            run_log=writer(f"models/{name}/run.jsonl", msha),
+            admission_log=writer(f"models/{name}/admission.jsonl", msha),
+        )
     return files
 
 

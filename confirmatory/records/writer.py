@@ -3,7 +3,8 @@ writes one whole JSON file atomically (records, manifests), and ``Guard`` keeps 
 secret value off disk.
 
 An append returns only after its line is on disk (one ``os.write`` of the
-whole line, then ``os.fsync``). A failed write or fsync ends the writer:
+lines of its batch, then one ``os.fsync``: lines that several threads append
+together share it, ``ChainWriter``). A failed write or fsync ends the writer:
 after an fsync error the kernel may already have dropped the dirty pages and
 cleared the error, so a retried fsync can "succeed" for data that is gone.
 Nothing is therefore retried and nothing more is acknowledged. Reopening a
@@ -43,8 +44,9 @@ class Guard:
     def __init__(self, environ: Mapping[str, str] | None = None) -> None:
         self._dumps = dumps
         # Longest first: one secret may contain another.
-        self._values = sorted(secret_values(dict(os.environ if environ is None else environ)).items(),
-                              key=lambda kv: -len(kv[0]))
+        self._values = sorted(
+            secret_values(dict(os.environ if environ is None else environ)).items(), key=lambda kv: -len(kv[0])
+        )
         # As each value appears inside a canonical JSON string.
         self._needles = tuple(dumps({"": value})[5:-2] for value, _ in self._values)
 
@@ -149,7 +151,15 @@ def write_json_durable(path: Path, obj: dict[str, Any], *, guard: Any = None) ->
     fsync removes it again: the caller counts it as not written).
     """
     path = Path(path)
-    data = _guard(guard).clean(obj, dumps(obj)) + b"\n"
+    return write_bytes_durable(path, _guard(guard).clean(obj, dumps(obj)) + b"\n")
+
+
+def write_bytes_durable(path: Path, data: bytes) -> str:
+    """Write ``data`` to ``path`` as ``write_json_durable`` writes its JSON
+    (tmp, fsync, rename, fsync of the directory); its sha256. For bytes that
+    are not the run's JSON (a TSA's certificate, a time-stamp reply): no
+    secret guard, since no environment value can be in them."""
+    path = Path(path)
     if killpoint.ACTIVE:
         killpoint.before(path, "file")
     try:
@@ -199,24 +209,45 @@ def write_json_durable(path: Path, obj: dict[str, Any], *, guard: Any = None) ->
 
 
 class ChainWriter:
-    """The one appender of one log; thread-safe (a lock per writer).
+    """The one appender of one log; thread-safe, with group commit.
+
+    Lines appended by several threads share an fsync (the WAL pattern of
+    PostgreSQL and SQLite): the thread that finds no batch in flight becomes
+    the *leader*, takes every line queued so far, writes them with one
+    ``os.write`` and fsyncs once; lines appended meanwhile queue for the next
+    batch. Each ``append`` returns only once the fsync that covers its line
+    has returned, so nothing is acknowledged (``lines``, ``head``, the
+    frontier, the killpoint's count) before it is on disk. A failed write or
+    fsync fails the writer for good: every line of that batch and every line
+    queued behind it is refused, and the descriptor is never fsynced again.
 
     It also keeps the log's RFC 9162 Merkle tree as its frontier (O(log n)
     hashes, one leaf hash and on average one node hash per append), so an
-    anchor's root costs O(log n), never a re-read (``anchor_snapshot``)."""
+    anchor's root costs O(log n), never a re-read (``anchor_snapshot``). The
+    leader hashes its batch into the frontier with the writer's lock released:
+    no other lane waits on that hashing."""
 
     def __init__(self, path: Path, seed: str, *, guard: Any = None) -> None:
         self.path = Path(path)
         self.seed = seed
         self.guard = _guard(guard)  # no secret value is ever appended (writer.Guard)
         self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self.failed = False
         self._failure: str | None = None
         self._closed = False
-        self.lines = 0
+        self.lines = 0  # acknowledged: on disk, their fsync returned
         self.head = seed
         self._tree = Range()
         self._fd = self._open()
+        # Lines given a seq but not yet acknowledged: the queue for the next
+        # batch (encoded line, its hash, its killpoint label) ...
+        self._queue: list[tuple[bytes, str, str]] = []
+        self._next_seq = self.lines
+        self._next_head = self.head
+        self._flushing = False  # ... and whether a leader has a batch in flight
+        self._readers = 0  # anchor snapshots waiting for the frontier to settle
+        self.batches = 0  # batches written (fsyncs of this log), for the benchmarks
 
     def _open(self) -> int:
         flags = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC
@@ -248,7 +279,9 @@ class ChainWriter:
         if size != result.end:
             os.close(fd)
             raise ChainBroken(
-                self.path, result.lines, result.end,
+                self.path,
+                result.lines,
+                result.end,
                 f"line {result.lines} at byte {result.end}: the file grew to {size} bytes while it was being opened",
             )
         self.lines = result.lines
@@ -261,47 +294,110 @@ class ChainWriter:
         return fd
 
     def append(self, obj: dict[str, Any]) -> str:
-        """Add ``seq`` and ``prev``, write, fsync; return the line's hash."""
-        if "seq" in obj or "prev" in obj:
-            raise ValueError("append() adds seq and prev itself; the object must not carry them")
-        with self._lock:
-            if self.failed:
-                raise ChainWriteFailed(
-                    f"{self.path}: this writer failed earlier ({self._failure}); nothing more is acknowledged"
-                )
-            if self._closed:
-                raise ChainWriteFailed(f"{self.path}: writer is closed")
-            full = {**obj, "seq": self.lines, "prev": self.head}  # caller's dict untouched
-            line = self.guard.clean(full, dumps(full))
-            digest = sha256_hex(line)
-            if killpoint.ACTIVE:
-                killpoint.before(self.path, killpoint.label(obj))
-            try:
-                _write_all(self._fd, line + b"\n")
-            except OSError as exc:
-                raise self._fail("write", exc) from exc
-            try:
-                os.fsync(self._fd)
-            except OSError as exc:
-                raise self._fail("fsync", exc) from exc
-            self.lines += 1
-            self.head = digest
-            self._tree.append(leaf_hash(line))
-            if killpoint.ACTIVE:
-                killpoint.wrote(self.path, killpoint.label(obj))
-            return digest
+        """Add ``seq`` and ``prev``, write, fsync; return the line's hash
+        once the fsync covering the line has returned."""
+        return self.append_many([obj])[0]
 
-    def _fail(self, op: str, exc: OSError) -> ChainWriteFailed:
-        """Enter the failed state (lock held); the fd is closed, never fsynced again."""
-        self.failed = True
-        self._failure = (
-            f"{op} of line {self.lines} failed: {errno_text(exc)}; the line is not acknowledged "
-            "and the file may end in a torn or unconfirmed line"
-        )
+    def append_many(self, objs: list[dict[str, Any]]) -> list[str]:
+        """``append`` of each object in turn, as consecutive lines that share
+        a batch; returns their hashes once all are on disk. A failure
+        acknowledges none of them (an earlier batch's lines stay acknowledged)."""
+        for obj in objs:
+            if "seq" in obj or "prev" in obj:
+                raise ValueError("append() adds seq and prev itself; the object must not carry them")
+        with self._cond:
+            self._refuse()
+            digests = []
+            for obj in objs:
+                full = {**obj, "seq": self._next_seq, "prev": self._next_head}  # caller's dict untouched
+                line = self.guard.clean(full, dumps(full))
+                digest = sha256_hex(line)
+                self._queue.append((line, digest, killpoint.label(obj) if killpoint.ACTIVE else ""))
+                self._next_seq += 1
+                self._next_head = digest
+                digests.append(digest)
+            last = self._next_seq - 1
+            while self.lines <= last:
+                if self.failed:
+                    raise ChainWriteFailed(f"{self.path}: {self._failure}")
+                if self._flushing or self._readers:
+                    self._cond.wait()  # a batch is in flight: ours joins the next one
+                else:
+                    self._lead()
+            return digests
+
+    def _refuse(self) -> None:
+        if self.failed:
+            raise ChainWriteFailed(
+                f"{self.path}: this writer failed earlier ({self._failure}); nothing more is acknowledged"
+            )
+        if self._closed:
+            raise ChainWriteFailed(f"{self.path}: writer is closed")
+
+    def _lead(self) -> None:
+        """Write and fsync every queued line as one batch (lock held on entry
+        and on return, released while the batch is in flight)."""
+        batch, self._queue = self._queue, []
+        self._flushing = True
+        first = self.lines
+        self._lock.release()
         try:
-            os.close(self._fd)  # close() does not fsync; see the module docstring
-        except OSError:
-            pass
+            try:
+                if killpoint.ACTIVE:
+                    for _, _, label in batch:
+                        killpoint.before(self.path, label)
+                data = b"".join([line + b"\n" for line, _, _ in batch])
+                try:
+                    _write_all(self._fd, data)
+                except OSError as exc:
+                    raise self._fail("write", first, exc) from exc
+                if killpoint.ACTIVE:
+                    killpoint.in_flight(self.path, len(batch))  # written, not yet fsynced
+                try:
+                    os.fsync(self._fd)  # once: a failed fsync is never retried (the module docstring)
+                except OSError as exc:
+                    raise self._fail("fsync", first, exc) from exc
+                self.batches += 1
+                # On disk: into the frontier (only the leader touches it while
+                # a batch is in flight), then the killpoint's count, in order.
+                self._tree.extend([leaf_hash(line) for line, _, _ in batch])
+                if killpoint.ACTIVE:
+                    for _, _, label in batch:
+                        killpoint.wrote(self.path, label)
+            finally:
+                self._lock.acquire()
+        except ChainWriteFailed:
+            self._flushing = False
+            self._cond.notify_all()
+            raise
+        except BaseException as exc:  # not an OSError: the batch's state is unknown, so it is a failure
+            self._fail_locked("write", first, exc)
+            self._flushing = False
+            self._cond.notify_all()
+            raise
+        self.lines = first + len(batch)
+        self.head = batch[-1][1]
+        self._flushing = False
+        self._cond.notify_all()
+
+    def _fail(self, op: str, first: int, exc: BaseException) -> ChainWriteFailed:
+        """Enter the failed state (called by the leader, lock released)."""
+        with self._lock:
+            return self._fail_locked(op, first, exc)
+
+    def _fail_locked(self, op: str, first: int, exc: BaseException) -> ChainWriteFailed:
+        """Enter the failed state (lock held); the fd is closed, never fsynced again."""
+        if not self.failed:
+            self.failed = True
+            self._failure = (
+                f"{op} of line {first} failed: {errno_text(exc)}; the line is not acknowledged "
+                "and the file may end in a torn or unconfirmed line"
+            )
+            self._queue = []
+            try:
+                os.close(self._fd)  # close() does not fsync; see the module docstring
+            except OSError:
+                pass
         return ChainWriteFailed(f"{self.path}: {self._failure}")
 
     def snapshot(self) -> tuple[int, str]:
@@ -311,13 +407,25 @@ class ChainWriter:
 
     def anchor_snapshot(self) -> tuple[int, str, str]:
         """(acknowledged lines, head, root): ``snapshot`` and the lowercase hex
-        RFC 9162 root of the tree over those lines, taken together under the lock."""
-        with self._lock:
-            return self.lines, self.head, self._tree.root().hex()
+        RFC 9162 root of the tree over those lines, taken together under the
+        lock once no batch is in flight (its leader may be hashing it into
+        the frontier); no new batch starts while it waits."""
+        with self._cond:
+            self._readers += 1
+            try:
+                while self._flushing:
+                    self._cond.wait()
+                return self.lines, self.head, self._tree.root().hex()
+            finally:
+                self._readers -= 1
+                self._cond.notify_all()
 
     def close(self) -> None:
-        """Idempotent; a failed writer's descriptor is already closed."""
-        with self._lock:
+        """Idempotent; waits for the batches in flight; a failed writer's
+        descriptor is already closed."""
+        with self._cond:
+            while not self.failed and (self._flushing or self._queue):
+                self._cond.wait()
             if self._closed:
                 return
             self._closed = True

@@ -21,8 +21,16 @@ if TYPE_CHECKING:
     from confirmatory.report.data import ModelView
 
 # The classes of core.rules.Cls, each with its colour (and one for a class the rules do not know).
-CLASS_COLOURS = {"ok": "#2e7d32", "model": "#ef6c00", "provider": "#1565c0", "host": "#8e24aa",
-                 "operator": "#f9a825", "harness": "#c62828", "stopped": "#616161", "inconclusive": "#00838f"}
+CLASS_COLOURS = {
+    "ok": "#2e7d32",
+    "model": "#ef6c00",
+    "provider": "#1565c0",
+    "host": "#8e24aa",
+    "operator": "#f9a825",
+    "harness": "#c62828",
+    "stopped": "#616161",
+    "inconclusive": "#00838f",
+}
 OTHER_COLOUR = "#000000"
 MODEL_COLOURS = ("#1565c0", "#ef6c00", "#2e7d32", "#8e24aa", "#c62828", "#00838f", "#6d4c41", "#546e7a")
 
@@ -56,14 +64,44 @@ class Axis:
     def ticks(self, top: float, bottom: float) -> str:
         """Grid lines and their labels (seconds, minutes or hours since t0)."""
         span = self.t1 - self.t0
-        step = next((s for s in (0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200,
-                                 14400, 21600, 43200, 86400) if span / s <= 10), 86400 * max(1, int(span / 864000)))
+        step = next(
+            (
+                s
+                for s in (
+                    0.1,
+                    0.2,
+                    0.5,
+                    1,
+                    2,
+                    5,
+                    10,
+                    15,
+                    30,
+                    60,
+                    120,
+                    300,
+                    600,
+                    900,
+                    1800,
+                    3600,
+                    7200,
+                    14400,
+                    21600,
+                    43200,
+                    86400,
+                )
+                if span / s <= 10
+            ),
+            86400 * max(1, int(span / 864000)),
+        )
         out = []
         k = 0
         while k * step <= span + 1e-9:
             x = self.x(self.t0 + k * step)
-            out.append(f'<line class="grid" x1="{x}" x2="{x}" y1="{top}" y2="{bottom}"/>'
-                       f'<text class="tick" x="{x}" y="{bottom + 12}">{_dur(k * step)}</text>')
+            out.append(
+                f'<line class="grid" x1="{x}" x2="{x}" y1="{top}" y2="{bottom}"/>'
+                f'<text class="tick" x="{x}" y="{bottom + 12}">{_dur(k * step)}</text>'
+            )
             k += 1
         return "".join(out)
 
@@ -79,15 +117,19 @@ def _dur(s: float) -> str:
 def _svg(cls: str, height: float, body: str, **data: object) -> str:
     attrs = "".join(f' data-{k.replace("_", "-")}="{esc(v)}"' for k, v in data.items())
     w = LEFT + WIDTH + 20
-    return (f'<svg class="{cls}" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {height}" '
-            f'width="{w}" height="{height}"{attrs}>{body}</svg>')
+    return (
+        f'<svg class="{cls}" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {height}" '
+        f'width="{w}" height="{height}"{attrs}>{body}</svg>'
+    )
 
 
 def _num(v: object) -> float | None:
     return float(v) if type(v) in (int, float) and v == v else None  # type: ignore[arg-type]
 
 
-def timeline(mv: ModelView, axis: Axis, run_events: list[dict[str, Any]], ceiling_t: float | None) -> tuple[str, str | None, str]:
+def timeline(
+    mv: ModelView, axis: Axis, run_events: list[dict[str, Any]], ceiling_t: float | None
+) -> tuple[str, str | None, str]:
     """A model's lane timeline: (svg, the attempts' JSON for the hover, a note).
 
     One ``g.lane`` per lane of the model; each attempt a ``rect.a`` (class
@@ -98,8 +140,11 @@ def timeline(mv: ModelView, axis: Axis, run_events: list[dict[str, Any]], ceilin
     resumes, triggers, stops, the ceiling's crossing, lane ends."""
     lanes = mv.lanes
     index = {lane: i for i, lane in enumerate(lanes)}
-    attempts = [a for a in mv.attempts if _num(a.get("start")) is not None and _num(a.get("end")) is not None
-                and a.get("lane") in index]
+    attempts = [
+        a
+        for a in mv.attempts
+        if _num(a.get("start")) is not None and _num(a.get("end")) is not None and a.get("lane") in index
+    ]
     top = 38
     aggregated = len(attempts) > BAR_CAP
     row = 2 * ROW if aggregated else ROW  # a lane of stacked bins is drawn taller
@@ -121,18 +166,33 @@ def timeline(mv: ModelView, axis: Axis, run_events: list[dict[str, Any]], ceilin
             x0, x1 = axis.x(a["start"]), axis.x(a["end"])
             p = a.get("pass")
             cls = klass(a.get("class")) + (" p-rerun" if type(p) is int and p > 0 else "")
-            bars[li].append(f'<rect class="a {cls}" data-i="{len(rows_json)}" x="{x0}" y="{y}" '
-                            f'width="{max(1.0, round(x1 - x0, 1))}" height="{ROW - 6}"/>')
+            bars[li].append(
+                f'<rect class="a {cls}" data-i="{len(rows_json)}" x="{x0}" y="{y}" '
+                f'width="{max(1.0, round(x1 - x0, 1))}" height="{ROW - 6}"/>'
+            )
             key = (a.get("household"), a.get("arm"))
             if type(p) is int and p > 0 and key in by_arm:
                 px, py = by_arm[key]
                 mid = round((px + x0) / 2, 1)
-                links.append(f'<path class="rerun" data-i="{len(rows_json)}" '
-                             f'd="M{px} {py} Q{mid} {py - 10} {x0} {y}"/>')
+                links.append(
+                    f'<path class="rerun" data-i="{len(rows_json)}" d="M{px} {py} Q{mid} {py - 10} {x0} {y}"/>'
+                )
             by_arm[key] = (x1, y)
-            rows_json.append([a.get("lane"), a.get("household"), a.get("arm"), p, a.get("start"), a.get("end"),
-                              a.get("cost_nusd"), a.get("class"), a.get("action"), a.get("signature"),
-                              a.get("record")])
+            rows_json.append(
+                [
+                    a.get("lane"),
+                    a.get("household"),
+                    a.get("arm"),
+                    p,
+                    a.get("start"),
+                    a.get("end"),
+                    a.get("cost_nusd"),
+                    a.get("class"),
+                    a.get("action"),
+                    a.get("signature"),
+                    a.get("record"),
+                ]
+            )
         body.append(_lanes(lanes, top, bars, row))
         body.append("".join(links))
         # inside a script element: no "<" at all (no "</script>", no "<!--"); JSON reads \u003c as "<"
@@ -150,20 +210,34 @@ def timeline(mv: ModelView, axis: Axis, run_events: list[dict[str, Any]], ceilin
             y = top + li * row + row - 2
             total = sum(c.values())
             h_all = max(2.0, (row - 4) * total / peak)
-            title = esc(f"lane {lanes[li]}, {_dur(b * span)} to {_dur((b + 1) * span)}: {total} attempts: "
-                        + ", ".join(f"{k} {n}" for k, n in c.most_common()))
+            title = esc(
+                f"lane {lanes[li]}, {_dur(b * span)} to {_dur((b + 1) * span)}: {total} attempts: "
+                + ", ".join(f"{k} {n}" for k, n in c.most_common())
+            )
             for cls_name, n in sorted(c.items(), key=lambda kv: str(kv[0])):
                 h = round(h_all * n / total, 2)
                 y -= h
-                bars[li].append(f'<rect class="bin {klass(cls_name)}" data-n="{n}" x="{x}" y="{round(y, 2)}" '
-                                f'width="{bw}" height="{h}"><title>{title}</title></rect>')
+                bars[li].append(
+                    f'<rect class="bin {klass(cls_name)}" data-n="{n}" x="{x}" y="{round(y, 2)}" '
+                    f'width="{bw}" height="{h}"><title>{title}</title></rect>'
+                )
         body.append(_lanes(lanes, top, bars, row))
-        note = (f"{len(attempts)} attempts: more than {BAR_CAP}, so each lane is drawn in {BINS} time bins, "
-                "each a column stacked by class (its height: the bin's attempts, against the busiest bin); "
-                "hover a bin for its counts. Rerun links are not drawn.")
+        note = (
+            f"{len(attempts)} attempts: more than {BAR_CAP}, so each lane is drawn in {BINS} time bins, "
+            "each a column stacked by class (its height: the bin's attempts, against the busiest bin); "
+            "hover a bin for its counts. Rerun links are not drawn."
+        )
     body.append(markers(mv, axis, run_events, ceiling_t, top, bottom, index, row))
-    svg = _svg("timeline", height, "".join(body), model=mv.name, t0=axis.t0, t1=axis.t1,
-               lanes=len(lanes), aggregated=int(aggregated))
+    svg = _svg(
+        "timeline",
+        height,
+        "".join(body),
+        model=mv.name,
+        t0=axis.t0,
+        t1=axis.t1,
+        lanes=len(lanes),
+        aggregated=int(aggregated),
+    )
     return svg, data, note
 
 
@@ -171,14 +245,24 @@ def _lanes(lanes: list[int], top: float, bars: dict[int, list[str]], row: int) -
     out = []
     for i, lane in enumerate(lanes):
         y = top + i * row
-        out.append(f'<g class="lane" data-lane="{esc(lane)}"><rect class="lane-bg" x="{LEFT}" y="{y}" '
-                   f'width="{WIDTH}" height="{row - 2}"/><text class="lane-label" x="{LEFT - 6}" '
-                   f'y="{y + row / 2 + 3}">lane {esc(lane)}</text>{"".join(bars[i])}</g>')
+        out.append(
+            f'<g class="lane" data-lane="{esc(lane)}"><rect class="lane-bg" x="{LEFT}" y="{y}" '
+            f'width="{WIDTH}" height="{row - 2}"/><text class="lane-label" x="{LEFT - 6}" '
+            f'y="{y + row / 2 + 3}">lane {esc(lane)}</text>{"".join(bars[i])}</g>'
+        )
     return "".join(out)
 
 
-def markers(mv: ModelView, axis: Axis, run_events: list[dict[str, Any]], ceiling_t: float | None, top: float,
-            bottom: float, index: dict[int, int], row: int = ROW) -> str:
+def markers(
+    mv: ModelView,
+    axis: Axis,
+    run_events: list[dict[str, Any]],
+    ceiling_t: float | None,
+    top: float,
+    bottom: float,
+    index: dict[int, int],
+    row: int = ROW,
+) -> str:
     out = []
     placed: list[list[float]] = [[], [], []]  # the x of the labels on each of three rows above the lanes
 
@@ -191,8 +275,10 @@ def markers(mv: ModelView, axis: Axis, run_events: list[dict[str, Any]], ceiling
     def vline(kind: str, t: float, label: str, title: str) -> None:
         x = axis.x(t)
         y = label_y(x)
-        out.append(f'<g class="marker m-{kind}" data-t="{t!r}"><line x1="{x}" x2="{x}" y1="{y + 2}" y2="{bottom}"/>'
-                   f'<text x="{x + 2}" y="{y}">{esc(label)}</text><title>{esc(title)}</title></g>')
+        out.append(
+            f'<g class="marker m-{kind}" data-t="{t!r}"><line x1="{x}" x2="{x}" y1="{y + 2}" y2="{bottom}"/>'
+            f'<text x="{x + 2}" y="{y}">{esc(label)}</text><title>{esc(title)}</title></g>'
+        )
 
     resumes = sorted((o for o in mv.events("resume") if _num(o.get("t")) is not None), key=lambda o: o["t"])
     for p in mv.events("pause"):
@@ -203,17 +289,27 @@ def markers(mv: ModelView, axis: Axis, run_events: list[dict[str, Any]], ceiling
         x0 = axis.x(t)
         x1 = axis.x(end) if end is not None else LEFT + WIDTH
         y = label_y(x0)
-        out.append(f'<g class="marker m-pause" data-t="{t!r}" data-until="{"" if end is None else repr(end)}">'
-                   f'<rect x="{x0}" y="{top}" width="{max(1.0, round(x1 - x0, 1))}" height="{bottom - top}"/>'
-                   f'<text x="{x0 + 2}" y="{y}">paused</text><title>{esc(_pause_title(p, end))}</title></g>')
+        out.append(
+            f'<g class="marker m-pause" data-t="{t!r}" data-until="{"" if end is None else repr(end)}">'
+            f'<rect x="{x0}" y="{top}" width="{max(1.0, round(x1 - x0, 1))}" height="{bottom - top}"/>'
+            f'<text x="{x0 + 2}" y="{y}">paused</text><title>{esc(_pause_title(p, end))}</title></g>'
+        )
     for r in resumes:
         ok = r.get("accepted") is True
-        vline("resume" if ok else "resume-refused", r["t"], "resumed" if ok else "stale resume",
-              f"resume request of {r.get('request_t')}: {'accepted' if ok else 'not accepted (written before the pause)'}")
+        vline(
+            "resume" if ok else "resume-refused",
+            r["t"],
+            "resumed" if ok else "stale resume",
+            f"resume request of {r.get('request_t')}: {'accepted' if ok else 'not accepted (written before the pause)'}",
+        )
     for o in mv.events("trigger"):
         if _num(o.get("t")) is not None:
-            vline("trigger", o["t"], f"trigger: {o.get('cause')}",
-                  f"trigger {o.get('cause')} by {o.get('household')}/{o.get('arm')} pass {o.get('pass')}")
+            vline(
+                "trigger",
+                o["t"],
+                f"trigger: {o.get('cause')}",
+                f"trigger {o.get('cause')} by {o.get('household')}/{o.get('arm')} pass {o.get('pass')}",
+            )
     for o in mv.events("stop"):
         if _num(o.get("t")) is not None:
             vline("stop", o["t"], f"stop: {o.get('cause')}", f"stop ({o.get('scope')} scope), cause {o.get('cause')}")
@@ -224,9 +320,11 @@ def markers(mv: ModelView, axis: Axis, run_events: list[dict[str, Any]], ceiling
         if t is None or lane not in index:
             continue
         x, y = axis.x(t), top + index[lane] * row
-        out.append(f'<g class="marker m-lane-end" data-t="{t!r}" data-lane="{esc(lane)}">'
-                   f'<path d="M{x} {y} l4 {row / 2 - 1} l-4 {row / 2 - 1} z"/>'
-                   f'<title>lane {esc(lane)} ended: {esc(o.get("reason"))}</title></g>')
+        out.append(
+            f'<g class="marker m-lane-end" data-t="{t!r}" data-lane="{esc(lane)}">'
+            f'<path d="M{x} {y} l4 {row / 2 - 1} l-4 {row / 2 - 1} z"/>'
+            f"<title>lane {esc(lane)} ended: {esc(o.get('reason'))}</title></g>"
+        )
     return "".join(out)
 
 
@@ -235,8 +333,9 @@ def _pause_title(p: dict[str, Any], end: float | None) -> str:
     return what + ("; resumed" if end is not None else "; never resumed")
 
 
-def thin(points: list[tuple[float, float]], axis: Axis,
-         how: Callable[[Iterable[float]], float] = max) -> list[tuple[float, float]]:
+def thin(
+    points: list[tuple[float, float]], axis: Axis, how: Callable[[Iterable[float]], float] = max
+) -> list[tuple[float, float]]:
     """At most POINTS_CAP points: past it, one per x bin (``how`` of its values; the last time)."""
     if len(points) <= POINTS_CAP:
         return points
@@ -247,10 +346,19 @@ def thin(points: list[tuple[float, float]], axis: Axis,
     return [(b[-1][0], how(v for _, v in b)) for _, b in sorted(bins.items())]
 
 
-def line_chart(cls: str, axis: Axis, series: list[tuple[str, str, list[tuple[float, float]]]],
-               levels: list[tuple[str, str, float]], marks: list[tuple[str, float, float, str]], *,
-               unit: str, ymax: float | None = None, height: int = 160, bands: Sequence[tuple[float, float, str]] = (),
-               **data: object) -> str:
+def line_chart(
+    cls: str,
+    axis: Axis,
+    series: list[tuple[str, str, list[tuple[float, float]]]],
+    levels: list[tuple[str, str, float]],
+    marks: list[tuple[str, float, float, str]],
+    *,
+    unit: str,
+    ymax: float | None = None,
+    height: int = 160,
+    bands: Sequence[tuple[float, float, str]] = (),
+    **data: object,
+) -> str:
     """Step lines (``series``: name, colour, (t, value) points), horizontal levels
     (``g.level``: name, colour, value), point marks (``g.mark``: kind, t, value,
     title) and shaded bands (``rect.band``: t0, t1, title)."""
@@ -266,20 +374,29 @@ def line_chart(cls: str, axis: Axis, series: list[tuple[str, str, list[tuple[flo
     def y(v: float) -> float:
         return round(bottom - (bottom - top) * v / ymax, 1)
 
-    body = [axis.ticks(top, bottom),
-            f'<text class="tick" x="{LEFT - 6}" y="{top + 4}" text-anchor="end">{esc(_fmt(ymax, unit))}</text>',
-            f'<text class="tick" x="{LEFT - 6}" y="{bottom}" text-anchor="end">0</text>']
+    body = [
+        axis.ticks(top, bottom),
+        f'<text class="tick" x="{LEFT - 6}" y="{top + 4}" text-anchor="end">{esc(_fmt(ymax, unit))}</text>',
+        f'<text class="tick" x="{LEFT - 6}" y="{bottom}" text-anchor="end">0</text>',
+    ]
     if above:
-        body.append(f'<text class="above" x="{LEFT + 4}" y="{top + 4}">above the chart: '
-                    + esc(", ".join(f"{name} {_fmt(v, unit)}" for name, v in above)) + "</text>")
+        body.append(
+            f'<text class="above" x="{LEFT + 4}" y="{top + 4}">above the chart: '
+            + esc(", ".join(f"{name} {_fmt(v, unit)}" for name, v in above))
+            + "</text>"
+        )
     for t0, t1, title in bands:
         x0, x1 = axis.x(t0), axis.x(t1)
-        body.append(f'<rect class="band" data-t="{t0!r}" x="{x0}" y="{top}" width="{max(1.0, round(x1 - x0, 1))}" '
-                    f'height="{bottom - top}"><title>{esc(title)}</title></rect>')
+        body.append(
+            f'<rect class="band" data-t="{t0!r}" x="{x0}" y="{top}" width="{max(1.0, round(x1 - x0, 1))}" '
+            f'height="{bottom - top}"><title>{esc(title)}</title></rect>'
+        )
     for name, colour, v in levels:
-        body.append(f'<g class="level" data-name="{esc(name)}" data-value="{v!r}"><line x1="{LEFT}" x2="{LEFT + WIDTH}" '
-                    f'y1="{y(v)}" y2="{y(v)}" stroke="{colour}"/><text x="{LEFT + WIDTH - 4}" y="{y(v) - 3}" '
-                    f'text-anchor="end" fill="{colour}">{esc(name)} {esc(_fmt(v, unit))}</text></g>')
+        body.append(
+            f'<g class="level" data-name="{esc(name)}" data-value="{v!r}"><line x1="{LEFT}" x2="{LEFT + WIDTH}" '
+            f'y1="{y(v)}" y2="{y(v)}" stroke="{colour}"/><text x="{LEFT + WIDTH - 4}" y="{y(v) - 3}" '
+            f'text-anchor="end" fill="{colour}">{esc(name)} {esc(_fmt(v, unit))}</text></g>'
+        )
     for name, colour, pts in series:
         pts = thin(pts, axis)
         if not pts:
@@ -289,13 +406,17 @@ def line_chart(cls: str, axis: Axis, series: list[tuple[str, str, list[tuple[flo
             x = axis.x(t)
             d.append(f"{x},{y(last) if last is not None else y(v)} {x},{y(v)}")
             last = v
-        body.append(f'<g class="series" data-name="{esc(name)}" data-last="{pts[-1][1]!r}"><polyline fill="none" '
-                    f'stroke="{colour}" points="{" ".join(d)}"/><title>{esc(name)}: {esc(_fmt(pts[-1][1], unit))} '
-                    f'at the end</title></g>')
+        body.append(
+            f'<g class="series" data-name="{esc(name)}" data-last="{pts[-1][1]!r}"><polyline fill="none" '
+            f'stroke="{colour}" points="{" ".join(d)}"/><title>{esc(name)}: {esc(_fmt(pts[-1][1], unit))} '
+            f"at the end</title></g>"
+        )
     for kind, t, v, title in marks:
         x = axis.x(t)
-        body.append(f'<g class="mark m-{esc(kind)}" data-t="{t!r}"><path d="M{x} {y(v) - 7} l-4 -6 h8 z"/>'
-                    f'<line x1="{x}" x2="{x}" y1="{top}" y2="{bottom}"/><title>{esc(title)}</title></g>')
+        body.append(
+            f'<g class="mark m-{esc(kind)}" data-t="{t!r}"><path d="M{x} {y(v) - 7} l-4 -6 h8 z"/>'
+            f'<line x1="{x}" x2="{x}" y1="{top}" y2="{bottom}"/><title>{esc(title)}</title></g>'
+        )
     return _svg(cls, height, "".join(body), **data)
 
 
@@ -316,18 +437,24 @@ def anchors_strip(axis: Axis, anchors: list[dict[str, Any]], pushes: list[dict[s
         x = axis.x(t)
         final = a.get("final") is True
         logs = cast(dict[str, Any], a.get("logs")) if isinstance(a.get("logs"), dict) else {}
-        body.append(f'<g class="anchor{" final" if final else ""}" data-t="{t!r}" data-seq="{esc(a.get("seq"))}">'
-                    f'<circle cx="{x}" cy="22" r="{6 if final else 4}"/><title>anchor {esc(a.get("seq"))}'
-                    f'{" (final)" if final else ""}: {len(logs)} logs</title></g>')
+        body.append(
+            f'<g class="anchor{" final" if final else ""}" data-t="{t!r}" data-seq="{esc(a.get("seq"))}">'
+            f'<circle cx="{x}" cy="22" r="{6 if final else 4}"/><title>anchor {esc(a.get("seq"))}'
+            f"{' (final)' if final else ''}: {len(logs)} logs</title></g>"
+        )
     for p in pushes:
         t = _num(p.get("t"))
         if t is None:
             continue
         x = axis.x(t)
         ok = p.get("rc") == 0
-        body.append(f'<g class="push {"ok" if ok else "failed"}" data-t="{t!r}" data-rc="{esc(p.get("rc"))}">'
-                    f'<rect x="{x - 1.5}" y="36" width="3" height="14"/><title>push of anchor '
-                    f'{esc(p.get("anchor_seq"))}: rc {esc(p.get("rc"))}</title></g>')
-    body.append(f'<text class="lane-label" x="{LEFT - 6}" y="26">anchors</text>'
-                f'<text class="lane-label" x="{LEFT - 6}" y="47">pushes</text>')
+        body.append(
+            f'<g class="push {"ok" if ok else "failed"}" data-t="{t!r}" data-rc="{esc(p.get("rc"))}">'
+            f'<rect x="{x - 1.5}" y="36" width="3" height="14"/><title>push of anchor '
+            f"{esc(p.get('anchor_seq'))}: rc {esc(p.get('rc'))}</title></g>"
+        )
+    body.append(
+        f'<text class="lane-label" x="{LEFT - 6}" y="26">anchors</text>'
+        f'<text class="lane-label" x="{LEFT - 6}" y="47">pushes</text>'
+    )
     return _svg("anchors", 80, "".join(body))

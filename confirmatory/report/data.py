@@ -178,10 +178,18 @@ def read_run(root: Path) -> RunView:
                 mv.control.append(o)
         mv.decisions = [o for o in log(model_log(name, "admission.jsonl")) if o.get("event") == "decision"]
         models[name] = mv
-    return RunView(root, manifest, config, config_problem, overall, margin,
-                   [o for o in log("run.jsonl") if o.get("event") != "open"],
-                   [o for o in log("host.jsonl") if o.get("event") != "open"],
-                   [o for o in log(ANCHORS_LOG) if o.get("event") == "anchor"],
-                   [o for o in log(PUSHES_LOG) if o.get("event") == "push"],
-                   [o for o in log("resume.jsonl") if o.get("event") == "resume-request"],
-                   models, unread)
+    return RunView(
+        root,
+        manifest,
+        config,
+        config_problem,
+        overall,
+        margin,
+        [o for o in log("run.jsonl") if o.get("event") != "open"],
+        [o for o in log("host.jsonl") if o.get("event") != "open"],
+        [o for o in log(ANCHORS_LOG) if o.get("event") == "anchor"],
+        [o for o in log(PUSHES_LOG) if o.get("event") == "push"],
+        [o for o in log("resume.jsonl") if o.get("event") == "resume-request"],
+        models,
+        unread,
+    )

@@ -22,14 +22,21 @@ from confirmatory.report.charts import CLASS_COLOURS, Axis, esc
 from confirmatory.report.data import RunView, read_run
 
 # No request may leave the page: nothing is fetched, not even from the page's own folder.
-CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; "
-       "font-src 'none'; connect-src 'none'; frame-src 'none'; base-uri 'none'; form-action 'none'")
+CSP = (
+    "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; "
+    "font-src 'none'; connect-src 'none'; frame-src 'none'; base-uri 'none'; form-action 'none'"
+)
 
-STYLE = """
+STYLE = (
+    """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 24px 48px;color:#1b1b1b;background:#fff}
 h1{font-size:22px;margin:18px 0 4px}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #ddd}
 h3{font-size:15px;margin:16px 0 6px}code{font:12px/1.3 ui-monospace,monospace;white-space:pre-wrap}
-nav a{margin-right:12px}table{border-collapse:collapse;margin:6px 0}td,th{border:1px solid #ddd;padding:2px 6px;
+nav a{margin-right:12px}table{border-collapse:collapse;margin:6px 0}
+table.anchors{max-width:100%}table.anchors td{overflow-wrap:anywhere}ul.proof{margin:0;padding-left:16px}
+@media (max-width:700px){table.anchors,table.anchors tbody,table.anchors tr,table.anchors td{display:block}
+table.anchors thead{display:none}table.anchors tr{border:1px solid #ddd;margin:6px 0}table.anchors td{border:0}
+table.anchors td::before{content:attr(data-label) ": ";font-weight:bold}table.anchors td.num{text-align:left}}td,th{border:1px solid #ddd;padding:2px 6px;
 vertical-align:top;text-align:left}th{background:#f4f4f4}.num{text-align:right;font-variant-numeric:tabular-nums}
 .verdict{padding:10px 16px;border-radius:6px;margin-top:12px;border:2px solid}.verdict .banner{border:0;margin:4px 0;font-size:24px}
 .verdict.ok{background:#e8f5e9;border-color:#2e7d32}.verdict.ok .banner{color:#1b5e20}
@@ -55,8 +62,13 @@ path.rerun{fill:none;stroke:#000;stroke-width:.7;opacity:.55}
 .legend i.pause{background:#f9a825;opacity:.4}.legend i.stopline{background:#c62828;width:3px}
 #tip{position:fixed;display:none;background:#fff;border:1px solid #333;padding:6px 8px;box-shadow:2px 2px 6px #0004;
 max-width:460px;z-index:5;font-size:12px}#tip table td{border:0;padding:0 6px 0 0}
-""" + "".join(f".c-{c}{{fill:{v};background:{v}}}span.n.c-{c}{{background:none;color:{v};font-weight:bold}}"
-              for c, v in CLASS_COLOURS.items()) + ".c-other{fill:#000;background:#000}"
+"""
+    + "".join(
+        f".c-{c}{{fill:{v};background:{v}}}span.n.c-{c}{{background:none;color:{v};font-weight:bold}}"
+        for c, v in CLASS_COLOURS.items()
+    )
+    + ".c-other{fill:#000;background:#000}"
+)
 
 # The hover: an attempt's fields from its model's JSON, and a relative link to its record file.
 SCRIPT = r"""
@@ -86,7 +98,10 @@ SCRIPT = r"""
       for (var i = 0; i < names.length; i++) {
         var v = a[i];
         if (names[i] === 'start' || names[i] === 'end') v = (v - t0).toFixed(3) + ' s';
-        if (names[i] === 'cost') v = '$' + (v / 1e9).toFixed(6);
+        if (names[i] === 'cost' && typeof v === 'number') {  // half up to the micro-dollar, as format_usd
+          var micro = Math.floor((v + 500) / 1000);
+          v = '$' + Math.floor(micro / 1e6) + '.' + String(micro % 1e6).padStart(6, '0');
+        }
         tb.appendChild(row(names[i], v === null ? 'none' : String(v)));
       }
       tip.appendChild(tb);
@@ -127,16 +142,19 @@ def _section(name: str, fn: Callable[..., str], *args: Any) -> str:
 
 
 def _broken(name: str, exc: Exception) -> str:
-    return (f'<section class="broken"><h2>{esc(name)}</h2><p class="warn">This section could not be drawn '
-            f"from the records: {esc(type(exc).__name__)}: {esc(exc)}</p></section>")
+    return (
+        f'<section class="broken"><h2>{esc(name)}</h2><p class="warn">This section could not be drawn '
+        f"from the records: {esc(type(exc).__name__)}: {esc(exc)}</p></section>"
+    )
 
 
 def _utc(t: float) -> str:
     return _dt.datetime.fromtimestamp(t, _dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def build_page(run_dir: Path, out_file: Path, *, witness: Path | None = None,
-               households: Path | None = None) -> tuple[str, dict[str, float]]:
+def build_page(
+    run_dir: Path, out_file: Path, *, witness: Path | None = None, households: Path | None = None
+) -> tuple[str, dict[str, float]]:
     """The page's HTML, and what building it took (seconds per step)."""
     from confirmatory.verify import verify_run  # noqa: PLC0415
 
@@ -166,27 +184,31 @@ def build_page(run_dir: Path, out_file: Path, *, witness: Path | None = None,
     unread = "".join(f"<li>{esc(rel)}: {esc(p)}</li>" for rel, p in sorted(view.unread.items()))
     npd = (view.config or {}).get("not_pinned_down") or []
     parts = [
-        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>confirmatory report: {esc(run_id)}</title><style>{STYLE}</style></head>",
         f'<body data-t0="{t0!r}" data-run-href="{esc(href)}" data-js="off">',
         f"<h1>confirmatory report: {esc(run_id)}</h1>",
-        f'<p>Run directory <code>{esc(run_dir)}</code>; began {_utc(t0)}, last line {_utc(t1)} '
-        f'({t1 - t0:.1f} s). Models: {esc(", ".join(view.models))}. '
+        f"<p>Run directory <code>{esc(run_dir)}</code>; began {_utc(t0)}, last line {_utc(t1)} "
+        f"({t1 - t0:.1f} s). Models: {esc(', '.join(view.models))}. "
         f'<a href="#config">{len(npd)} thing(s) not pinned down</a>.</p>',
         '<nav><a href="#verdict">verdict</a><a href="#timeline">lanes</a><a href="#spend">spend</a>'
         '<a href="#admission">admission</a><a href="#results">results by class</a><a href="#host">host</a>'
         '<a href="#anchors">anchors</a><a href="#config">pinned down</a></nav>',
-        sections.verdict(report, problem),
-        (f'<div class="warn unread">What the page could not read (it shows the rest):<ul>{unread}</ul></div>'
-         if unread else ""),
+        sections.verdict(report, problem, view),
+        (
+            f'<div class="warn unread">What the page could not read (it shows the rest):<ul>{unread}</ul></div>'
+            if unread
+            else ""
+        ),
         timeline_html,
-        _section("Spend", sections.spend, view, axis, ceiling),
+        _section("Spend", sections.spend, view, axis, ceiling, report),
         _section("Admission", sections.admission, view),
         _section("Arm results by class", sections.results, view, tallies),
         _section("Host evidence", evidence.host, view, axis, href),
-        _section("Anchors", evidence.anchors, view, axis),
+        _section("Anchors", evidence.anchors, view, axis, report),
         _section("Configuration", evidence.config, view),
         '<div id="tip" role="tooltip"></div>',
         *scripts,
@@ -209,8 +231,9 @@ def inside(path: Path, run_dir: Path) -> bool:
     return p == r or r in p.parents
 
 
-def write_report(run_dir: Path, out: Path | None = None, *, witness: Path | None = None,
-                 households: Path | None = None) -> tuple[Path, dict[str, float]]:
+def write_report(
+    run_dir: Path, out: Path | None = None, *, witness: Path | None = None, households: Path | None = None
+) -> tuple[Path, dict[str, float]]:
     """Build the page and write it (to a temporary name, then renamed)."""
     out = Path(out) if out is not None else default_out(run_dir)
     html, times = build_page(Path(run_dir), out, witness=witness, households=households)

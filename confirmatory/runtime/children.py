@@ -51,6 +51,7 @@ _DONE = "done"  # what a supervise step says when the command has ended
 class Finished:
     """How a command ended: its return code (negative: the signal that ended
     it), and why the runner stopped it (None: it ended by itself)."""
+
     rc: int
     stopped: str | None = None
     stdout: bytes = b""
@@ -111,9 +112,13 @@ def _tell_reaper(line: str) -> None:
     global _reaper
     with _reaper_lock:
         if _reaper is None or _reaper.poll() is not None or getattr(_reaper, "_owner", None) != os.getpid():
-            _reaper = subprocess.Popen([sys.executable, "-I", "-c", _REAPER, str(REAPER_GRACE_S)],
-                                       stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                       stderr=subprocess.DEVNULL, start_new_session=True)
+            _reaper = subprocess.Popen(
+                [sys.executable, "-I", "-c", _REAPER, str(REAPER_GRACE_S)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
             _reaper._owner = os.getpid()  # type: ignore[attr-defined]
         assert _reaper.stdin is not None
         try:
@@ -128,13 +133,19 @@ def reaper_pid() -> int | None:
     return _reaper.pid if _reaper is not None and _reaper.poll() is None else None
 
 
-def start(argv: Sequence[str], *, cwd: str | os.PathLike[str] | None, stdout: int | IO[Any] | None,
-          stderr: int | IO[Any] | None) -> subprocess.Popen[bytes]:
+def start(
+    argv: Sequence[str],
+    *,
+    cwd: str | os.PathLike[str] | None,
+    stdout: int | IO[Any] | None,
+    stderr: int | IO[Any] | None,
+) -> subprocess.Popen[bytes]:
     """``argv`` in a session of its own, stdin closed: ``kill_group`` then
     reaches every process it starts, and the reaper stops its group if the
     runner dies first. Raises OSError when it cannot start."""
-    proc = subprocess.Popen(list(argv), cwd=cwd, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        list(argv), cwd=cwd, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, start_new_session=True
+    )
     _tell_reaper(f"+{proc.pid}")
     return proc
 
@@ -175,8 +186,9 @@ def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> bool:
     return True
 
 
-def _supervise(proc: subprocess.Popen[bytes], timeout: float | None, step: Callable[[float | None], str | None],
-               grace: float) -> str | None:
+def _supervise(
+    proc: subprocess.Popen[bytes], timeout: float | None, step: Callable[[float | None], str | None], grace: float
+) -> str | None:
     """Call ``step(wait_s)`` (wait at most that long for the command, None:
     for as long as it takes) until it says the command is done; past
     ``timeout`` s, or when a step names another reason to stop it, stop its
@@ -236,7 +248,7 @@ class _Pipes:
                 self._selector.unregister(key.fileobj)
                 continue
             if key.data == "stderr":
-                self._stderr = (self._stderr + chunk)[-self._stderr_tail:]
+                self._stderr = (self._stderr + chunk)[-self._stderr_tail :]
                 continue
             self._stdout.append(chunk)
             self._stdout_bytes += len(chunk)
@@ -257,8 +269,15 @@ class _Pipes:
         cast(IO[bytes], self._proc.stderr).close()
 
 
-def run_captured(argv: Sequence[str], *, cwd: str | os.PathLike[str] | None, timeout: float, max_stdout: int,
-                 stderr_tail: int, grace: float = TERM_GRACE_S) -> Finished:
+def run_captured(
+    argv: Sequence[str],
+    *,
+    cwd: str | os.PathLike[str] | None,
+    timeout: float,
+    max_stdout: int,
+    stderr_tail: int,
+    grace: float = TERM_GRACE_S,
+) -> Finished:
     """Run ``argv`` to its end, its stdout and stderr read through pipes:
     ``stdout`` is all of it, ``stderr`` its last ``stderr_tail`` bytes.
 
@@ -276,8 +295,14 @@ def run_captured(argv: Sequence[str], *, cwd: str | os.PathLike[str] | None, tim
     return Finished(proc.returncode, stopped, pipes.stdout(), pipes.stderr())
 
 
-def wait_watching(proc: subprocess.Popen[bytes], out: IO[bytes], *, timeout: float | None, max_output: int,
-                  grace: float = TERM_GRACE_S) -> str | None:
+def wait_watching(
+    proc: subprocess.Popen[bytes],
+    out: IO[bytes],
+    *,
+    timeout: float | None,
+    max_output: int,
+    grace: float = TERM_GRACE_S,
+) -> str | None:
     """Wait for a command started (``start``) with its output to the file
     ``out``: past ``timeout`` s (None: no limit), or once ``out`` holds more
     than ``max_output`` bytes (looked at every FILE_POLL_S), its process

@@ -15,6 +15,7 @@ often stops at the length limit the first time it sees a request.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from typing import Any
 
 from confirmatory.core.simulated import SIM_MODELS as SIM_MODELS  # noqa: E402,F401 - the catalogue, kept in core
 from confirmatory.core.simulated import SIM_PRICES as SIM_PRICES  # noqa: E402,F401
+from confirmatory.core.simulated import SIM_THINKS
 from confirmatory.sim.faults import draw
 
 SLOPPY_GARBLED_RATE = 0.15  # answer that does not parse
@@ -53,6 +55,17 @@ class Conversation:
             total += count_tokens(self.tools_text)
         return total
 
+    def segments(self) -> tuple[list[str], list[int]]:
+        """The prompt as a provider's cache sees it: the tool schemas, then
+        each message, in order, with each one's tokens (they sum to
+        ``prompt_tokens()``)."""
+        segments = [f"{role}\0{text}" for role, text in self.texts]
+        sizes = [count_tokens(text) + 3 for _role, text in self.texts]
+        if self.tools_text:
+            segments.insert(0, "tools\0" + self.tools_text)
+            sizes.insert(0, count_tokens(self.tools_text))
+        return segments, sizes
+
     def first_user_text(self) -> str:
         for role, text in self.texts:
             if role == "user":
@@ -67,9 +80,13 @@ class Turn:
     content: str | None
     tool_call: tuple[str, str] | None  # (name, arguments as a JSON string)
     finish_reason: str  # "stop", "tool_calls" or "length"
-    prompt_tokens: int
-    completion_tokens: int
+    prompt_tokens: int  # all of the prompt, cached and cache-written tokens included
+    completion_tokens: int  # the visible output (reasoning tokens are counted apart)
     notes: dict[str, Any] = field(default_factory=dict)
+    cached_tokens: int = 0  # of prompt_tokens, read from the prompt cache
+    cache_write_tokens: int = 0  # of prompt_tokens, written to it (Anthropic's cache_control)
+    reasoning_tokens: int = 0  # a thinking model's hidden reasoning
+    thought: str = ""  # its text (Anthropic's thinking block)
 
 
 def text_of(content: Any) -> str:
@@ -141,9 +158,7 @@ def _answer_text(answer: dict[str, Any], json_mode: bool) -> str:
     return body if json_mode else f"Answer: {body}"
 
 
-def decide(
-    conv: Conversation, *, model: str, seed: int, attempt: str, call: int, first_try: bool
-) -> Turn:
+def decide(conv: Conversation, *, model: str, seed: int, attempt: str, call: int, first_try: bool) -> Turn:
     """The reply of sim ``model`` to ``conv`` (see the module docstring)."""
     prompt = conv.prompt_tokens()
     tool_call: tuple[str, str] | None = None
@@ -186,6 +201,23 @@ def truncated(full_text: str, prompt_tokens: int) -> Turn:
         finish_reason="length",
         prompt_tokens=prompt_tokens,
         completion_tokens=count_tokens(partial),
+    )
+
+
+def thinking(turn: Turn, model: str) -> Turn:
+    """``turn`` with the reasoning a thinking model (``SIM_THINKS``) did
+    before it: a deterministic thought, about twice the reply's length."""
+    if model not in SIM_THINKS:
+        return turn
+    said = turn.content if turn.content is not None else (turn.tool_call[1] if turn.tool_call else "")
+    thought = f"The household's incomes first, then the rule, then the check: {said} {said}"
+    return dataclasses.replace(turn, reasoning_tokens=count_tokens(thought), thought=thought)
+
+
+def refused(prompt_tokens: int) -> Turn:
+    """A reply stopped by the provider's safety filter: no content, no call."""
+    return Turn(
+        content=None, tool_call=None, finish_reason="content_filter", prompt_tokens=prompt_tokens, completion_tokens=0
     )
 
 

@@ -36,6 +36,10 @@ class FaultKind(StrEnum):
     CREDIT = "credit"  # 400, Anthropic's "credit balance is too low"
     EMPTY_CHOICES = "empty_choices"  # 200 with "choices": [] (Responses "output": []) and a billed usage
     NULL_CHOICES = "null_choices"  # 200 with "choices": null (Responses: no "output") and a billed usage
+    OVERLOADED = "overloaded"  # Anthropic 529 overloaded_error, Gemini 503 UNAVAILABLE, OpenAI 503
+    BAD_REQUEST = "bad_request"  # 400: a request the provider refuses (invalid_request_error, INVALID_ARGUMENT)
+    SAFETY = "safety"  # 200, the reply stopped by a safety filter (content_filter, SAFETY, refusal)
+    BLOCKED_PROMPT = "blocked_prompt"  # 200, Gemini's promptFeedback.blockReason; elsewhere as safety
 
 
 # HTTP status for the kinds that answer with an error status and no completion.
@@ -47,16 +51,23 @@ STATUS_OF: dict[FaultKind, int] = {
     FaultKind.AUTH: 401,
     FaultKind.QUOTA: 429,
     FaultKind.CREDIT: 400,
+    FaultKind.OVERLOADED: 503,
+    FaultKind.BAD_REQUEST: 400,
 }
 
 # What a provider says for the kinds whose text matters (the rules read it:
 # an exhausted quota or credit balance is an operator failure); the others
 # answer "simulated <kind>". (message, error type and code)
 ERROR_TEXT: dict[FaultKind, tuple[str, str]] = {
-    FaultKind.QUOTA: ("You exceeded your current quota, please check your plan and billing details.",
-                      "insufficient_quota"),
-    FaultKind.CREDIT: ("Your credit balance is too low to access the Anthropic API. "
-                       "Please go to Plans & Billing to upgrade or purchase credits.", "invalid_request_error"),
+    FaultKind.QUOTA: (
+        "You exceeded your current quota, please check your plan and billing details.",
+        "insufficient_quota",
+    ),
+    FaultKind.CREDIT: (
+        "Your credit balance is too low to access the Anthropic API. "
+        "Please go to Plans & Billing to upgrade or purchase credits.",
+        "invalid_request_error",
+    ),
 }
 
 _SELECTORS = ("model", "household", "arm", "pass", "call")
@@ -167,8 +178,12 @@ class FaultPlan:
                     model=fields["model"],
                     household=fields["household"],
                     arm=fields["arm"],
-                    pass_=None if fields["pass"] is None else _number(fields["pass"], int, f"simulator.faults[{i}].pass"),
-                    call=None if fields["call"] is None else _number(fields["call"], int, f"simulator.faults[{i}].call"),
+                    pass_=None
+                    if fields["pass"] is None
+                    else _number(fields["pass"], int, f"simulator.faults[{i}].pass"),
+                    call=None
+                    if fields["call"] is None
+                    else _number(fields["call"], int, f"simulator.faults[{i}].call"),
                     rate=rate,
                     hang_s=None if entry_hang is None else _number(entry_hang, float, f"simulator.faults[{i}].hang_s"),
                 )

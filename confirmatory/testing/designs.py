@@ -73,34 +73,42 @@ def write_design(
         _table("ceiling", {"overall_cap_usd": overall_cap_usd, "margin_usd": margin_usd}),
         _table("harness", {"entry": "confirmatory.testing.fakes:harness"}),
         _table("harness.pins", {pin_rel: pin}),
-        _table("engine", dict(engine) if engine is not None
-               else {"factory": engine_factory, "workers_per_model": workers}),
+        _table(
+            "engine", dict(engine) if engine is not None else {"factory": engine_factory, "workers_per_model": workers}
+        ),
         _table("households", {"path": "households.jsonl", "sha256": hh_sha}),
     ]
     for a in arms:
         features = {"tools": ["double"]} if a != "alone" else {"tools": []}
         parts.append("[[arms]]\n" + f"name = {json.dumps(a)}\nfeatures = {_toml_value(features)}\n")
     for m in models:
-        spec = {"litellm_model": f"openai/fake-{m['name']}", "cap_usd": 10.0, "reserve_usd": 0.01,
-                "lanes": 2, "timeout_s": 5.0, "params": {"temperature": 0.0, "seed": 1},
-                # The fake harness calls no provider; a loopback base needs no
-                # key, and a price of the design's own lets `run` count it.
-                # A key given as None is left out.
-                "api_base": "http://127.0.0.1:9/v1", "price_usd_per_mtok": {"input": 1.0, "output": 4.0}} | dict(m)
+        spec = {
+            "litellm_model": f"openai/fake-{m['name']}",
+            "cap_usd": 10.0,
+            "reserve_usd": 0.01,
+            "lanes": 2,
+            "timeout_s": 5.0,
+            "params": {"temperature": 0.0, "seed": 1},
+            # The fake harness calls no provider; a loopback base needs no
+            # key, and a price of the design's own lets `run` count it.
+            # A key given as None is left out.
+            "api_base": "http://127.0.0.1:9/v1",
+            "price_usd_per_mtok": {"input": 1.0, "output": 4.0, "cached_input": 0.5},
+        } | dict(m)
         if spec.get("api_base") == "simulator" and "price_usd_per_mtok" not in m:
             del spec["price_usd_per_mtok"]  # the simulator's own prices
-        parts.append("[[models]]\n" + "".join(f"{k} = {_toml_value(v)}\n" for k, v in spec.items()
-                                              if v is not None))
+        parts.append("[[models]]\n" + "".join(f"{k} = {_toml_value(v)}\n" for k, v in spec.items() if v is not None))
     # no wait before a rerun pass (rules.rerun_wait_s): a test that wants one says so
     parts.append(_table("rules", {"attempt_deadline_s": 30, "rerun_wait_s": 0, **(rules or {})}))
-    parts.append(_table("host", {"sample_interval_s": 0.05, "max_gap_s": 1.0, "sampler_failure_s": 10,
-                                 **(host or {})}))
+    parts.append(_table("host", {"sample_interval_s": 0.05, "max_gap_s": 1.0, "sampler_failure_s": 10, **(host or {})}))
     if anchors is None or "command" not in anchors:
         from confirmatory.anchors.witness import init_local_witness
 
         clone = init_local_witness(directory / "witness")
-        anchors = {"command": ["{python}", "-m", "confirmatory.anchors.witness", "--clone", str(clone)],
-                   **(anchors or {})}
+        anchors = {
+            "command": ["{python}", "-m", "confirmatory.anchors.witness", "--clone", str(clone)],
+            **(anchors or {}),
+        }
     parts.append(_table("anchors", {"interval_s": 0.5, **anchors}))
     path = directory / "design.toml"
     path.write_text("\n".join(parts))

@@ -29,12 +29,30 @@ from confirmatory.core.errors import TruncationSurvived, UnparseableAnswer
 STUCK_RELEASE = threading.Event()
 
 FAULT_KINDS = (
-    "ok", "provider", "unavailable", "timeout", "model", "truncated", "operator", "forbidden",
-    "harness", "inconclusive", "hang", "interrupt", "expensive", "pool-kill", "slow", "echo-key", "stuck",
+    "ok",
+    "provider",
+    "unavailable",
+    "timeout",
+    "model",
+    "truncated",
+    "operator",
+    "forbidden",
+    "harness",
+    "inconclusive",
+    "hang",
+    "interrupt",
+    "expensive",
+    "pool-kill",
+    "slow",
+    "echo-key",
+    "stuck",
     "engine-hang",
     # harness contract breaches: an answer JSON cannot hold, a result without
     # an answer, a SystemExit out of the harness, a call timed with the wrong clock
-    "nan-answer", "no-answer", "system-exit", "monotonic-times",
+    "nan-answer",
+    "no-answer",
+    "system-exit",
+    "monotonic-times",
 )
 
 # What a litellm call raises for each planted provider-side fault.
@@ -115,9 +133,15 @@ def harness(model: Any, household: Any, arm: Any, pool: Any, spend: Any, clock: 
             token = os.environ.get("MY_SERVICE_TOKEN") or ""
 
             def rate_limited(pad: int) -> BaseException:
-                return cast(BaseException, _lib().exceptions.RateLimitError(
-                    message=f"Rate limited for API key {os.environ.get('OPENAI_API_KEY')}; {'.' * pad}"
-                            f"token {token} and more", llm_provider="openai", model=model.litellm_model))  # noqa: B023 - called in this iteration
+                return cast(
+                    BaseException,
+                    _lib().exceptions.RateLimitError(
+                        message=f"Rate limited for API key {os.environ.get('OPENAI_API_KEY')}; {'.' * pad}"
+                        f"token {token} and more",  # noqa: B023 - called in this iteration
+                        llm_provider="openai",
+                        model=model.litellm_model,
+                    ),
+                )
 
             at = str(rate_limited(0)).find(f"token {token}") + len("token ")  # litellm prefixes the text
             exc = rate_limited(max(0, 2000 - len(token) // 2 - at))
@@ -127,8 +151,9 @@ def harness(model: Any, household: Any, arm: Any, pool: Any, spend: Any, clock: 
         if kind == "slow":
             time.sleep(float(payload.get("slow_s", 0.2)))
         if kind == "expensive":
-            spend.add_call("chat", start, time.time(), cost_usd=float(payload.get("expensive_usd", 10.0)),
-                           finish_reason="stop")
+            spend.add_call(
+                "chat", start, time.time(), cost_usd=float(payload.get("expensive_usd", 10.0)), finish_reason="stop"
+            )
             continue
         if kind == "stuck":
             # A call that never returns and never reaches a next turn (a server
@@ -165,8 +190,9 @@ def harness(model: Any, household: Any, arm: Any, pool: Any, spend: Any, clock: 
         spend.add_call("chat", start, time.time(), cost_usd=cost, finish_reason="stop")
         if arm.features.get("tools"):
             t0 = time.time()
-            result = pool.call("double", {"x": len(household.id), "sleep_s": float(payload.get("engine_s", 0.0))},
-                               dict(arm.features))
+            result = pool.call(
+                "double", {"x": len(household.id), "sleep_s": float(payload.get("engine_s", 0.0))}, dict(arm.features)
+            )
             spend.add_call("tool", t0, time.time())
             answer = {"value": result}
         else:
@@ -175,6 +201,7 @@ def harness(model: Any, household: Any, arm: Any, pool: Any, spend: Any, clock: 
 
 
 # -- the fake engine: real worker processes -----------------------------------
+
 
 def engine_op(op: str, payload: Mapping[str, Any], features: Mapping[str, Any]) -> Any:
     """The fake engine's worker function (runs in a pool process)."""

@@ -48,8 +48,15 @@ class Crash:
 class ScriptedReaders:
     """`HostReaders` whose memory readings follow a script."""
 
-    def __init__(self, script: Any = (0.0,), *, available: int = 8 << 30, swap_used: int = 0,
-                 load1: float = 0.25, sources: Any = ()) -> None:
+    def __init__(
+        self,
+        script: Any = (0.0,),
+        *,
+        available: int = 8 << 30,
+        swap_used: int = 0,
+        load1: float = 0.25,
+        sources: Any = (),
+    ) -> None:
         self._lock = threading.Lock()
         self._script: deque[Any] = deque(script) or deque([0.0])
         self._released = threading.Event()

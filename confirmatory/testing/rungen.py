@@ -24,19 +24,18 @@ import hashlib
 import heapq
 import random
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
 from confirmatory.core import rules
-from confirmatory.core.merkle import Range, leaf_hash
 from confirmatory.core.streams import arm_orders, draw_order
 from confirmatory.design.model import Design
 from confirmatory.records import manifests
-from confirmatory.records.chain import RECORD_FORMAT, dumps, log_seed, sha256_hex
+from confirmatory.records.chain import RECORD_FORMAT, log_seed
 from confirmatory.records.hostindex import HostSummary
 from confirmatory.records.layout import record_relpath
-from confirmatory.records.writer import ChainWriter
+from confirmatory.testing.rungen_files import DESIGN_TOML, _House, _Log, _Model, _write_json
 
 T0 = 1_800_000_000.0
 EPS = 0.001
@@ -55,8 +54,8 @@ class Plan:
     reserve_usd: float = 0.02
     ceiling_usd: float = 1000.0
     cost_range_nusd: tuple[int, int] = (1_000_000, 9_000_000)
-    pressure_samples: tuple[int, ...] = (7,)     # indices of host samples above the threshold
-    operator: tuple[str, int] | None = ("beta", 3)   # (model, k-th household of the draw)
+    pressure_samples: tuple[int, ...] = (7,)  # indices of host samples above the threshold
+    operator: tuple[str, int] | None = ("beta", 3)  # (model, k-th household of the draw)
     harness: tuple[str, int] | None = ("gamma", 15)
     deadline: tuple[str, int] | None = None
     inconclusive: tuple[str, int] | None = None  # (model, first household): every later one too
@@ -65,85 +64,7 @@ class Plan:
     rerun_wait_s: float = 0.0  # the design's wait before a rerun pass, doubled each pass (rules.rerun_wait_s)
     durable: bool = False
     roots: bool = True  # anchors carry each log's RFC 9162 root (False: as runs before roots)
-
-
-@dataclass
-class _Log:
-    path: Path
-    seed: str
-    durable: bool
-    lines: int = 0
-    head: str = ""
-    _w: Any = None  # a ChainWriter (durable) or a plain binary file
-    tree: Range = field(default_factory=Range)
-
-    def __post_init__(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.head = self.seed
-        self._w = ChainWriter(self.path, self.seed) if self.durable else open(self.path, "wb")
-
-    def append(self, obj: dict[str, Any]) -> None:
-        if self.durable:
-            self.head = self._w.append(obj)
-        else:
-            line = dumps({**obj, "seq": self.lines, "prev": self.head})
-            self._w.write(line + b"\n")
-            self.head = sha256_hex(line)
-            self.tree.append(leaf_hash(line))
-        self.lines += 1
-
-    def root(self) -> str:
-        return self._w.anchor_snapshot()[2] if self.durable else self.tree.root().hex()
-
-    def close(self) -> None:
-        self._w.close()
-
-
-def _write_json(path: Path, obj: dict[str, Any]) -> str:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = dumps(obj) + b"\n"
-    path.write_bytes(data)
-    return hashlib.sha256(data).hexdigest()
-
-
-DESIGN_TOML = """[study]
-id = "synthetic"
-seed = {seed}
-spend_before_stage_usd = 0.5
-
-[ceiling]
-overall_cap_usd = {ceiling}
-margin_usd = 0.0
-
-[harness]
-entry = "demo.harness:converse"
-[harness.pins]
-"harness.py" = "{pin}"
-
-[engine]
-factory = "demo.engine:start"
-workers_per_model = 2
-
-[households]
-path = "households.jsonl"
-sha256 = "{pin}"
-
-[rules]
-max_reruns_per_arm = 2
-attempt_deadline_s = 3600
-inconclusive_household_limit = 5
-stop_follow_s = 5
-rerun_wait_s = {rerun_wait!r}
-
-[host]
-sample_interval_s = {interval!r}
-max_gap_s = 45.0
-pressure_threshold = 10.0
-
-[anchors]
-interval_s = {anchor_s!r}
-command = ["true"]
-"""
+    evidence: Any = None  # a testing.synthetic_evidence.SyntheticEvidence: signed checkpoints, stamps, cosignatures
 
 
 class _Gen:
@@ -163,19 +84,35 @@ class _Gen:
         p, root = self.plan, self.root
         root.mkdir(parents=True, exist_ok=False)
         pin = "0" * 64
-        design = DESIGN_TOML.format(seed=p.seed, ceiling=p.ceiling_usd, pin=pin, interval=float(p.sample_interval_s),
-                                    anchor_s=float(p.anchor_every_s), rerun_wait=float(p.rerun_wait_s))
+        design = DESIGN_TOML.format(
+            seed=p.seed,
+            ceiling=p.ceiling_usd,
+            pin=pin,
+            interval=float(p.sample_interval_s),
+            anchor_s=float(p.anchor_every_s),
+            rerun_wait=float(p.rerun_wait_s),
+        )
         design += "".join(f'\n[[arms]]\nname = "{a}"\n' for a in p.arms)
         for m in p.models:
-            design += (f'\n[[models]]\nname = "{m}"\nlitellm_model = "openai/{m}"\n'
-                       f"cap_usd = {p.cap_usd}\nreserve_usd = {p.reserve_usd}\nlanes = {p.lanes}\n")
+            design += (
+                f'\n[[models]]\nname = "{m}"\nlitellm_model = "openai/{m}"\n'
+                f"cap_usd = {p.cap_usd}\nreserve_usd = {p.reserve_usd}\nlanes = {p.lanes}\n"
+            )
         (root / "design.toml").write_text(design)
         # the manifests as the runner writes them from this design (runfiles)
         d = Design.model_validate(tomllib.loads(design))
-        self.manifest = {"format": RECORD_FORMAT, "run_id": "synthetic", "created_t": T0,
-                         "design_sha256": hashlib.sha256(design.encode()).hexdigest(), **manifests.run_fields(d)}
+        self.manifest = {
+            "format": RECORD_FORMAT,
+            "run_id": "synthetic",
+            "created_t": T0,
+            "design_sha256": hashlib.sha256(design.encode()).hexdigest(),
+            **manifests.run_fields(d),
+        }
         self.manifest["harness"]["pins"] = {"harness.py": pin}
         self.manifest["anchors"].update(command=None, cwd=str(root))
+        if p.evidence is not None:
+            self.manifest["evidence"], files = p.evidence.manifest(root)
+            self.manifest["files"] = {**(self.manifest.get("files") or {}), **files}
         self.rules = self.manifest["rules"]
         self.ceiling_nusd = self.manifest["ceiling_nusd"]
         self.spend_before = self.total = self.manifest["spend_before_nusd"]
@@ -197,8 +134,9 @@ class _Gen:
         # host samples are made on demand: the verdicts see them a little
         # ahead of the lanes (up to the sample that completes an attempt's
         # evidence), host.jsonl gets them as time passes
-        self.host_index = HostSummary(max_gap_s=self.rules["host"]["max_gap_s"],
-                                      pressure_threshold=self.rules["host"]["pressure_threshold"])
+        self.host_index = HostSummary(
+            max_gap_s=self.rules["host"]["max_gap_s"], pressure_threshold=self.rules["host"]["pressure_threshold"]
+        )
         self.host_index.add({"event": "open", "t": T0})
         self.host_seen = 0
         self.host_written = 0
@@ -208,9 +146,17 @@ class _Gen:
     def _sample(self, k: int) -> dict[str, Any]:
         p = self.plan
         t = T0 + 5 + k * p.sample_interval_s
-        return {"event": "sample", "t": t, "wall": t, "mono": 1000.0 + t - T0,
-                "mem_pressure": 55.0 if k in p.pressure_samples else 0.5,
-                "mem_available": 8 << 30, "swap_used": 0, "load1": 0.7, "clock_back_max_s": 0.0}
+        return {
+            "event": "sample",
+            "t": t,
+            "wall": t,
+            "mono": 1000.0 + t - T0,
+            "mem_pressure": 55.0 if k in p.pressure_samples else 0.5,
+            "mem_available": 8 << 30,
+            "swap_used": 0,
+            "load1": 0.7,
+            "clock_back_max_s": 0.0,
+        }
 
     def _host_until(self, t: float) -> None:
         """Let the verdicts see every sample up to t."""
@@ -233,17 +179,32 @@ class _Gen:
             self.next_anchor = t + self.plan.anchor_every_s
 
     def anchor(self, t: float, final: bool) -> None:
-        logs = {rel: {"lines": log.lines, "head": log.head, **({"root": log.root()} if self.plan.roots else {})}
-                for rel, log in self.logs.items() if rel not in ("anchors.jsonl", "anchor-pushes.jsonl")}
+        logs = {
+            rel: {"lines": log.lines, "head": log.head, **({"root": log.root()} if self.plan.roots else {})}
+            for rel, log in self.logs.items()
+            if rel not in ("anchors.jsonl", "anchor-pushes.jsonl")
+        }
         man = {"manifest.json": hashlib.sha256((self.root / "manifest.json").read_bytes()).hexdigest()}
         for m in self.models:
             rel = f"models/{m}/manifest.json"
             man[rel] = hashlib.sha256((self.root / rel).read_bytes()).hexdigest()
-        self.logs["anchors.jsonl"].append({"event": "anchor", "t": self.now(t), "final": final,
-                                           "logs": logs, "manifests": man})
-        self.logs["anchor-pushes.jsonl"].append({"event": "push", "t": self.now(t), "rc": 0,
-                                                 "anchor_seq": self.logs["anchors.jsonl"].lines - 1,
-                                                 "output": "pushed"})
+        anchors = self.logs["anchors.jsonl"]
+        anchors.append({"event": "anchor", "t": self.now(t), "final": final, "logs": logs, "manifests": man})
+        if self.plan.evidence is not None:
+            at = self.clock
+            for line in self.plan.evidence.lines(
+                self.root, anchors.lines - 1, at, anchors.lines, bytes.fromhex(anchors.root())
+            ):
+                self.logs["anchor-pushes.jsonl"].append({**line, "t": self.now(line["t"])})
+        self.logs["anchor-pushes.jsonl"].append(
+            {
+                "event": "push",
+                "t": self.now(t),
+                "rc": 0,
+                "anchor_seq": self.logs["anchors.jsonl"].lines - 1,
+                "output": "pushed",
+            }
+        )
 
     # -- the simulation -------------------------------------------------------------
     def run(self) -> None:
@@ -263,10 +224,14 @@ class _Gen:
         end = self.clock + 1
         for m in self.models.values():
             self.logs[f"models/{m.name}/run.jsonl"].append(
-                {"event": "close", "t": self.now(end), "spend_nusd": m.spend})
-        status = "ceiling" if self.crossed_t else ("stopped" if any(x.stop_t for x in self.models.values()) else "completed")
-        self.logs["run.jsonl"].append({"event": "close", "t": self.now(end), "status": status,
-                                       "spend_total_nusd": self.total})
+                {"event": "close", "t": self.now(end), "spend_nusd": m.spend}
+            )
+        status = (
+            "ceiling" if self.crossed_t else ("stopped" if any(x.stop_t for x in self.models.values()) else "completed")
+        )
+        self.logs["run.jsonl"].append(
+            {"event": "close", "t": self.now(end), "status": status, "spend_total_nusd": self.total}
+        )
         self.catch_up(self.clock + 40)
         self.anchor(self.clock + 41, final=True)
         for log in self.logs.values():
@@ -286,7 +251,8 @@ class _Gen:
             if why or not m.queue[lane] or m.refused_lane.get(lane):
                 reason = why or ("refused" if m.refused_lane.get(lane) else "done")
                 self.logs[f"models/{m.name}/run.jsonl"].append(
-                    {"event": "lane-end", "lane": lane, "reason": reason, "t": self.now(t)})
+                    {"event": "lane-end", "lane": lane, "reason": reason, "t": self.now(t)}
+                )
                 return None
             return self.decide(m, lane, t)
         if cur.inflight is not None:
@@ -314,12 +280,26 @@ class _Gen:
             _, spend, finished = heapq.heappop(m.ongoing)
             m.finished += spend if finished else 0
         under_way = len(m.ongoing) + m.cut
-        admit = rules.admit(refused_before=m.refused, finished_nusd=m.finished, under_way=under_way,
-                            reserve_nusd=m.manifest["reserve_nusd"], cap_nusd=m.manifest["cap_nusd"])
+        admit = rules.admit(
+            refused_before=m.refused,
+            finished_nusd=m.finished,
+            under_way=under_way,
+            reserve_nusd=m.manifest["reserve_nusd"],
+            cap_nusd=m.manifest["cap_nusd"],
+        )
         self.logs[f"models/{m.name}/admission.jsonl"].append(
-            {"event": "decision", "lane": lane, "household": h, "t": t, "admit": admit,
-             "finished_nusd": m.finished, "under_way": under_way,
-             "reserve_nusd": m.manifest["reserve_nusd"], "cap_nusd": m.manifest["cap_nusd"]})
+            {
+                "event": "decision",
+                "lane": lane,
+                "household": h,
+                "t": t,
+                "admit": admit,
+                "finished_nusd": m.finished,
+                "under_way": under_way,
+                "reserve_nusd": m.manifest["reserve_nusd"],
+                "cap_nusd": m.manifest["cap_nusd"],
+            }
+        )
         if not admit:
             m.refused = True
             m.refused_lane[lane] = True
@@ -346,20 +326,50 @@ class _Gen:
         return "ok", None
 
     ERRORS = {
-        "provider": ("litellm.exceptions.RateLimitError",
-                     ["litellm.exceptions.RateLimitError", "openai.RateLimitError", "openai.APIStatusError",
-                      "openai.APIError", "openai.OpenAIError", "builtins.Exception"], 429, "rate limited, retry in 3s"),
-        "model": ("confirmatory.core.errors.UnparseableAnswer",
-                  ["confirmatory.core.errors.UnparseableAnswer", "confirmatory.core.errors.ModelFault", "builtins.Exception"],
-                  None, "no number in the final answer"),
-        "operator": ("litellm.exceptions.AuthenticationError",
-                     ["litellm.exceptions.AuthenticationError", "openai.AuthenticationError",
-                      "openai.APIStatusError", "openai.APIError", "builtins.Exception"], 401, "invalid api key"),
-        "harness": ("demo.harness.HarnessBug", ["demo.harness.HarnessBug", "builtins.Exception"], None,
-                    "KeyError in the tool loop"),
+        "provider": (
+            "litellm.exceptions.RateLimitError",
+            [
+                "litellm.exceptions.RateLimitError",
+                "openai.RateLimitError",
+                "openai.APIStatusError",
+                "openai.APIError",
+                "openai.OpenAIError",
+                "builtins.Exception",
+            ],
+            429,
+            "rate limited, retry in 3s",
+        ),
+        "model": (
+            "confirmatory.core.errors.UnparseableAnswer",
+            ["confirmatory.core.errors.UnparseableAnswer", "confirmatory.core.errors.ModelFault", "builtins.Exception"],
+            None,
+            "no number in the final answer",
+        ),
+        "operator": (
+            "litellm.exceptions.AuthenticationError",
+            [
+                "litellm.exceptions.AuthenticationError",
+                "openai.AuthenticationError",
+                "openai.APIStatusError",
+                "openai.APIError",
+                "builtins.Exception",
+            ],
+            401,
+            "invalid api key",
+        ),
+        "harness": (
+            "demo.harness.HarnessBug",
+            ["demo.harness.HarnessBug", "builtins.Exception"],
+            None,
+            "KeyError in the tool loop",
+        ),
         "deadline": (rules.DEADLINE_TYPE, [rules.DEADLINE_TYPE, "builtins.Exception"], None, "abandoned"),
-        "inconclusive": ("openai.WeirdError", ["openai.WeirdError", "openai.OpenAIError", "builtins.Exception"],
-                         None, "something odd happened to request 123"),
+        "inconclusive": (
+            "openai.WeirdError",
+            ["openai.WeirdError", "openai.OpenAIError", "builtins.Exception"],
+            None,
+            "something odd happened to request 123",
+        ),
     }
 
     def attempt(self, m: _Model, lane: int, house: _House, t: float) -> float:
@@ -382,17 +392,42 @@ class _Gen:
         error = None
         if kind != "ok":
             etype, mro, code, msg = self.ERRORS[kind]
-            error = {"type": etype, "mro": mro + ["builtins.BaseException", "builtins.object"],
-                     "message": msg, "status_code": code, "cause": [], "escalated_after_truncation": False}
+            error = {
+                "type": etype,
+                "mro": mro + ["builtins.BaseException", "builtins.object"],
+                "message": msg,
+                "status_code": code,
+                "cause": [],
+                "escalated_after_truncation": False,
+            }
         # The attempt's cost is counted at its end (add_cost below), so its
         # last call carries it all: a cost is counted as its call ends
         # (spend.AttemptSpend.add_call), which verify holds the ceiling to.
-        calls = [{"kind": "chat", "start": start + i * dur / 2 + 0.01, "end": start + (i + 1) * dur / 2,
-                  "cost_nusd": cost if i == 1 else 0, "finish_reason": "stop",
-                  "error": error if i == 1 else None} for i in range(2)]
-        record = {"model": m.name, "household": house.id, "arm": arm, "pass": pass_index, "lane": lane,
-                  "start": start, "end": end, "status": status, "cost_nusd": cost, "error": error,
-                  "calls": calls, "answer": None if error else {"net_income": 123.0}}
+        calls = [
+            {
+                "kind": "chat",
+                "start": start + i * dur / 2 + 0.01,
+                "end": start + (i + 1) * dur / 2,
+                "cost_nusd": cost if i == 1 else 0,
+                "finish_reason": "stop",
+                "error": error if i == 1 else None,
+            }
+            for i in range(2)
+        ]
+        record = {
+            "model": m.name,
+            "household": house.id,
+            "arm": arm,
+            "pass": pass_index,
+            "lane": lane,
+            "start": start,
+            "end": end,
+            "status": status,
+            "cost_nusd": cost,
+            "error": error,
+            "calls": calls,
+            "answer": None if error else {"net_income": 123.0},
+        }
         rel = record_relpath(house.id, arm, pass_index)
         sha = _write_json(self.root / f"models/{m.name}" / rel, record)
         house.ended.append(dict(record=record, rel=rel, sha=sha, reruns=house.reruns[arm]))
@@ -402,8 +437,15 @@ class _Gen:
             self.trigger(m, kind, house.id, arm, pass_index, end)
         if kind == "deadline":
             self.logs[f"models/{m.name}/run.jsonl"].append(
-                {"event": "late-cost", "household": house.id, "arm": arm, "pass": pass_index,
-                 "cost_nusd": 777, "t": self.now(end)})
+                {
+                    "event": "late-cost",
+                    "household": house.id,
+                    "arm": arm,
+                    "pass": pass_index,
+                    "cost_nusd": 777,
+                    "t": self.now(end),
+                }
+            )
             self.add_cost(777, m, end)
         elif kind == "operator":
             self.pause(m, house, arm, pass_index, end)
@@ -414,16 +456,21 @@ class _Gen:
         m.spend += cost
         if self.crossed_t is None and self.total > self.ceiling_nusd:
             self.crossed_t = self.now(t)
-            line = {"event": "ceiling", "t": self.crossed_t, "total_nusd": self.total,
-                    "ceiling_nusd": self.ceiling_nusd}
+            line = {
+                "event": "ceiling",
+                "t": self.crossed_t,
+                "total_nusd": self.total,
+                "ceiling_nusd": self.ceiling_nusd,
+            }
             self.logs["run.jsonl"].append(line)
             for name in self.models:
                 self.logs[f"models/{name}/run.jsonl"].append(line)
 
     def trigger(self, m: _Model, cause: str, h: str, arm: str, pass_index: int, t: float) -> None:
         log = self.logs[f"models/{m.name}/run.jsonl"]
-        log.append({"event": "trigger", "cause": cause, "household": h, "arm": arm, "pass": pass_index,
-                    "t": self.now(t)})
+        log.append(
+            {"event": "trigger", "cause": cause, "household": h, "arm": arm, "pass": pass_index, "t": self.now(t)}
+        )
         # As the runner does (Run.trigger): every trigger gets a stop of its
         # cause; the first stop stands.
         stop_t = self.now(t)
@@ -441,8 +488,10 @@ class _Gen:
         resume.append({"event": "resume-request", "model": m.name, "t": stale})
         req = round(m.pause_t + 60, 6)
         resume.append({"event": "resume-request", "model": m.name, "t": req})
-        m.resumes = [{"event": "resume", "request_t": stale, "accepted": False, "t": m.pause_t + 1},
-                     {"event": "resume", "request_t": req, "accepted": True, "t": m.pause_t + 61}]
+        m.resumes = [
+            {"event": "resume", "request_t": stale, "accepted": False, "t": m.pause_t + 1},
+            {"event": "resume", "request_t": req, "accepted": True, "t": m.pause_t + 61},
+        ]
         m.pause_until = m.pause_t + 61
 
     def classify(self, m: _Model, lane: int, house: _House, t: float) -> bool:
@@ -450,16 +499,22 @@ class _Gen:
         r = self.rules
         actions = {}
         stop = False
-        for a in house.ended[house.classified:]:
+        for a in house.ended[house.classified :]:
             rec = a["record"]
             self._host_until(rec["end"] + 1 + 2 * self.plan.sample_interval_s)
             v = self.host_index.verdict(rec["start"], rec["end"])
             cls = rules.classify(rec, v.reasons, precedence=r["precedence"])
             if cls is rules.Cls.INCONCLUSIVE:
                 m.inconclusive.setdefault(cast(str, rules.error_signature(rec["error"])), set()).add(house.id)
-            d = rules.decide(rec, v.reasons, reruns_used=a["reruns"], max_reruns=r["max_reruns_per_arm"],
-                             precedence=r["precedence"], inconclusive_households=m.inconclusive,
-                             inconclusive_limit=r["inconclusive_household_limit"])
+            d = rules.decide(
+                rec,
+                v.reasons,
+                reruns_used=a["reruns"],
+                max_reruns=r["max_reruns_per_arm"],
+                precedence=r["precedence"],
+                inconclusive_households=m.inconclusive,
+                inconclusive_limit=r["inconclusive_household_limit"],
+            )
             a.update(cls=str(d.cls), action=str(d.action), signature=d.signature)
             actions[rec["arm"]] = d.action
             if d.stop_cause == "inconclusive":
@@ -468,8 +523,9 @@ class _Gen:
         house.classified = len(house.ended)
         if stop:
             return False
-        house.todo = rules.next_pass_arms(house.order, actions, reruns_used=house.reruns,
-                                          max_reruns=r["max_reruns_per_arm"])
+        house.todo = rules.next_pass_arms(
+            house.order, actions, reruns_used=house.reruns, max_reruns=r["max_reruns_per_arm"]
+        )
         for arm in house.todo:
             house.reruns[arm] += 1
         house.passes += 1
@@ -485,13 +541,34 @@ class _Gen:
         for a in house.ended:
             rec = a["record"]
             spend += rec["cost_nusd"]
-            log.append({"event": "attempt", "lane": lane, "household": house.id, "arm": rec["arm"],
-                        "pass": rec["pass"], "start": rec["start"], "end": rec["end"],
-                        "cost_nusd": rec["cost_nusd"], "record": a["rel"], "record_sha256": a["sha"],
-                        "class": a["cls"], "action": a["action"], "signature": a["signature"],
-                        "reruns_used": a["reruns"]})
-        log.append({"event": "household", "lane": lane, "household": house.id, "t": t,
-                    "finished": finished, "spend_nusd": spend})
+            log.append(
+                {
+                    "event": "attempt",
+                    "lane": lane,
+                    "household": house.id,
+                    "arm": rec["arm"],
+                    "pass": rec["pass"],
+                    "start": rec["start"],
+                    "end": rec["end"],
+                    "cost_nusd": rec["cost_nusd"],
+                    "record": a["rel"],
+                    "record_sha256": a["sha"],
+                    "class": a["cls"],
+                    "action": a["action"],
+                    "signature": a["signature"],
+                    "reruns_used": a["reruns"],
+                }
+            )
+        log.append(
+            {
+                "event": "household",
+                "lane": lane,
+                "household": house.id,
+                "t": t,
+                "finished": finished,
+                "spend_nusd": spend,
+            }
+        )
         ph = house.end_placeholder
         m.ongoing.remove(ph)
         heapq.heapify(m.ongoing)
@@ -500,44 +577,6 @@ class _Gen:
         else:
             m.cut += 1  # under way until the stop: no decision of this model follows it
         return t + EPS
-
-
-@dataclass
-class _House:
-    id: str
-    order: list[str]
-    todo: list[str] = field(default_factory=list)
-    ended: list[dict[str, Any]] = field(default_factory=list)
-    classified: int = 0
-    passes: int = 0
-    reruns: dict[str, int] = field(default_factory=dict)
-    end_placeholder: list[Any] = field(default_factory=list)  # [end t, spend, finished]: an entry of _Model.ongoing
-    inflight: tuple[str, int, float, float, str] | None = None  # arm, pass, start, end, kind
-    wait_until: float | None = None
-
-    def __post_init__(self) -> None:
-        self.todo = list(self.order)
-        self.reruns = {a: 0 for a in self.order}
-
-
-@dataclass
-class _Model:
-    name: str
-    manifest: dict[str, Any]
-    queue: dict[int, list[str]] = field(default_factory=dict)
-    current: dict[int, _House] = field(default_factory=dict)
-    refused: bool = False
-    refused_lane: dict[int, bool] = field(default_factory=dict)
-    finished: int = 0
-    cut: int = 0
-    ongoing: list[list[Any]] = field(default_factory=list)
-    spend: int = 0
-    stop_t: float | None = None
-    pause_t: float | None = None
-    pause_until: float | None = None
-    inconclusive: dict[str, set[str]] = field(default_factory=dict)
-    resumes: list[dict[str, Any]] = field(default_factory=list)
-    draw_index: dict[str, int] = field(default_factory=dict)
 
 
 def generate_run(root: Path, plan: Plan | None = None) -> Path:

@@ -35,12 +35,12 @@ class Fixed:
     __slots__ = ("seqs", "counts", "heads", "odd", "big", "roots", "rootless", "odd_roots")
 
     def __init__(self) -> None:
-        self.seqs = array("q")      # the anchor line of each entry
-        self.counts = array("q")    # ... the line count it fixes
-        self.heads = bytearray()    # ... and the head it gives (32 bytes each)
+        self.seqs = array("q")  # the anchor line of each entry
+        self.counts = array("q")  # ... the line count it fixes
+        self.heads = bytearray()  # ... and the head it gives (32 bytes each)
         self.odd: set[int] = set()  # entries whose head is not a sha256 in hex
         self.big: dict[int, int] = {}  # entries whose count is beyond 64 bits, as written
-        self.roots = bytearray()    # ... and the root of the tree over those lines (32 bytes each)
+        self.roots = bytearray()  # ... and the root of the tree over those lines (32 bytes each)
         self.rootless: set[int] = set()  # entries with no root at all
         self.odd_roots: set[int] = set()  # entries whose root is not a sha256 in hex
 
@@ -63,7 +63,7 @@ class Fixed:
 
     def root(self, k: int) -> bytes | None:
         """Entry k's root (None: none, or not a sha256 in hex)."""
-        return None if k in self.rootless or k in self.odd_roots else bytes(self.roots[32 * k:32 * k + 32])
+        return None if k in self.rootless or k in self.odd_roots else bytes(self.roots[32 * k : 32 * k + 32])
 
     @property
     def has_roots(self) -> bool:
@@ -73,11 +73,12 @@ class Fixed:
         return self.big.get(k, self.counts[k])
 
     def matches(self, k: int, seen: str | None) -> bool:
-        return seen is not None and k not in self.odd and self.heads[32 * k:32 * k + 32].hex() == seen
+        return seen is not None and k not in self.odd and self.heads[32 * k : 32 * k + 32].hex() == seen
 
 
-def settle_roots(rel: str, fixed: Fixed, valid: int, trees: list[Range], f: Findings,
-                 where: str = ANCHORS_LOG, whose: str = "") -> dict[int, bytes]:
+def settle_roots(
+    rel: str, fixed: Fixed, valid: int, trees: list[Range], f: Findings, where: str = ANCHORS_LOG, whose: str = ""
+) -> dict[int, bytes]:
     """Each anchor's root for ``rel`` against the tree over the log's first
     ``lines`` lines, and each anchor's stored root against the previous
     anchor's by an RFC 9162 consistency proof made from the log (so the
@@ -125,8 +126,13 @@ def settle_roots(rel: str, fixed: Fixed, valid: int, trees: list[Range], f: Find
             last = None
             continue
         if n in computed and stored != computed[n]:
-            f.fail(8, where, seq, f"{whose}anchor line {seq}: {rel}: root at line count {n} differs from the "
-                   "Merkle tree of the log's first lines (a line was changed, removed or inserted, or the root)")
+            f.fail(
+                8,
+                where,
+                seq,
+                f"{whose}anchor line {seq}: {rel}: root at line count {n} differs from the "
+                "Merkle tree of the log's first lines (a line was changed, removed or inserted, or the root)",
+            )
         if last is not None:
             f.check(8)
             seq0, m, root0 = last
@@ -137,8 +143,13 @@ def settle_roots(rel: str, fixed: Fixed, valid: int, trees: list[Range], f: Find
             else:
                 ok = True  # from 0 lines any tree extends it; a count that went down is reported above
             if not ok:
-                f.fail(8, where, seq, f"{whose}anchor line {seq}: {rel}: its tree ({n} lines) does not extend "
-                       f"anchor line {seq0}'s ({m} lines): their roots fail the RFC 9162 consistency proof")
+                f.fail(
+                    8,
+                    where,
+                    seq,
+                    f"{whose}anchor line {seq}: {rel}: its tree ({n} lines) does not extend "
+                    f"anchor line {seq0}'s ({m} lines): their roots fail the RFC 9162 consistency proof",
+                )
         last = (seq, n, stored)
     return computed
 
@@ -155,7 +166,7 @@ def witness_fixed(held: list[bytes], anchored: set[str]) -> dict[str, Fixed]:
         except ValueError:
             continue
         logs = obj.get("logs") if isinstance(obj, dict) and obj.get("event") == "anchor" else None
-        for rel, entry in (logs.items() if isinstance(logs, dict) else ()):
+        for rel, entry in logs.items() if isinstance(logs, dict) else ():
             n = entry.get("lines") if isinstance(entry, dict) else None
             if rel in anchored and type(n) is int and n >= 0:
                 out.setdefault(rel, Fixed()).add(k, n, entry.get("head"), entry.get("root"))

@@ -116,10 +116,12 @@ class AttemptChecks:
     deadline_keys: set[tuple[Any, ...]]
 
     if TYPE_CHECKING:
+
         def back_through(self, t: float) -> float: ...
         def past_deadline_excused(self, start: float, end: float) -> bool: ...
-        def classify(self, seq: int, a: dict[str, Any], r: dict[str, Any], reruns: int, start: float,
-                     end: float) -> rules.Decision | None: ...
+        def classify(
+            self, seq: int, a: dict[str, Any], r: dict[str, Any], reruns: int, start: float, end: float
+        ) -> rules.Decision | None: ...
 
     def attempt(self, seq: int, a: dict[str, Any], reruns: int) -> None:
         # The hot path: one record file per attempt. Messages are built only
@@ -130,10 +132,18 @@ class AttemptChecks:
         checked[1] += 2
         rel = a["record"]
         rnd = a.get("round", 0)
-        if rel != (f"records/{a['household']}/{a['arm']}/{a['pass']}.json" if not rnd
-                   else record_relpath(a["household"], a["arm"], a["pass"], rnd)):
-            f.fail(1, log, seq, f"record path {rel} is not "
-                   f"{record_relpath(a['household'], a['arm'], a['pass'], rnd if type(rnd) is int else 0)}")
+        if rel != (
+            f"records/{a['household']}/{a['arm']}/{a['pass']}.json"
+            if not rnd
+            else record_relpath(a["household"], a["arm"], a["pass"], rnd)
+        ):
+            f.fail(
+                1,
+                log,
+                seq,
+                f"record path {rel} is not "
+                f"{record_relpath(a['household'], a['arm'], a['pass'], rnd if type(rnd) is int else 0)}",
+            )
         want = a["record_sha256"]
         try:
             data = self.read_record(rel, False)
@@ -203,9 +213,19 @@ class AttemptChecks:
             # reading (confirmatory.runtime.clock), so a call begun after that
             # reading is set back further than host.jsonl reports (by the
             # time between them; a clean run fell short by 60 us)
-            if not (isinstance(cs, (int, float)) and isinstance(ce, (int, float))
-                    and lo <= cs <= hi and lo <= ce <= hi and cs <= ce + slack):
-                f.fail(5, f"models/{st.name}/{rel}", None, f"call {c.get('kind')} {cs}..{ce} outside the attempt {start}..{end}")
+            if not (
+                isinstance(cs, (int, float))
+                and isinstance(ce, (int, float))
+                and lo <= cs <= hi
+                and lo <= ce <= hi
+                and cs <= ce + slack
+            ):
+                f.fail(
+                    5,
+                    f"models/{st.name}/{rel}",
+                    None,
+                    f"call {c.get('kind')} {cs}..{ce} outside the attempt {start}..{end}",
+                )
             if type(cc) is not int:
                 f.fail(7, f"models/{st.name}/{rel}", None, f"call cost_nusd {cc!r} is not an integer")
                 cc = int(cc) if isinstance(cc, (int, float)) else 0
@@ -239,26 +259,45 @@ class AttemptChecks:
         checked[2] += 1
         if status == "deadline":
             if not end - start >= self.deadline_s - self.deadline_short - back:
-                f.fail(2, log, seq, f"a deadline record for an attempt of {end - start:.3f} s, under the "
-                       f"deadline of {self.deadline_s:g} s")
+                f.fail(
+                    2,
+                    log,
+                    seq,
+                    f"a deadline record for an attempt of {end - start:.3f} s, under the "
+                    f"deadline of {self.deadline_s:g} s",
+                )
         elif end - start > self.deadline_over and not self.past_deadline_excused(start, end):
-            f.fail(2, log, seq, f"attempt of {end - start:.3f} s, past the deadline of {self.deadline_s:g} s, "
-                   f"ended {status!r}, not abandoned")
+            f.fail(
+                2,
+                log,
+                seq,
+                f"attempt of {end - start:.3f} s, past the deadline of {self.deadline_s:g} s, "
+                f"ended {status!r}, not abandoned",
+            )
         if status == "budget_stop":
             checked[2] += 1
             if not end + CALL_SLACK_S >= self.halt_any:
-                f.fail(2, log, seq, f"budget_stop at {end}, but its model had not stopped, nor the run, nor was "
-                       "the ceiling crossed")
+                f.fail(
+                    2,
+                    log,
+                    seq,
+                    f"budget_stop at {end}, but its model had not stopped, nor the run, nor was the ceiling crossed",
+                )
         checked[6] += 1 + len(st.pauses)
         checked[9] += 1
         if start > st.halt_t:
             f.fail(6, log, seq, f"attempt starts at {start} after a stop or the ceiling ({st.halt_t})")
         for crash_t, resumed_t in self.ctx.crash_windows:
             if crash_t < start < resumed_t:
-                f.fail(6, log, seq, f"attempt starts at {start}, while its runner was dead (from the crash at "
-                       f"{crash_t} to the continuation at {resumed_t})")
+                f.fail(
+                    6,
+                    log,
+                    seq,
+                    f"attempt starts at {start}, while its runner was dead (from the crash at "
+                    f"{crash_t} to the continuation at {resumed_t})",
+                )
         if self.pause_at and start == start:
-            j = bisect.bisect_left(self.pause_at, start)           # the pauses begun before start
+            j = bisect.bisect_left(self.pause_at, start)  # the pauses begun before start
             i = bisect.bisect_right(self.pause_until, start, 0, j)  # ... from the first to end after it
             # the ends rise: every pause in [i, j) ends after start, so j - i
             # violations, only those the report keeps built (in a log of
@@ -369,7 +408,15 @@ class AttemptChecks:
         if base.is_dir():
             for h in sorted(os.listdir(base)):
                 if h not in self.st.ends and self.ctx.logs.stage == UNDER_WAY:
-                    self.st.cut_short_records.append((h, f"models/{self.st.name}/records/{h}", None,
-                                                      "records of a household without a household line"))
+                    self.st.cut_short_records.append(
+                        (
+                            h,
+                            f"models/{self.st.name}/records/{h}",
+                            None,
+                            "records of a household without a household line",
+                        )
+                    )
                 elif h not in self.st.ends:
-                    self.f.fail(1, f"models/{self.st.name}/records/{h}", None, "records of a household without a household line")
+                    self.f.fail(
+                        1, f"models/{self.st.name}/records/{h}", None, "records of a household without a household line"
+                    )

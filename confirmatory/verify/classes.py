@@ -38,8 +38,13 @@ def rule_key(record: dict[str, Any]) -> tuple[Any, ...] | None:
         key = (status, 0)
     else:
         mro = err.get("mro")
-        key = (status, err.get("type"), tuple(mro) if type(mro) is list else mro, err.get("status_code"),
-               err.get("message"))
+        key = (
+            status,
+            err.get("type"),
+            tuple(mro) if type(mro) is list else mro,
+            err.get("status_code"),
+            err.get("message"),
+        )
     try:
         hash(key)
     except TypeError:
@@ -89,8 +94,9 @@ class ClassChecks:
     short: list[tuple[Any, ...]]  # (seq, lane, household, pass) of each judged on a short prefix
     lane_last: dict[int, tuple[str, int]]
 
-    def classify(self, seq: int, a: dict[str, Any], r: dict[str, Any], reruns: int, start: float,
-                 end: float) -> rules.Decision | None:
+    def classify(
+        self, seq: int, a: dict[str, Any], r: dict[str, Any], reruns: int, start: float, end: float
+    ) -> rules.Decision | None:
         """Class, action and signature recomputed with the rules. The rules read
         only the record's status and error and whether the host gave reasons,
         so their answer is kept per distinct (status, error, host, reruns).
@@ -114,14 +120,26 @@ class ClassChecks:
                         self.short.append((seq, a["lane"], a["household"], a["pass"]))
             key = rule_key(r)
             if key is None:
-                d = rules.decide(r, ("host",) if host else (), reruns_used=reruns, max_reruns=rl.max_reruns,
-                                 precedence=rl.precedence, class_lists=rl.class_lists)
+                d = rules.decide(
+                    r,
+                    ("host",) if host else (),
+                    reruns_used=reruns,
+                    max_reruns=rl.max_reruns,
+                    precedence=rl.precedence,
+                    class_lists=rl.class_lists,
+                )
             else:
                 key = (key, host, reruns)
                 d = self.decided.get(key)
                 if d is None:
-                    d = rules.decide(r, ("host",) if host else (), reruns_used=reruns,
-                                     max_reruns=rl.max_reruns, precedence=rl.precedence, class_lists=rl.class_lists)
+                    d = rules.decide(
+                        r,
+                        ("host",) if host else (),
+                        reruns_used=reruns,
+                        max_reruns=rl.max_reruns,
+                        precedence=rl.precedence,
+                        class_lists=rl.class_lists,
+                    )
                     if len(self.decided) >= DECIDED_KEPT:
                         self.decided.clear()  # bounded: distinct error messages must not grow memory
                     self.decided[key] = d
@@ -149,8 +167,10 @@ class ClassChecks:
         for item in self.incon:
             by_sig[item[2].signature].append(item)
         for items in by_sig.values():
-            counts = known_counts([(a["household"], a["end"]) for _, a, _, _ in items],
-                                  {x[1]["household"]: ends[x[1]["household"]].t for x in items})
+            counts = known_counts(
+                [(a["household"], a["end"]) for _, a, _, _ in items],
+                {x[1]["household"]: ends[x[1]["household"]].t for x in items},
+            )
             for (seq, a, d, reruns), (lower, upper) in zip(items, counts):
                 keep = rules.action_for(d.cls, reruns_used=reruns, max_reruns=rl.max_reruns)
                 if lower > rl.inconclusive_limit:
@@ -159,8 +179,13 @@ class ClassChecks:
                     allowed = {str(keep)}
                 else:
                     allowed = {"stop", str(keep)}
-                self.f.expect(2, a["action"] in allowed, self.log, seq,
-                              f"action {a['action']}, the inconclusive rule allows {sorted(allowed)}")
+                self.f.expect(
+                    2,
+                    a["action"] in allowed,
+                    self.log,
+                    seq,
+                    f"action {a['action']}, the inconclusive rule allows {sorted(allowed)}",
+                )
 
     def short_prefixes(self) -> None:
         """A lane classifies on a host.jsonl prefix without the sample after
@@ -168,6 +193,10 @@ class ClassChecks:
         then runs nothing more: so such an attempt is in its lane's last pass."""
         for seq, lane, h, pass_index in self.short:
             last = self.lane_last.get(lane)
-            self.f.expect(2, self.st.halt_t < float("inf") and last == (h, pass_index), self.log, seq,
-                          "classified without a host sample after the attempt, yet the model had not "
-                          "stopped or its lane ran on")
+            self.f.expect(
+                2,
+                self.st.halt_t < float("inf") and last == (h, pass_index),
+                self.log,
+                seq,
+                "classified without a host sample after the attempt, yet the model had not stopped or its lane ran on",
+            )

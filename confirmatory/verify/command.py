@@ -16,8 +16,9 @@ from pathlib import Path
 from confirmatory.verify.verification import verify_run
 
 
-def verify_command(run_dir: Path, as_json: bool = False, witness: Path | None = None,
-                   households: Path | None = None) -> int:
+def verify_command(
+    run_dir: Path, as_json: bool = False, witness: Path | None = None, households: Path | None = None
+) -> int:
     """``confirmatory verify``: the report on stdout; 0 only when every invariant holds.
 
     A directory with none of a run's files (manifest.json, run.jsonl,
@@ -36,14 +37,19 @@ def verify_command(run_dir: Path, as_json: bool = False, witness: Path | None = 
     # A run cut short before its manifest is a run directory all the same:
     # the runner takes the lock beside it before it makes the directory.
     if not any((root / rel).exists() for rel in ("manifest.json", "run.jsonl", "anchors.jsonl")) and not (
-            runlock.lock_path(root).exists()):
-        print(f"verify: {root} is not a run directory (it has no manifest.json, run.jsonl or anchors.jsonl)",
-              file=sys.stderr)
+        runlock.lock_path(root).exists()
+    ):
+        print(
+            f"verify: {root} is not a run directory (it has no manifest.json, run.jsonl or anchors.jsonl)",
+            file=sys.stderr,
+        )
         return 1
     # Asked before reading: a runner that ends while we read was still writing what we read.
     live = runlock.held(root)
-    notice = (f"*** THE RUN IS STILL RUNNING (a runner holds {runlock.lock_path(root)}): this report is "
-              "provisional; its logs are still being written. Verify again after the run has ended. ***")
+    notice = (
+        f"*** THE RUN IS STILL RUNNING (a runner holds {runlock.lock_path(root)}): this report is "
+        "provisional; its logs are still being written. Verify again after the run has ended. ***"
+    )
     if live:
         print(notice, file=sys.stderr if as_json else sys.stdout)
     report = verify_run(run_dir, witness=witness, households=households)

@@ -65,17 +65,19 @@ class RulesView:
             findings.fail(11, "manifest.json", None, f"{name} is {said}; {default!r} used in the checks")
             return default
 
-        return cls(tuple(rule(r, "precedence", _is_precedence, "each class once", rules.DEFAULT_PRECEDENCE)),
-                   rule(r, "max_reruns_per_arm", _is_count, "an integer >= 0", 2),
-                   rule(r, "inconclusive_household_limit", _is_count, "an integer >= 0", 5),
-                   float(rule(r, "stop_follow_s", _is_positive, "a number > 0", 5)),
-                   rule(r, "class_lists", _is_class_lists, "provider, model and operator lists of names",
-                        rules.CLASS_LISTS),
-                   float(rule(host, "max_gap_s", _is_positive, "a number > 0", 45)),
-                   float(rule(host, "pressure_threshold", _is_percent, "a number from 0 to 100", 10.0)),
-                   attempt_deadline_s=float(rule(r, "attempt_deadline_s", _is_positive, "a number > 0", 3600)),
-                   rerun_wait_s=float(rule(r, "rerun_wait_s", _is_non_negative, "a number >= 0", 0.0)
-                                      if "rerun_wait_s" in r else 0.0))
+        return cls(
+            tuple(rule(r, "precedence", _is_precedence, "each class once", rules.DEFAULT_PRECEDENCE)),
+            rule(r, "max_reruns_per_arm", _is_count, "an integer >= 0", 2),
+            rule(r, "inconclusive_household_limit", _is_count, "an integer >= 0", 5),
+            float(rule(r, "stop_follow_s", _is_positive, "a number > 0", 5)),
+            rule(r, "class_lists", _is_class_lists, "provider, model and operator lists of names", rules.CLASS_LISTS),
+            float(rule(host, "max_gap_s", _is_positive, "a number > 0", 45)),
+            float(rule(host, "pressure_threshold", _is_percent, "a number from 0 to 100", 10.0)),
+            attempt_deadline_s=float(rule(r, "attempt_deadline_s", _is_positive, "a number > 0", 3600)),
+            rerun_wait_s=float(
+                rule(r, "rerun_wait_s", _is_non_negative, "a number >= 0", 0.0) if "rerun_wait_s" in r else 0.0
+            ),
+        )
 
 
 _MISSING = object()
@@ -107,7 +109,8 @@ def _is_precedence(v: Any) -> bool:
 
 def _is_class_lists(v: Any) -> bool:
     return isinstance(v, dict) and all(
-        isinstance(v.get(c), list) and all(type(n) is str for n in v[c]) for c in ("provider", "model", "operator"))
+        isinstance(v.get(c), list) and all(type(n) is str for n in v[c]) for c in ("provider", "model", "operator")
+    )
 
 
 @dataclass
@@ -132,8 +135,9 @@ class RunContext:
     def host_verdict(self, start: float, end: float, limit: int | None = None) -> HostVerdict:
         """The verdict on host.jsonl's first ``limit`` lines (the attempt line's
         ``host_lines``: what the lane had when it classified; all when None)."""
-        return self.host.verdict(start, end, max_gap_s=self.rules.max_gap_s,
-                                 pressure_threshold=self.rules.pressure_threshold, limit=limit)
+        return self.host.verdict(
+            start, end, max_gap_s=self.rules.max_gap_s, pressure_threshold=self.rules.pressure_threshold, limit=limit
+        )
 
     def host_is(self, start: float, end: float, limit: int | None = None) -> bool:
         """Whether the host evidence makes an attempt `host` (its verdict has reasons)."""

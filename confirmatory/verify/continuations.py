@@ -46,8 +46,9 @@ _KEPT = re.compile(r"(.+\.jsonl)\.torn-([1-9]\d*)(?:\.\d+)?")
 
 def final_anchors(root: Path) -> list[dict[str, Any]]:
     try:
-        return [o for o in iter_objects(root / "anchors.jsonl") if o.get("event") == "anchor"
-                and o.get("final") is True]
+        return [
+            o for o in iter_objects(root / "anchors.jsonl") if o.get("event") == "anchor" and o.get("final") is True
+        ]
     except Exception:  # noqa: BLE001 - an unreadable anchors.jsonl is the chain check's
         return []
 
@@ -73,10 +74,13 @@ def kept_files(ctx: RunContext, conts: list[dict[str, Any]]) -> None:
         for torn in said.get("torn_tails") or ():
             f.check(8)
             if not _kept_whole(root, torn):
-                f.fail(8, str(torn.get("kept")), None, "the final anchor's kept torn tail is missing or does not "
-                       "hash as it says")
-    named = {str(t.get("kept")) for o in (*conts, *finals) for t in (o.get("torn_tails") or ())
-             if isinstance(t, dict)}
+                f.fail(
+                    8,
+                    str(torn.get("kept")),
+                    None,
+                    "the final anchor's kept torn tail is missing or does not hash as it says",
+                )
+    named = {str(t.get("kept")) for o in (*conts, *finals) for t in (o.get("torn_tails") or ()) if isinstance(t, dict)}
     for spec in ctx.layout.logs():
         parent = (root / spec.relpath).parent
         base = Path(spec.relpath).name
@@ -91,8 +95,13 @@ def kept_files(ctx: RunContext, conts: list[dict[str, Any]]) -> None:
             if rel in named:
                 continue
             if m and int(m.group(2)) == len(conts) + 1 and ctx.logs.stage == UNDER_WAY:
-                f.explain(8, rel, None, f"a torn tail moved aside by continuation {m.group(2)}, killed before "
-                          "its first line: the next continuation names it")
+                f.explain(
+                    8,
+                    rel,
+                    None,
+                    f"a torn tail moved aside by continuation {m.group(2)}, killed before "
+                    "its first line: the next continuation names it",
+                )
             else:
                 f.fail(8, rel, None, "a kept torn tail that no continuation line names")
 
@@ -107,8 +116,12 @@ def check_continuations(ctx: RunContext) -> None:
     for k, said in enumerate(conts, 1):
         f.check(8)
         if said.get("continuation") != k:
-            f.fail(8, "run.jsonl", said.get("seq"), f"continuation line {k} of run.jsonl is numbered "
-                   f"{said.get('continuation')!r}")
+            f.fail(
+                8,
+                "run.jsonl",
+                said.get("seq"),
+                f"continuation line {k} of run.jsonl is numbered {said.get('continuation')!r}",
+            )
         number[k] = said
     # per log: the numbers of its continuation lines, and whether a line of
     # another event follows each (a continuation that wrote nothing else)
@@ -134,8 +147,9 @@ def check_continuations(ctx: RunContext) -> None:
                 continue
             n = o.get("continuation")
             if type(n) is not int or n not in number or n <= k:
-                f.fail(8, rel, o.get("seq"), f"a continuation line ({n!r}) that run.jsonl does not have, or out "
-                       "of order")
+                f.fail(
+                    8, rel, o.get("seq"), f"a continuation line ({n!r}) that run.jsonl does not have, or out of order"
+                )
                 break
             said, k, last = number[n], n, n
             mine[n] = False
@@ -144,12 +158,22 @@ def check_continuations(ctx: RunContext) -> None:
             if rel != "run.jsonl" and o.get("t") != said.get("t"):
                 f.fail(8, rel, o.get("seq"), f"continuation {n} dated {o.get('t')!r}, run.jsonl's {said.get('t')!r}")
             if not (isinstance(at, dict) and at.get("lines") == o.get("seq") and at.get("head") == o.get("prev")):
-                f.fail(8, rel, o.get("seq"), f"continuation {n} stands at line {o.get('seq')!r}; run.jsonl's says "
-                       f"the log held {at!r} at the crash")
+                f.fail(
+                    8,
+                    rel,
+                    o.get("seq"),
+                    f"continuation {n} stands at line {o.get('seq')!r}; run.jsonl's says "
+                    f"the log held {at!r} at the crash",
+                )
             crash_t = said.get("crash_t")
             if not (_num(crash_t) and latest <= crash_t < said.get("t", float("-inf"))):
-                f.fail(8, rel, o.get("seq"), f"continuation {n}: a line before it is dated {latest}, after the "
-                       f"crash instant {crash_t!r} it names, or it is not dated after that instant")
+                f.fail(
+                    8,
+                    rel,
+                    o.get("seq"),
+                    f"continuation {n}: a line before it is dated {latest}, after the "
+                    f"crash instant {crash_t!r} it names, or it is not dated after that instant",
+                )
     # A continuation killed while it wrote its lines (docs/RUN.md "A
     # continuation cut short"): its line is in a prefix of the logs in the
     # order it writes them, and it wrote nothing else; the next continuation
@@ -164,16 +188,33 @@ def check_continuations(ctx: RunContext) -> None:
         last = n == len(conts)
         if any(have[cut:]) or any(held[rel][n] for rel in order[:cut]) or (last and ctx.logs.stage is None):
             missing = [rel for rel, h in zip(order, have) if not h]
-            f.fail(8, missing[0], None, f"continuation {n}'s line is missing from {len(missing)} log(s) "
-                   f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}), yet "
-                   + ("a log after them in its writing order has it, or it wrote more than its lines"
-                      if not (last and ctx.logs.stage is None) else "the run ended"))
+            f.fail(
+                8,
+                missing[0],
+                None,
+                f"continuation {n}'s line is missing from {len(missing)} log(s) "
+                f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}), yet "
+                + (
+                    "a log after them in its writing order has it, or it wrote more than its lines"
+                    if not (last and ctx.logs.stage is None)
+                    else "the run ended"
+                ),
+            )
         else:
-            f.explain(8, order[cut], None, f"continuation {n} was killed while it wrote its lines: "
-                      f"{cut} of its {len(order)} written, nothing else")
+            f.explain(
+                8,
+                order[cut],
+                None,
+                f"continuation {n} was killed while it wrote its lines: "
+                f"{cut} of its {len(order)} written, nothing else",
+            )
     for k, said in enumerate(conts, 1):
         for torn in said.get("torn_tails") or ():
             f.check(8)
             if not _kept_whole(root, torn):
-                f.fail(8, str(torn.get("kept")), None, f"continuation {k}: the torn tail it kept is missing or does "
-                       "not hash as it says")
+                f.fail(
+                    8,
+                    str(torn.get("kept")),
+                    None,
+                    f"continuation {k}: the torn tail it kept is missing or does not hash as it says",
+                )

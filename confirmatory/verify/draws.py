@@ -27,8 +27,10 @@ def check_shared_draw(ctx: RunContext) -> None:
     adds some) saw another study, and fails here."""
     f, layout = ctx.findings, ctx.layout
     draws: list[tuple[str, Any]] = [
-        (name, mf.obj.get("draw")) for name, mf in layout.models.items()
-        if mf.problem is None and isinstance(mf.obj, dict) and isinstance(mf.obj.get("draw"), list)]
+        (name, mf.obj.get("draw"))
+        for name, mf in layout.models.items()
+        if mf.problem is None and isinstance(mf.obj, dict) and isinstance(mf.obj.get("draw"), list)
+    ]
     if not draws:
         return
     first, want = draws[0]
@@ -37,12 +39,19 @@ def check_shared_draw(ctx: RunContext) -> None:
         if draw != want:
             try:
                 missing, extra = len(set(want) - set(draw)), len(set(draw) - set(want))
-                how = f"{missing} of {first}'s households missing, {extra} not in it" if missing or extra else \
-                    "the same households in another order"
+                how = (
+                    f"{missing} of {first}'s households missing, {extra} not in it"
+                    if missing or extra
+                    else "the same households in another order"
+                )
             except TypeError:  # unhashable entries (reported with the draw's own check)
                 how = "not a list of household ids"
-            f.fail(3, f"models/{name}/manifest.json", None, f"draw is not {first}'s ({how}): every model "
-                   "shares the one draw")
+            f.fail(
+                3,
+                f"models/{name}/manifest.json",
+                None,
+                f"draw is not {first}'s ({how}): every model shares the one draw",
+            )
 
 
 def check_households(ctx: RunContext, path: Path) -> None:
@@ -81,11 +90,18 @@ def check_households(ctx: RunContext, path: Path) -> None:
             if draw != want:
                 try:
                     missing, extra = len(set(ids) - set(draw)), len(set(draw) - set(ids))
-                    how = f"{missing} of its households missing, {extra} not in it" if missing or extra else \
-                        "its households in another order"
+                    how = (
+                        f"{missing} of its households missing, {extra} not in it"
+                        if missing or extra
+                        else "its households in another order"
+                    )
                 except TypeError:
                     how = "not a list of household ids"
-                f.fail(11, f"models/{name}/manifest.json", None,
-                       f"draw is not the seeded shuffle of {path}'s {len(ids)} households ({how})")
+                f.fail(
+                    11,
+                    f"models/{name}/manifest.json",
+                    None,
+                    f"draw is not the seeded shuffle of {path}'s {len(ids)} households ({how})",
+                )
     finally:
         f.households_problems = f.count[11] - before

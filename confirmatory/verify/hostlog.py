@@ -31,8 +31,16 @@ if TYPE_CHECKING:
 
     # what a host-span worker hands back (_host_span): its chain check, (heads, times, trees) at the
     # anchored counts, where it says it starts, its first line's event and t, its summary, drift, findings
-    HostSpan = tuple[ChainCheck | None, tuple[dict[int, str], dict[int, Any], list[Range] | None],
-                     tuple[int, str] | None, Any, Any, HostSummary, ClockDrift, Findings]
+    HostSpan = tuple[
+        ChainCheck | None,
+        tuple[dict[int, str], dict[int, Any], list[Range] | None],
+        tuple[int, str] | None,
+        Any,
+        Any,
+        HostSummary,
+        ClockDrift,
+        Findings,
+    ]
     # read_host's and join_host_spans's: the verdicts' view, the samples' drift, (findings, valid lines)
     HostRead = tuple[HostSummary, ClockDrift, tuple[Findings, dict[str, int]]]
 
@@ -56,8 +64,13 @@ def sample_problem(obj: dict[str, Any]) -> str | None:
     return "; ".join(bad) or None
 
 
-def summarize_checked(pairs: Iterable[tuple[int, dict[str, Any]]], summary: HostSummary, found: Findings,
-                      drift: ClockDrift, sources: frozenset[str] | None = None) -> None:
+def summarize_checked(
+    pairs: Iterable[tuple[int, dict[str, Any]]],
+    summary: HostSummary,
+    found: Findings,
+    drift: ClockDrift,
+    sources: frozenset[str] | None = None,
+) -> None:
     """Feed host.jsonl's (seq, obj) to ``summary``; every sample's fields of
     their kinds (invariant 2: the host lines' shape), counted in ``found``;
     the samples' clock drift to ``drift``. Each evidence line names one of
@@ -69,11 +82,17 @@ def summarize_checked(pairs: Iterable[tuple[int, dict[str, Any]]], summary: Host
             drift.add(obj.get("wall"), obj.get("mono"), obj.get("clock_back_max_s"))
             # the common sample, every field a float or an integer as the
             # sampler writes them; anything else is looked at closely
-            if not (type(obj.get("t")) is float and type(obj.get("wall")) is float
-                    and type(obj.get("mono")) is float and type(obj.get("mem_pressure")) is float
-                    and type(obj.get("load1")) is float and type(obj.get("clock_back_max_s")) is float
-                    and type(obj.get("mem_available")) is int and type(obj.get("swap_used")) is int
-                    and type(obj.get("reads_began", 0.0)) is float):
+            if not (
+                type(obj.get("t")) is float
+                and type(obj.get("wall")) is float
+                and type(obj.get("mono")) is float
+                and type(obj.get("mem_pressure")) is float
+                and type(obj.get("load1")) is float
+                and type(obj.get("clock_back_max_s")) is float
+                and type(obj.get("mem_available")) is int
+                and type(obj.get("swap_used")) is int
+                and type(obj.get("reads_began", 0.0)) is float
+            ):
                 problem = sample_problem(obj)
                 if problem is not None:
                     found.fail(2, "host.jsonl", seq, f"sample: {problem}")
@@ -107,14 +126,21 @@ def host_line_problem(obj: dict[str, Any], sources: frozenset[str] | None) -> st
     if not (type(t) is int or type(t) is float):
         return f"{event} line: t is {t!r}, not a number"
     if event == "sample-failed":
-        return None if type(obj.get("error")) is str else f"sample-failed line: error is {obj.get('error')!r}, not a string"
+        return (
+            None
+            if type(obj.get("error")) is str
+            else f"sample-failed line: error is {obj.get('error')!r}, not a string"
+        )
     source, since = obj.get("source"), obj.get("since", t)
     if type(source) is not str or type(obj.get("line")) is not str or not (type(since) is int or type(since) is float):
-        return (f"evidence line: source {source!r} and line {obj.get('line')!r} must be strings, since "
-                f"{since!r} a number")
+        return (
+            f"evidence line: source {source!r} and line {obj.get('line')!r} must be strings, since {since!r} a number"
+        )
     if sources is not None and source not in sources:
-        return (f"evidence line from source {source!r}, which is not one of the design's evidence sources "
-                f"{sorted(sources)}: it would make the attempts it touches host (a rerun)")
+        return (
+            f"evidence line from source {source!r}, which is not one of the design's evidence sources "
+            f"{sorted(sources)}: it would make the attempts it touches host (a rerun)"
+        )
     return None
 
 
@@ -162,9 +188,14 @@ def _host_span(logs: LogPass, rv: RulesView, start: int, stop: int | None, files
     sample columns are written to ``files``, which the parent opened before
     the fork and reads after it (only the columns' small part is pickled)."""
     summary = HostSummary(max_gap_s=rv.max_gap_s, pressure_threshold=rv.pressure_threshold, files=files)
-    reader = ChainReader(logs.layout.root / "host.jsonl", logs.specs["host.jsonl"].seed,
-                         heads_at=logs.heads_at("host.jsonl"), start=start, stop=stop,
-                         trees=logs.wants_trees("host.jsonl"))
+    reader = ChainReader(
+        logs.layout.root / "host.jsonl",
+        logs.specs["host.jsonl"].seed,
+        heads_at=logs.heads_at("host.jsonl"),
+        start=start,
+        stop=stop,
+        trees=logs.wants_trees("host.jsonl"),
+    )
     first_event = first_t = None
     lines, shape, drift = iter(reader), Findings(), ClockDrift()
     for seq, obj in lines:
@@ -172,7 +203,16 @@ def _host_span(logs: LogPass, rv: RulesView, start: int, stop: int | None, files
         summarize_checked([(seq, obj)], summary, shape, drift, rv.evidence_sources)
         break
     summarize_checked(lines, summary, shape, drift, rv.evidence_sources)
-    return reader.result, (reader.heads, reader.times, reader.trees), reader.first, first_event, first_t, summary, drift, shape
+    return (
+        reader.result,
+        (reader.heads, reader.times, reader.trees),
+        reader.first,
+        first_event,
+        first_t,
+        summary,
+        drift,
+        shape,
+    )
 
 
 def _column_files(n: int) -> list[IO[bytes]] | None:
@@ -199,8 +239,11 @@ def join_host_spans(parts: list[HostSpan], logs: LogPass, rv: RulesView) -> Host
     trees: list[Range] | None = None  # each span's tree cut at the anchored counts, in line order
     before: ChainCheck | None = None  # the span before's check (from the first span on: clean, not None)
     for k, (result, (span_heads, span_times, span_trees), first, first_event, *_) in enumerate(parts):
-        clean = result is not None and result.ok and (
-            first_event == "open" if k == 0 else before is not None and first == (before.lines, before.head))
+        clean = (
+            result is not None
+            and result.ok
+            and (first_event == "open" if k == 0 else before is not None and first == (before.lines, before.head))
+        )
         if not clean:
             return read_host(logs, rv)
         heads.update(span_heads)
@@ -212,7 +255,7 @@ def join_host_spans(parts: list[HostSpan], logs: LogPass, rv: RulesView) -> Host
     own.check(11)  # line 0 is an open line chained from the seed
     for *_, shape in parts:  # the samples' fields, in line order
         own.merge(shape)
-    own.check(8)   # the chain
+    own.check(8)  # the chain
     drift = ClockDrift()
     for *_, span_drift, _ in parts:
         drift = drift.then(span_drift)

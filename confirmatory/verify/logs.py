@@ -53,9 +53,14 @@ def still_making(stage: str | None, root: Path) -> bool:
         return True
 
 
+# anchor-pushes.jsonl's lines of each anchor's evidence, checked by invariant 12
+_EVIDENCE_EVENTS = ("checkpoint", "stamp", "cosignature")
+
+
 class LogPass:
-    def __init__(self, layout: RunLayout, findings: Findings, stage: str | None = None,
-                 witness: Path | None = None) -> None:
+    def __init__(
+        self, layout: RunLayout, findings: Findings, stage: str | None = None, witness: Path | None = None
+    ) -> None:
         self.layout = layout
         self.f = findings
         self.specs = {s.relpath: s for s in layout.logs()}
@@ -89,8 +94,10 @@ class LogPass:
         # the manifests an anchor may name, and their hashes (None: unreadable).
         # Nothing else is read: an anchor names paths, and a forged one could
         # name any file (/dev/zero, a FIFO, another log).
-        self._manifest_shas = {"manifest.json": layout.manifest.sha256,
-                               **{model_manifest(name): mf.sha256 for name, mf in layout.models.items()}}
+        self._manifest_shas = {
+            "manifest.json": layout.manifest.sha256,
+            **{model_manifest(name): mf.sha256 for name, mf in layout.models.items()},
+        }
         # The witness's own anchors, read before any log so that each log's
         # one pass checks their heads and roots too (``wfixed``), and the
         # witness check's problems, reported at the end (``_witness``).
@@ -115,8 +122,13 @@ class LogPass:
                 conts += 1  # each also wrote a line to every admission log (docs/RUN.md)
                 continue
             if obj.get("event") != "anchor":
-                f.expect(8, seq == 0 and obj.get("event") == "open", ANCHORS_LOG, seq,
-                         f"line of no known event ({obj.get('event')!r})")
+                f.expect(
+                    8,
+                    seq == 0 and obj.get("event") == "open",
+                    ANCHORS_LOG,
+                    seq,
+                    f"line of no known event ({obj.get('event')!r})",
+                )
                 continue
             ok = isinstance(obj.get("logs"), dict) and isinstance(obj.get("manifests"), dict)
             if not f.expect(8, ok, ANCHORS_LOG, seq, "anchor without logs/manifests maps"):
@@ -152,8 +164,13 @@ class LogPass:
                 last_counts[rel] = max(n, last_counts.get(rel, 0))
                 root = fixed.get("root")
                 if root is not None and not (type(root) is str and _HEX64.fullmatch(root)):
-                    f.fail(8, ANCHORS_LOG, seq, f"anchor entry for {rel}: root {str(root)[:80]!r} is not a "
-                           "sha256 in lower-case hex (64 digits)")
+                    f.fail(
+                        8,
+                        ANCHORS_LOG,
+                        seq,
+                        f"anchor entry for {rel}: root {str(root)[:80]!r} is not a "
+                        "sha256 in lower-case hex (64 digits)",
+                    )
                 if n >= 0:
                     self.fixed.setdefault(rel, Fixed()).add(seq, n, fixed.get("head"), root)
                 else:  # no such count: matched by no line (reported above)
@@ -162,8 +179,13 @@ class LogPass:
                 # admission decision (`Run._start_anchorer`): it counts no
                 # decision of any model, only its admission log's open line.
                 if self.anchor_count == 1 and n > 1 + conts and rel.endswith("/admission.jsonl"):
-                    f.fail(8, ANCHORS_LOG, seq, f"the first anchor counts {n} lines of {rel}: it was made after "
-                           "that model's first admission decision (the run anchors before any lane decides)")
+                    f.fail(
+                        8,
+                        ANCHORS_LOG,
+                        seq,
+                        f"the first anchor counts {n} lines of {rel}: it was made after "
+                        "that model's first admission decision (the run anchors before any lane decides)",
+                    )
             for rel, sha in obj["manifests"].items():
                 f.check(8)
                 if rel not in self._manifest_shas:
@@ -191,11 +213,19 @@ class LogPass:
     def heads_at(self, rel: str) -> frozenset[int]:
         """The line counts the anchors (the run's and the witness's) fix in
         ``rel``: where its reader keeps the head and cuts its tree."""
-        return frozenset(c for fixed in (self.fixed.get(rel), self.wfixed.get(rel)) if fixed is not None
-                         for c in fixed.counts)
+        return frozenset(
+            c for fixed in (self.fixed.get(rel), self.wfixed.get(rel)) if fixed is not None for c in fixed.counts
+        )
 
-    def settle(self, rel: str, heads: dict[int, str], valid: int, f: Findings | None = None,
-               times: dict[int, Any] | None = None, trees: list[Range] | None = None) -> None:
+    def settle(
+        self,
+        rel: str,
+        heads: dict[int, str],
+        valid: int,
+        f: Findings | None = None,
+        times: dict[int, Any] | None = None,
+        trees: list[Range] | None = None,
+    ) -> None:
         """Compare every anchor's count and head for ``rel`` with what its one
         pass found (``heads`` at the anchored counts, ``valid`` chain-valid
         lines), in ``f`` (this pass's findings when None); then drop them.
@@ -222,12 +252,18 @@ class LogPass:
             else:
                 lt, at = times.get(n), anchor_t.get(seq)
                 if (type(lt) is float or type(lt) is int) and (type(at) is float or type(at) is int) and lt > at:
-                    f.fail(8, ANCHORS_LOG, seq, f"{rel}: the anchor at {at} counts line {n - 1}, dated {lt}, after "
-                           "it (an anchor's t is taken after its counts)")
+                    f.fail(
+                        8,
+                        ANCHORS_LOG,
+                        seq,
+                        f"{rel}: the anchor at {at} counts line {n - 1}, dated {lt}, after "
+                        "it (an anchor's t is taken after its counts)",
+                    )
         settle_roots(rel, fixed, valid, trees or [], f)
 
-    def _settle_witness(self, rel: str, heads: dict[int, str], valid: int, f: Findings,
-                        trees: list[Range] | None) -> None:
+    def _settle_witness(
+        self, rel: str, heads: dict[int, str], valid: int, f: Findings, trees: list[Range] | None
+    ) -> None:
         """The witness's anchors of ``rel`` against the log, as the run's are:
         the witness, not the run's copy, is what a forger cannot rewrite."""
         fixed = self.wfixed.pop(rel, None)
@@ -238,11 +274,19 @@ class LogPass:
             n = fixed.count(k)
             f.check(8)
             if n > valid:
-                f.fail(8, "witness", seq, f"the witness's anchor line {seq}: {rel}: anchored {n} lines, the log "
-                       f"has {valid} valid")
+                f.fail(
+                    8,
+                    "witness",
+                    seq,
+                    f"the witness's anchor line {seq}: {rel}: anchored {n} lines, the log has {valid} valid",
+                )
             elif not fixed.matches(k, heads.get(n)):
-                f.fail(8, "witness", seq, f"the witness's anchor line {seq}: {rel}: head at line count {n} "
-                       "differs from the log's")
+                f.fail(
+                    8,
+                    "witness",
+                    seq,
+                    f"the witness's anchor line {seq}: {rel}: head at line count {n} differs from the log's",
+                )
         settle_roots(rel, fixed, valid, trees or [], f, where="witness", whose="the witness's ")
         f.witness_problems += f.count[8] - before  # added to the witness check's own at the end
 
@@ -279,8 +323,13 @@ class LogPass:
         if not check.ok and check.torn is not None and self.stage is not None:
             # The last line, cut short by the crash (no newline): never
             # acknowledged (an append returns only after its newline is on disk).
-            torn = {"log": rel, "offset": check.torn.offset, "length": check.torn.length,
-                    "sha256": check.torn.sha256, "reason": check.torn.reason}
+            torn = {
+                "log": rel,
+                "offset": check.torn.offset,
+                "length": check.torn.length,
+                "sha256": check.torn.sha256,
+                "reason": check.torn.reason,
+            }
             if self.stage == UNDER_WAY:
                 self.f.check(8)
                 self.f.torn_tails.append(torn)
@@ -309,14 +358,15 @@ class LogPass:
         except Exception:  # noqa: BLE001 - an unreadable line 0 is reported below
             first = None
         ok = first is not None and first.get("prev") == spec.seed and first.get("event") == "open"
-        self.f.expect(11, ok, spec.relpath, 0,
-                      f"line 0 is not an open line chained from {spec.manifest}'s seed")
+        self.f.expect(11, ok, spec.relpath, 0, f"line 0 is not an open line chained from {spec.manifest}'s seed")
 
     # -- after every log was read -------------------------------------------------------
     def finish(self, witness: Path | None) -> None:
         f = self.f
         for rel in [*self.fixed, *(r for r in self.wfixed if r not in self.fixed)]:
-            self.settle(rel, {}, self.valid_lines.get(rel, 0))  # logs no pass read (a model whose manifest is unreadable)
+            self.settle(
+                rel, {}, self.valid_lines.get(rel, 0)
+            )  # logs no pass read (a model whose manifest is unreadable)
         if self.last_anchor is None and self.stage == UNDER_WAY:
             f.explain(8, ANCHORS_LOG, None, "no anchor yet: the run was cut short before its first anchor")
             self.final_missing = True
@@ -347,8 +397,13 @@ class LogPass:
             self._witness(witness)
             return
         f.expect(8, final.get("final") is True, ANCHORS_LOG, seq, "the last anchor is not final")
-        f.expect(8, seq == self.valid_lines.get(ANCHORS_LOG, 0) - 1, ANCHORS_LOG, seq,
-                 "lines follow the final anchor in anchors.jsonl")
+        f.expect(
+            8,
+            seq == self.valid_lines.get(ANCHORS_LOG, 0) - 1,
+            ANCHORS_LOG,
+            seq,
+            "lines follow the final anchor in anchors.jsonl",
+        )
         f.check(8, self.anchor_count - 1)  # every anchor before the last is not final
         for s in self.finals:
             if s != seq:
@@ -386,7 +441,7 @@ class LogPass:
             from confirmatory.anchors.check import CANNOT_CHECK
 
             f.check(8)
-            unchecked = [p[len(CANNOT_CHECK):] for p in problems if p.startswith(CANNOT_CHECK)]
+            unchecked = [p[len(CANNOT_CHECK) :] for p in problems if p.startswith(CANNOT_CHECK)]
             problems = [p for p in problems if not p.startswith(CANNOT_CHECK)]
             f.witness, f.witness_problems = str(witness), len(problems) + f.witness_problems
             f.witness_unchecked.extend(unchecked)
@@ -424,26 +479,48 @@ class LogPass:
         for seq, o in self.lines(PUSHES_LOG):
             if o.get("event") == "continuation":
                 continue
+            if o.get("event") in _EVIDENCE_EVENTS:
+                continue  # invariant 12's (verify.evidence)
             if o.get("event") != "push":
-                self.f.expect(8, seq == 0 and o.get("event") == "open", PUSHES_LOG, seq,
-                              f"line of no known event ({o.get('event')!r})")
+                self.f.expect(
+                    8,
+                    seq == 0 and o.get("event") == "open",
+                    PUSHES_LOG,
+                    seq,
+                    f"line of no known event ({o.get('event')!r})",
+                )
                 continue
             last = (seq, o)
-            self.f.expect(8, type(o.get("anchor_seq")) is int and (o.get("rc") is None or type(o.get("rc")) is int)
-                          and type(o.get("output")) is str and type(o.get("t")) in (int, float), PUSHES_LOG, seq,
-                          "push line: anchor_seq must be an integer, rc an integer or null, output a string, "
-                          "t a number")
+            self.f.expect(
+                8,
+                type(o.get("anchor_seq")) is int
+                and (o.get("rc") is None or type(o.get("rc")) is int)
+                and type(o.get("output")) is str
+                and type(o.get("t")) in (int, float),
+                PUSHES_LOG,
+                seq,
+                "push line: anchor_seq must be an integer, rc an integer or null, output a string, t a number",
+            )
             made = anchor_t.get(o["anchor_seq"]) if type(o.get("anchor_seq")) is int else None
             ok = isinstance(made, (int, float)) and isinstance(o.get("t"), (int, float)) and o["t"] >= made
-            self.f.expect(8, ok, PUSHES_LOG, seq, f"push of anchor line {o.get('anchor_seq')}, "
-                                                       "which does not precede it in anchors.jsonl")
+            self.f.expect(
+                8,
+                ok,
+                PUSHES_LOG,
+                seq,
+                f"push of anchor line {o.get('anchor_seq')}, which does not precede it in anchors.jsonl",
+            )
         if last is None:
             if self.stage == UNDER_WAY:
                 self.final_missing = True
                 self.f.explain(8, PUSHES_LOG, None, "no anchor was pushed before the run was cut short")
                 return
-            self.f.fail(8, PUSHES_LOG, None, "no anchor was ever pushed" if not is_final
-                        else "the final anchor was never pushed")
+            self.f.fail(
+                8,
+                PUSHES_LOG,
+                None,
+                "no anchor was ever pushed" if not is_final else "the final anchor was never pushed",
+            )
             return
         last_seq, o = last
         if not is_final:
@@ -452,9 +529,19 @@ class LogPass:
             # the final anchor's push not recorded: cut short before (or
             # while) it ran; a push of it that failed is a violation below
             self.final_missing = True
-            self.f.explain(8, PUSHES_LOG, last_seq, f"the final anchor (line {final_seq}) is not on the witness: "
-                           f"the last push is of anchor line {o.get('anchor_seq')} with rc {o.get('rc')}")
+            self.f.explain(
+                8,
+                PUSHES_LOG,
+                last_seq,
+                f"the final anchor (line {final_seq}) is not on the witness: "
+                f"the last push is of anchor line {o.get('anchor_seq')} with rc {o.get('rc')}",
+            )
             return
-        self.f.expect(8, o.get("anchor_seq") == final_seq and o.get("rc") == 0, PUSHES_LOG, last_seq,
-                      f"the last push is of anchor line {o.get('anchor_seq')} with rc {o.get('rc')}; "
-                      f"the final anchor is line {final_seq} and its push must return 0")
+        self.f.expect(
+            8,
+            o.get("anchor_seq") == final_seq and o.get("rc") == 0,
+            PUSHES_LOG,
+            last_seq,
+            f"the last push is of anchor line {o.get('anchor_seq')} with rc {o.get('rc')}; "
+            f"the final anchor is line {final_seq} and its push must return 0",
+        )

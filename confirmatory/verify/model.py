@@ -45,8 +45,19 @@ from confirmatory.verify.state import ModelState, line_hkey
 
 # The events of a model's run.jsonl besides attempt and household lines, and
 # the invariant that reads each one's time.
-CONTROL_EVENTS = {"open": 8, "late-cost": 7, "trigger": 9, "stop": 9, "ceiling": 6, "pause": 6, "resume": 10,
-                  "lane-end": 3, "close": 7, "call-cost": 7, "continuation": 8}
+CONTROL_EVENTS = {
+    "open": 8,
+    "late-cost": 7,
+    "trigger": 9,
+    "stop": 9,
+    "ceiling": 6,
+    "pause": 6,
+    "resume": 10,
+    "lane-end": 3,
+    "close": 7,
+    "call-cost": 7,
+    "continuation": 8,
+}
 _Kind = tuple[Callable[[Any], bool], str]  # a field's test, and what it must be
 _INT: _Kind = (lambda v: type(v) is int, "an integer")
 _STR: _Kind = (lambda v: type(v) is str, "a string")
@@ -55,14 +66,20 @@ _COST: _Kind = (lambda v: type(v) is int and v >= 0, "a non-negative integer")  
 # The contract fields of each control event beyond `t` (RECORDS.md), and their kinds.
 CONTROL_FIELDS: dict[str, dict[str, _Kind]] = {
     "late-cost": {"household": _STR, "arm": _STR, "pass": _INT, "cost_nusd": _COST},
-    "trigger": {"cause": (lambda v: v in rules.TRIGGER_CAUSES, f"one of {list(rules.TRIGGER_CAUSES)}"),
-                "household": _STR, "arm": _STR, "pass": _INT},
+    "trigger": {
+        "cause": (lambda v: v in rules.TRIGGER_CAUSES, f"one of {list(rules.TRIGGER_CAUSES)}"),
+        "household": _STR,
+        "arm": _STR,
+        "pass": _INT,
+    },
     "stop": {"cause": _STR, "scope": (lambda v: v in ("model", "run"), "model or run")},
     "ceiling": {"total_nusd": _INT, "ceiling_nusd": _INT},
     "pause": {"household": _STR, "arm": _STR, "pass": _INT},
     "resume": {"request_t": _NUMBER, "accepted": (lambda v: type(v) is bool, "true or false")},
-    "lane-end": {"lane": _INT, "reason": (lambda v: v in ("done", "refused", "stopped", "ceiling"),
-                                          "done, refused, stopped or ceiling")},
+    "lane-end": {
+        "lane": _INT,
+        "reason": (lambda v: v in ("done", "refused", "stopped", "ceiling"), "done, refused, stopped or ceiling"),
+    },
     "close": {"spend_nusd": _INT},
     "call-cost": {"household": _STR, "arm": _STR, "pass": _INT, "cost_nusd": _COST},
     "continuation": {"continuation": _INT, "crash_t": _NUMBER, "lost_nusd": _COST},
@@ -136,8 +153,9 @@ class ModelCheck(ProcedureChecks, AttemptChecks, ClassChecks):
         self.journal: dict[tuple[str, Any, Any], list[Any]] = {}
         for seq, o in self.st.control:
             if o.get("event") == "call-cost" and type(o.get("cost_nusd")) is int:
-                entry = self.journal.setdefault((line_hkey(o), o.get("arm"), o.get("pass")),
-                                                [0, seq, o.get("household"), o.get("round", 0)])
+                entry = self.journal.setdefault(
+                    (line_hkey(o), o.get("arm"), o.get("pass")), [0, seq, o.get("household"), o.get("round", 0)]
+                )
                 entry[0] += o["cost_nusd"]
 
     def _money_times(self) -> None:
@@ -183,25 +201,31 @@ class ModelCheck(ProcedureChecks, AttemptChecks, ClassChecks):
 
     def _times(self) -> None:
         st, ctx = self.st, self.ctx
+
         # a crash's stop, and a runner error's before a continuation, end nothing its continuation runs
         def ended(o: dict[str, Any]) -> bool:  # (a cause of another kind, unhashable, ends nothing)
-            return o.get("cause") == "crash" or (o.get("cause") == "runner-error"
-                                                 and ("runner-error", o["t"]) in ctx.ended_stops)
+            return o.get("cause") == "crash" or (
+                o.get("cause") == "runner-error" and ("runner-error", o["t"]) in ctx.ended_stops
+            )
 
         stops = [o["t"] for _, o in st.events("stop") if isinstance(o.get("t"), (int, float)) and not ended(o)]
         st.ended_halts = [o["t"] for _, o in st.events("stop") if isinstance(o.get("t"), (int, float)) and ended(o)]
         ceilings = [o["t"] for _, o in st.events("ceiling") if isinstance(o.get("t"), (int, float))]
         st.halt_t = min([*stops, *ceilings, *ctx.run_stop_ts, ctx.ceiling_t])
-        st.trigger_t = min([o["t"] for _, o in st.events("trigger") if isinstance(o.get("t"), (int, float))],
-                           default=float("inf"))
+        st.trigger_t = min(
+            [o["t"] for _, o in st.events("trigger") if isinstance(o.get("t"), (int, float))], default=float("inf")
+        )
         # Each pause ends at the first accepted resume in their sorted list
         # that is after it. A NaN is after no pause (never > t): left out
         # once sorted. The first resume above t is where their running
         # maximum first exceeds t, so it is bisected there: the sorted list
         # itself when it is in order, and what a scan of it finds when a NaN
         # left it out of order (a sort of [5, NaN, 3] leaves it as it is).
-        resumes = [r for r in sorted(o["t"] for _, o in st.events("resume")
-                                     if o.get("accepted") is True and _num(o.get("t"))) if r == r]
+        resumes = [
+            r
+            for r in sorted(o["t"] for _, o in st.events("resume") if o.get("accepted") is True and _num(o.get("t")))
+            if r == r
+        ]
         highest = list(itertools.accumulate(resumes, max))
         for t in sorted(o["t"] for _, o in st.events("pause") if _num(o.get("t"))):
             k = bisect.bisect_right(highest, t) if t == t else len(resumes)  # a NaN pause: never resumed
@@ -237,8 +261,9 @@ class ModelCheck(ProcedureChecks, AttemptChecks, ClassChecks):
             for _, o in lines:  # lined: what was journaled for it is counted by its line, not lost
                 self.journal.pop((line_hkey(o), o.get("arm"), o.get("pass")), None)
             if self.ctx.logs.stage == UNDER_WAY:  # the crash's if h was under way (verification._check_one)
-                self.st.cut_short_records.append((h, self.log, lines[0][0],
-                                                  f"attempt lines of {h} without a household line"))
+                self.st.cut_short_records.append(
+                    (h, self.log, lines[0][0], f"attempt lines of {h} without a household line")
+                )
             else:
                 self.f.fail(1, self.log, lines[0][0], f"attempt lines of {h} without a household line")
         for h, named in self.recorded.items():
@@ -259,12 +284,20 @@ class ModelCheck(ProcedureChecks, AttemptChecks, ClassChecks):
         entry = self.journal.pop((line_hkey(a), a["arm"], a["pass"]), None)
         if entry is None:
             return
-        late = sum(o.get("cost_nusd") or 0 for _, o in self.late_named.get(line_hkey(a), ())
-                   if o.get("arm") == a["arm"] and o.get("pass") == a["pass"])
+        late = sum(
+            o.get("cost_nusd") or 0
+            for _, o in self.late_named.get(line_hkey(a), ())
+            if o.get("arm") == a["arm"] and o.get("pass") == a["pass"]
+        )
         self.f.check(7)
         if entry[0] > cost + late:
-            self.f.fail(7, self.log, seq, f"attempt {line_hkey(a)}/{a['arm']}/{a['pass']} counts {cost} "
-                        f"nano-dollars (and {late} late), but {entry[0]} were journaled for it")
+            self.f.fail(
+                7,
+                self.log,
+                seq,
+                f"attempt {line_hkey(a)}/{a['arm']}/{a['pass']} counts {cost} "
+                f"nano-dollars (and {late} late), but {entry[0]} were journaled for it",
+            )
 
     def journal_left(self) -> None:
         """Invariant 7: the journaled cost of the attempts that have no line
@@ -283,16 +316,26 @@ class ModelCheck(ProcedureChecks, AttemptChecks, ClassChecks):
                 # a lost record: its cost is in late costs that say why (late_costs)
                 self.f.check(7)
                 if nusd > sum(o.get("cost_nusd") or 0 for o in late):
-                    self.f.fail(7, self.log, seq, f"{nusd} nano-dollars journaled for {key[0]}/{key[1]}/{key[2]}, "
-                                "whose record was lost, are more than its late costs")
+                    self.f.fail(
+                        7,
+                        self.log,
+                        seq,
+                        f"{nusd} nano-dollars journaled for {key[0]}/{key[1]}/{key[2]}, "
+                        "whose record was lost, are more than its late costs",
+                    )
                 continue
             k = next((i for i, (cseq, _) in enumerate(conts) if seq < cseq), len(conts))
             sums[k] += nusd
         for (cseq, o), lost in zip(conts, sums):
             self.f.check(7)
             if o.get("lost_nusd") != lost:
-                self.f.fail(7, self.log, cseq, f"continuation says {o.get('lost_nusd')!r} nano-dollars were lost "
-                            f"with the attempts the crash killed; their journal says {lost}")
+                self.f.fail(
+                    7,
+                    self.log,
+                    cseq,
+                    f"continuation says {o.get('lost_nusd')!r} nano-dollars were lost "
+                    f"with the attempts the crash killed; their journal says {lost}",
+                )
         if sums[-1]:
             where = f"{sums[-1]} nano-dollars journaled for attempts that have no attempt line"
             if self.ctx.logs.stage == UNDER_WAY:

@@ -26,7 +26,8 @@ def check_totals(ctx: RunContext, states: list[ModelState], ceilings: list[dict[
     f, man = ctx.findings, ctx.layout.manifest.obj or {}
     total = int(man.get("spend_before_nusd") or 0)
     key: Callable[[dict[str, Any]], tuple[Any, Any, Any]] = (  # noqa: E731
-        lambda o: (o.get("t"), o.get("total_nusd"), o.get("ceiling_nusd")))
+        lambda o: (o.get("t"), o.get("total_nusd"), o.get("ceiling_nusd"))
+    )
     # run.jsonl's ceilings in order: sorted once, where the first model's are
     want: list[tuple[Any, Any, Any]] | tuple[str, ...] | None = None
     # the spend counted before the ceiling event's t: the calls that ended
@@ -42,7 +43,9 @@ def check_totals(ctx: RunContext, states: list[ModelState], ceilings: list[dict[
         known += st.ceiling_known_nusd
         upper += st.ceiling_upper_nusd
         for seq, o in st.events("late-cost"):
-            if f.expect(7, type(o.get("cost_nusd")) is int, log, seq, f"late cost {o.get('cost_nusd')!r} is not an integer"):
+            if f.expect(
+                7, type(o.get("cost_nusd")) is int, log, seq, f"late cost {o.get('cost_nusd')!r} is not an integer"
+            ):
                 late += o["cost_nusd"]
                 upper += o["cost_nusd"]
                 t = o.get("t")
@@ -62,8 +65,13 @@ def check_totals(ctx: RunContext, states: list[ModelState], ceilings: list[dict[
             f.explain(7, log, None, "no close line: the run was cut short")
         elif f.expect(7, len(closes) == 1, log, None, f"{len(closes)} close lines"):
             seq, close = closes[0]
-            f.expect(7, type(close.get("spend_nusd")) is int and close.get("spend_nusd") == share, log, seq,
-                     f"close spend {close.get('spend_nusd')} is not attempts + late costs + lost costs {share}")
+            f.expect(
+                7,
+                type(close.get("spend_nusd")) is int and close.get("spend_nusd") == share,
+                log,
+                seq,
+                f"close spend {close.get('spend_nusd')} is not attempts + late costs + lost costs {share}",
+            )
         mine = sorted(key(o) for _, o in st.events("ceiling"))
         if want is None:
             want = sorted(key(o) for o in ceilings)
@@ -73,34 +81,64 @@ def check_totals(ctx: RunContext, states: list[ModelState], ceilings: list[dict[
         f.explain(7, "run.jsonl", None, "no close line: the run was cut short")
     elif f.expect(7, len(closes) == 1, "run.jsonl", None, f"{len(closes)} close lines"):
         seq, close = closes[0]
-        f.expect(7, type(close.get("spend_total_nusd")) is int and type(close.get("t")) in (int, float)
-                 and close.get("status") in RUN_STATUSES, "run.jsonl", seq,
-                 f"close line: spend_total_nusd {close.get('spend_total_nusd')!r} (an integer), "
-                 f"t {close.get('t')!r} (a number), status {close.get('status')!r} (one of {list(RUN_STATUSES)})")
-        f.expect(7, close.get("spend_total_nusd") == total, "run.jsonl", seq,
-                 f"spend_total {close.get('spend_total_nusd')} is not the sum {total}")
+        f.expect(
+            7,
+            type(close.get("spend_total_nusd")) is int
+            and type(close.get("t")) in (int, float)
+            and close.get("status") in RUN_STATUSES,
+            "run.jsonl",
+            seq,
+            f"close line: spend_total_nusd {close.get('spend_total_nusd')!r} (an integer), "
+            f"t {close.get('t')!r} (a number), status {close.get('status')!r} (one of {list(RUN_STATUSES)})",
+        )
+        f.expect(
+            7,
+            close.get("spend_total_nusd") == total,
+            "run.jsonl",
+            seq,
+            f"spend_total {close.get('spend_total_nusd')} is not the sum {total}",
+        )
+
         # The status says how the run ended (Run._finish): ceiling when the
         # spend crossed it, else stopped when the run or a model stopped (or
         # a write failed: stopped with no stop line is taken), else completed.
         def ended(o: dict[str, Any]) -> bool:  # a stop a continuation carried the run on from
-            return o.get("cause") == "crash" or (o.get("cause") == "runner-error" and _num(o.get("t"))
-                                                 and ("runner-error", o["t"]) in ctx.ended_stops)
+            return o.get("cause") == "crash" or (
+                o.get("cause") == "runner-error" and _num(o.get("t")) and ("runner-error", o["t"]) in ctx.ended_stops
+            )
 
         stopped = any(o.get("event") == "stop" and not ended(o) for _, o in ctx.run_events) or any(
-            [s for s in st.events("stop") if not ended(s[1])] or st.events("trigger") for st in states)
+            [s for s in st.events("stop") if not ended(s[1])] or st.events("trigger") for st in states
+        )
         status = close.get("status")
         if status in RUN_STATUSES:
             want = ("ceiling",) if ceilings else ("stopped",) if stopped else ("completed", "stopped")
             if status not in want:
-                why = ("the spend crossed the ceiling" if ceilings else "a stop of the run or a model" if stopped
-                       else "nothing stopped the run")
+                why = (
+                    "the spend crossed the ceiling"
+                    if ceilings
+                    else "a stop of the run or a model"
+                    if stopped
+                    else "nothing stopped the run"
+                )
                 f.fail(7, "run.jsonl", seq, f"close status {status!r}; {why}: {' or '.join(want)}")
-        crossed = isinstance(close.get("spend_total_nusd"), int) and close["spend_total_nusd"] > (man.get("ceiling_nusd") or 0)
-        f.expect(7, not crossed or bool(ceilings), "run.jsonl", seq, "the total exceeds the ceiling without a ceiling event")
+        crossed = isinstance(close.get("spend_total_nusd"), int) and close["spend_total_nusd"] > (
+            man.get("ceiling_nusd") or 0
+        )
+        f.expect(
+            7, not crossed or bool(ceilings), "run.jsonl", seq, "the total exceeds the ceiling without a ceiling event"
+        )
     for c in ceilings:
-        f.expect(7, type(c.get("total_nusd")) is int and type(c.get("ceiling_nusd")) is int
-                 and c.get("ceiling_nusd") == man.get("ceiling_nusd") and c["total_nusd"] > c["ceiling_nusd"],
-                 "run.jsonl", None, f"ceiling event total {c.get('total_nusd')} does not exceed {c.get('ceiling_nusd')}")
+        f.expect(
+            7,
+            type(c.get("total_nusd")) is int
+            and type(c.get("ceiling_nusd")) is int
+            and c.get("ceiling_nusd") == man.get("ceiling_nusd")
+            and c["total_nusd"] > c["ceiling_nusd"],
+            "run.jsonl",
+            None,
+            f"ceiling event total {c.get('total_nusd')} does not exceed {c.get('ceiling_nusd')}",
+        )
     # Invariant 6: the crossing is the first count that takes the total above
     # the ceiling (spend.Spend.add: `>`), so what was counted before the
     # event's t cannot exceed it; else the spend crossed earlier than its event.
@@ -108,19 +146,30 @@ def check_totals(ctx: RunContext, states: list[ModelState], ceilings: list[dict[
     if ceilings and type(ceiling_nusd) is int:
         f.check(6)
         if known > ceiling_nusd:
-            f.fail(6, "run.jsonl", None, f"{known} nano-dollars were counted before the ceiling event's t "
-                   f"({ceiling_t}), over the ceiling {ceiling_nusd}: the spend crossed it earlier")
+            f.fail(
+                6,
+                "run.jsonl",
+                None,
+                f"{known} nano-dollars were counted before the ceiling event's t "
+                f"({ceiling_t}), over the ceiling {ceiling_nusd}: the spend crossed it earlier",
+            )
         # ... nor earlier than it says: what it says had been counted at its
         # t was (a stop under the ceiling's pretext fails here)
-        first = min((c for c in ceilings if c.get("t") == ceiling_t), key=lambda c: repr(c.get("total_nusd")),
-                    default=None)
+        first = min(
+            (c for c in ceilings if c.get("t") == ceiling_t), key=lambda c: repr(c.get("total_nusd")), default=None
+        )
         said = first.get("total_nusd") if first is not None else None
         if type(said) is int:
             f.check(6)
             if said > upper:
-                f.fail(6, "run.jsonl", None, f"the ceiling event at {ceiling_t} says {said} nano-dollars had been "
-                       f"counted; the calls that ended by then ({CALL_SLACK_S:g} s of slack) and every late cost "
-                       f"come to {upper}: the spend had not crossed the ceiling then")
+                f.fail(
+                    6,
+                    "run.jsonl",
+                    None,
+                    f"the ceiling event at {ceiling_t} says {said} nano-dollars had been "
+                    f"counted; the calls that ended by then ({CALL_SLACK_S:g} s of slack) and every late cost "
+                    f"come to {upper}: the spend had not crossed the ceiling then",
+                )
 
 
 def _num(v: Any) -> bool:

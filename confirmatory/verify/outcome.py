@@ -8,13 +8,15 @@ arm results is an observation.
 
 from __future__ import annotations
 
+import datetime as _dt
 from typing import Any, cast
 
 from confirmatory.verify.state import ModelState
 
 
-def outcome(run_events: list[tuple[int, dict[str, Any]]], states: list[ModelState],
-            run_log_broken: bool = False) -> str:
+def outcome(
+    run_events: list[tuple[int, dict[str, Any]]], states: list[ModelState], run_log_broken: bool = False
+) -> str:
     """How the run ended, as its chain-valid lines say (a description for the
     reader of the report, not a check): the close line's status, the run's
     stop causes, and per model the households ended of its draw, how many
@@ -23,21 +25,32 @@ def outcome(run_events: list[tuple[int, dict[str, Any]]], states: list[ModelStat
     read: the close line may be among them, so that is what is said."""
     closes = [o for _, o in run_events if o.get("event") == "close"]
     if not closes and run_log_broken:
-        head = ("no close line among run.jsonl's chain-valid lines (its chain breaks, or the manifest it "
-                "chains from changed: see START HERE)")
+        head = (
+            "no close line among run.jsonl's chain-valid lines (its chain breaks, or the manifest it "
+            "chains from changed: see START HERE)"
+        )
     elif not closes:
         head = "no close line (the runner did not end the run: killed, or still running)"
     else:
         head = str(closes[-1].get("status"))
-        causes = sorted({str(o.get("cause")) for _, o in run_events if o.get("event") == "stop"
-                         and o.get("cause") != "crash"})
+        causes = sorted(
+            {str(o.get("cause")) for _, o in run_events if o.get("event") == "stop" and o.get("cause") != "crash"}
+        )
         if causes:
             head += f" ({', '.join(causes)})"
     conts = [o for _, o in run_events if o.get("event") == "continuation"]
     if conts:
-        head += "; " + "; ".join(f"continued after a crash at {o.get('crash_t')} ({o.get('reason')!r})"
-                                 for o in conts)
+        head += "; " + "; ".join(
+            f"continued after a crash at {_utc(o.get('crash_t'))} ({o.get('reason')!r})" for o in conts
+        )
     return "; ".join([head, *(st.outcome for st in states if st.outcome)])
+
+
+def _utc(t: Any) -> str:
+    """UTC ISO 8601 to the millisecond (a raw epoch otherwise means nothing to a reader)."""
+    if type(t) not in (int, float) or t != t or abs(t) > 1e11:
+        return repr(t)
+    return _dt.datetime.fromtimestamp(t, _dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
 def model_outcome(st: ModelState) -> str:

@@ -27,8 +27,20 @@ if TYPE_CHECKING:
     from confirmatory.verify.report import Findings
     from confirmatory.verify.state import ModelState
 
-ATTEMPT_FIELDS = ("lane", "household", "arm", "pass", "start", "end", "cost_nusd", "record",
-                  "record_sha256", "class", "action", "signature")
+ATTEMPT_FIELDS = (
+    "lane",
+    "household",
+    "arm",
+    "pass",
+    "start",
+    "end",
+    "cost_nusd",
+    "record",
+    "record_sha256",
+    "class",
+    "action",
+    "signature",
+)
 _ATTEMPT_FIELD_SET = frozenset(ATTEMPT_FIELDS)
 _ABSENT = object()
 _Key = tuple[Any, ...]  # an attempt's (household run, arm, pass), as a line names it
@@ -154,8 +166,9 @@ class ProcedureChecks:
         if rnd:
             before = st.ends.get(hkey(h, rnd - 1)) if type(rnd) is int else None
             if before is None or not before.crash:
-                f.fail(3, log, seq, f"household {h} runs at round {rnd!r} without its round before cut short "
-                       "by a crash")
+                f.fail(
+                    3, log, seq, f"household {h} runs at round {rnd!r} without its round before cut short by a crash"
+                )
         attempts = []
         for aseq, a in lines:  # nothing here can raise, so its checks are counted after it
             if not a.keys() >= _ATTEMPT_FIELD_SET:
@@ -202,8 +215,15 @@ class ProcedureChecks:
         st.attempt_cost += spend
         # (its folder is listed once every round of it is read: ModelCheck._run)
         self.recorded.setdefault(h, set()).update(a["record"] for _, a in attempts)
-        st.ends[hk] = HouseholdEnd(seq, lane, cast(Any, hl.get("t")), hl.get("finished") is True, spend,
-                                   attempts[0][1]["start"] if attempts else None, crash)
+        st.ends[hk] = HouseholdEnd(
+            seq,
+            lane,
+            cast(Any, hl.get("t")),
+            hl.get("finished") is True,
+            spend,
+            attempts[0][1]["start"] if attempts else None,
+            crash,
+        )
         if attempts:
             f.expect(3, hl.get("t", 0) >= attempts[-1][1]["end"], log, seq, "household ended before its last attempt")
 
@@ -229,7 +249,9 @@ class ProcedureChecks:
             start, arm = a["start"], a["arm"]
             checked[3] += 3
             if not start >= prev_end:
-                f.fail(3, log, aseq, f"attempt starts at {a['start']} before the lane's previous one ended ({prev_end})")
+                f.fail(
+                    3, log, aseq, f"attempt starts at {a['start']} before the lane's previous one ended ({prev_end})"
+                )
             if not expected and not stop_seen:
                 expected = rules.next_pass_arms(order, actions, reruns_used=reruns, max_reruns=max_reruns)
                 actions, pass_index = {}, pass_index + 1
@@ -239,8 +261,13 @@ class ProcedureChecks:
             if end > prev_end:  # noqa: PLR1730 - max(prev_end, end) without the call, on the hot path
                 prev_end = end
             if not (expected and arm == expected[0] and a["pass"] == pass_index):
-                f.fail(3, log, aseq, f"attempt {a['arm']}/{a['pass']} out of order (expected "
-                       + (f"{expected[0]}/{pass_index})" if expected else "none)"))
+                f.fail(
+                    3,
+                    log,
+                    aseq,
+                    f"attempt {a['arm']}/{a['pass']} out of order (expected "
+                    + (f"{expected[0]}/{pass_index})" if expected else "none)"),
+                )
             if expected:
                 expected.pop(0)
             n = reruns.get(arm, -1) + 1
@@ -279,8 +306,13 @@ class ProcedureChecks:
             return
         short = RERUN_WAIT_SLACK_S + DEADLINE_DRIFT * need + self.back_through(start)
         if not gap >= need - short:
-            self.f.fail(3, self.log, seq, f"pass {pass_index} starts {gap:.3f} s after the pass before it ended; "
-                        f"the design waits {need:g} s before it (rerun_wait_s {wait_base:g}, doubled each pass)")
+            self.f.fail(
+                3,
+                self.log,
+                seq,
+                f"pass {pass_index} starts {gap:.3f} s after the pass before it ended; "
+                f"the design waits {need:g} s before it (rerun_wait_s {wait_base:g}, doubled each pass)",
+            )
 
     def cut_short(self, seq: int, hl: dict[str, Any], h: str, stop_seen: bool) -> None:
         """Invariant 3: a household ends unfinished only when something cut it
@@ -302,9 +334,14 @@ class ProcedureChecks:
         if hl.get("cut_by") == "crash":
             # cut short by a crash: at the crash's stop (a continuation's
             # crash_t), whatever its attempts' actions were
-            f.expect(3, hl.get("t") in self.ctx.crash_ts, self.log, seq,
-                     f"household {h} says a crash cut it short at {hl.get('t')!r}, but no continuation names a "
-                     "crash at that instant")
+            f.expect(
+                3,
+                hl.get("t") in self.ctx.crash_ts,
+                self.log,
+                seq,
+                f"household {h} says a crash cut it short at {hl.get('t')!r}, but no continuation names a "
+                "crash at that instant",
+            )
             return
         if stop_seen:
             return
@@ -312,9 +349,14 @@ class ProcedureChecks:
         t, st = hl.get("t"), self.st
         halt = min(st.halt_t, st.trigger_t, *st.ended_halts)
         if not (_num(t) and halt <= t + self.ctx.rules.stop_follow_s):
-            f.fail(3, self.log, seq, f"household {h} ended unfinished at {t!r} with no attempt of action stop and "
-                   f"no stop, trigger or ceiling by {self.ctx.rules.stop_follow_s} s after it"
-                   + (f" (the first at {halt})" if halt < float("inf") else ""))
+            f.fail(
+                3,
+                self.log,
+                seq,
+                f"household {h} ended unfinished at {t!r} with no attempt of action stop and "
+                f"no stop, trigger or ceiling by {self.ctx.rules.stop_follow_s} s after it"
+                + (f" (the first at {halt})" if halt < float("inf") else ""),
+            )
 
     def paused(self, seq: int, a: dict[str, Any], household_t: Any) -> None:
         """Invariant 6: an attempt with action pause paused its model: a pause
@@ -332,8 +374,13 @@ class ProcedureChecks:
                 found = True
         if found:
             return
-        self.f.fail(6, self.log, seq, f"attempt {key[0]}/{key[1]}/{key[2]} has action pause but no pause line "
-                    f"dated from its end ({end}) to its household's end ({household_t})")
+        self.f.fail(
+            6,
+            self.log,
+            seq,
+            f"attempt {key[0]}/{key[1]}/{key[2]} has action pause but no pause line "
+            f"dated from its end ({end}) to its household's end ({household_t})",
+        )
 
     def unexplained_pauses(self) -> None:
         """Invariant 6, the other way: every pause line is a paused attempt's
@@ -349,16 +396,30 @@ class ProcedureChecks:
                 if seq in self.pause_explained:
                     continue
                 if key in self.paused_keys:
-                    f.fail(6, self.log, seq, f"pause line at {t} names {key[0]}/{key[1]}/{key[2]}, but is not dated "
-                           "from that attempt's end to its household's end")
+                    f.fail(
+                        6,
+                        self.log,
+                        seq,
+                        f"pause line at {t} names {key[0]}/{key[1]}/{key[2]}, but is not dated "
+                        "from that attempt's end to its household's end",
+                    )
                 elif self.ctx.logs.stage == UNDER_WAY and key[0] not in self.st.ends:
                     # its household was under way when the run was cut short:
                     # its attempt line was never written (a continuation writes it)
-                    f.explain(6, self.log, seq, f"pause line names {key[0]}/{key[1]}/{key[2]}, whose household "
-                              "was under way when the run was cut short (its attempt line is not written)")
+                    f.explain(
+                        6,
+                        self.log,
+                        seq,
+                        f"pause line names {key[0]}/{key[1]}/{key[2]}, whose household "
+                        "was under way when the run was cut short (its attempt line is not written)",
+                    )
                 else:
-                    f.fail(6, self.log, seq, f"pause line names {key[0]}/{key[1]}/{key[2]}, which has no attempt "
-                           "line with action pause")
+                    f.fail(
+                        6,
+                        self.log,
+                        seq,
+                        f"pause line names {key[0]}/{key[1]}/{key[2]}, which has no attempt line with action pause",
+                    )
 
     def late_costs(self) -> None:
         """Invariant 7: a late cost is money spent outside any record: by an
@@ -376,18 +437,31 @@ class ProcedureChecks:
                 if key in self.deadline_keys:
                     continue
                 if key in self.late_lines:
-                    f.fail(7, self.log, seq, f"late cost names {h}/{key[1]}/{key[2]}, an attempt not abandoned "
-                           "at its deadline")
+                    f.fail(
+                        7,
+                        self.log,
+                        seq,
+                        f"late cost names {h}/{key[1]}/{key[2]}, an attempt not abandoned at its deadline",
+                    )
                     continue
                 if runner_error is None:
                     # in this log, or in run.jsonl only: a disk that failed may
                     # have torn the stop's copy here (a continuation copies it)
-                    runner_error = any(s.get("cause") == "runner-error" and s.get("scope") == "run"
-                                       for _, s in (*st.events("stop"), *self.ctx.run_events)
-                                       if s.get("event") == "stop")
+                    runner_error = any(
+                        s.get("cause") == "runner-error" and s.get("scope") == "run"
+                        for _, s in (*st.events("stop"), *self.ctx.run_events)
+                        if s.get("event") == "stop"
+                    )
                 end = st.ends.get(h)
                 # unfinished: its household line says so, or it has none yet (a run cut short: under way)
-                unfinished = (end is not None and not end.finished) or (end is None and self.ctx.logs.stage == UNDER_WAY)
+                unfinished = (end is not None and not end.finished) or (
+                    end is None and self.ctx.logs.stage == UNDER_WAY
+                )
                 if not (type(o.get("reason")) is str and runner_error and unfinished):
-                    f.fail(7, self.log, seq, f"late cost names {h}/{key[1]}/{key[2]}, no attempt of the model "
-                           "(nor one whose record was lost: a reason, an unfinished household, a runner-error stop)")
+                    f.fail(
+                        7,
+                        self.log,
+                        seq,
+                        f"late cost names {h}/{key[1]}/{key[2]}, no attempt of the model "
+                        "(nor one whose record was lost: a reason, an unfinished household, a runner-error stop)",
+                    )

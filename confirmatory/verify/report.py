@@ -15,6 +15,10 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from confirmatory.core.money import format_usd
+from confirmatory.verify.disagreements import listing_lines
+from confirmatory.verify.outcome import _utc
+
 INVARIANTS: dict[int, str] = {
     1: "one attempt line per record, hashes match",
     2: "classes and actions recomputed",
@@ -27,6 +31,7 @@ INVARIANTS: dict[int, str] = {
     9: "triggers and stops",
     10: "accepted resumes after their pause",
     11: "manifest equals design; logs open from manifests",
+    12: "evidence: signed checkpoints, time stamps, cosignatures",
 }
 
 KEEP_PER_INVARIANT = 20
@@ -56,7 +61,8 @@ class Violation:
     message: str
 
     def where(self) -> str:
-        return self.file if self.line is None else f"{self.file}:{self.line}"
+        """``file:N`` with N the 1-based line number editors count (``sed -n Np``): seq + 1."""
+        return self.file if self.line is None else f"{self.file}:{self.line + 1}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +112,9 @@ class Report:
     # What of the witness could not be checked on this machine (a fetch that
     # failed: a full disk, a remote out of reach): said, never a violation
     witness_unchecked: tuple[str, ...] = ()
+    # Per anchor, what proves it (verify.evidence): {"seq", "t", "final",
+    # "evidence": {"git", "signature", "cosignatures", "stamps"}}
+    anchors: tuple[dict[str, Any], ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -133,6 +142,16 @@ class Report:
             return None
         return f"confirmatory continue {self.run_dir} --reason TEXT"
 
+    def report_command(self) -> str:
+        """The command that draws this run's page, with the checks this report
+        made (``--witness``, ``--households``): the page then shows them too."""
+        words = ["confirmatory", "report", self.run_dir]
+        if self.witness is not None:
+            words += ["--witness", self.witness]
+        if self.households is not None:
+            words += ["--households", self.households]
+        return shlex.join(words)
+
     def state_line(self) -> str:
         if self.state == COMPLETE:
             return "state: complete (a close line and a pushed final anchor)"
@@ -140,17 +159,42 @@ class Report:
             return "state: running (a runner holds the run's lock: what is read is a snapshot of a run under way)"
         c = self.crash or {}
         if not c.get("manifest", True):
-            return ("state: crashed before its run manifest was written: nothing was started and nothing "
-                    "was spent; start the run anew in another directory")
+            return (
+                "state: crashed before its run manifest was written: nothing was started and nothing "
+                "was spent; start the run anew in another directory"
+            )
         step = self.next_step()
         if c.get("stage") == CLOSED and c.get("final_anchor"):
-            return (f"state: crashed after its close line: the final anchor is written but not on the witness "
-                    f"yet; carry it on with: {step}")
+            return (
+                f"state: crashed after its close line: the final anchor is written but not on the witness "
+                f"yet; carry it on with: {step}"
+            )
         if c.get("stage") == CLOSED:
-            return (f"state: crashed after its close line, before its final anchor was written; carry it on "
-                    f"with: {step}")
-        return (f"state: crashed (no close line, and no runner holds its lock); last durable line at "
-                f"{c.get('last_durable_t')}; carry it on with: {step}")
+            return f"state: crashed after its close line, before its final anchor was written; carry it on with: {step}"
+        return (
+            f"state: crashed (no close line, and no runner holds its lock); last durable line at "
+            f"{_utc(c.get('last_durable_t'))}; carry it on with: {step}"
+        )
+
+    def spend_line(self) -> str:
+        """The money as the records hold it (figures["spend"]; core.money's count and rounding)."""
+
+        sp = (self.figures or {}).get("spend")
+        if not isinstance(sp, dict):
+            return ""
+        parts = [
+            f"{what} {format_usd(sp[k])}"
+            for k, what in (
+                ("recorded_nusd", "recorded"),
+                ("late_nusd", "late"),
+                ("lost_nusd", "lost"),
+                ("in_flight_nusd", "in flight"),
+                ("before_nusd", "before this stage"),
+            )
+            if sp.get(k) or k == "recorded_nusd"
+        ]
+        mark = "" if self.ok else " (read from records that FAIL verify)"
+        return f"spend{mark}: {format_usd(self.figures['spend_total_nusd'])} = " + " + ".join(parts)  # type: ignore[index]
 
     def result(self, invariant: int) -> Result:
         return next(r for r in self.results if r.invariant == invariant)
@@ -160,81 +204,128 @@ class Report:
 
     def witness_line(self) -> str:
         if self.witness is None:
-            return ("witness: not checked (verify --witness CLONE checks that the witness holds every "
-                    "anchor, unchanged)")
+            return "witness: not checked (verify --witness CLONE checks that the witness holds every anchor, unchanged)"
         unchecked = "".join(f"; NOT CHECKED: {u}" for u in self.witness_unchecked)
         if self.witness_problems:
-            return (f"witness: {self.witness}: {self.witness_problems} problem(s), listed under invariant 8"
-                    + unchecked)
+            return f"witness: {self.witness}: {self.witness_problems} problem(s), listed under invariant 8" + unchecked
         if self.witness_unchecked and "no earlier fetch" in unchecked:
             return f"witness: {self.witness}: NOT CHECKED: {'; '.join(self.witness_unchecked)}"
         return f"witness: {self.witness} holds every anchor of the run, unchanged" + unchecked
 
+    def evidence_kinds(self) -> list[str]:
+        """What kinds of evidence the final (else the last) anchor has, checked."""
+        return evidence_kinds(list(self.anchors))
+
+    def evidence_rows(self, shown: int = 3) -> list[str]:
+        """Per anchor what proves it (short): the first and last ``shown`` when there are more."""
+        if not self.anchors:
+            return []
+        picked = list(self.anchors)
+        cut = len(picked) > 2 * shown
+        if cut:
+            picked = picked[:shown] + picked[-shown:]
+        rows = ["what proves each anchor:"]
+        for n, a in enumerate(picked):
+            if cut and n == shown:
+                rows.append(f"  ... {len(self.anchors) - 2 * shown} more (verify --json lists every one)")
+            rows.append(f"  anchor {a['seq']}{' (final)' if a['final'] else ''}: {proves(a['evidence'])}")
+        return rows
+
     def households_line(self) -> str:
         if self.households is None:
-            return ("households: not checked (verify --households FILE checks that every model's draw is "
-                    "the study's households file, pinned in design.toml, in its seeded order)")
+            return (
+                "households: not checked (verify --households FILE checks that every model's draw is "
+                "the study's households file, pinned in design.toml, in its seeded order)"
+            )
         if self.households_problems:
             return f"households: {self.households}: {self.households_problems} problem(s), listed under invariant 11"
-        return (f"households: every model's draw is {self.households}'s {self.households_count} households, "
-                "in their seeded order")
+        return (
+            f"households: every model's draw is {self.households}'s {self.households_count} households, "
+            "in their seeded order"
+        )
 
     def to_json(self) -> str:
-        return json.dumps({
-            "run_dir": self.run_dir, "ok": self.ok, "unanchored_tail": self.unanchored_tail,
-            "state": self.state, "crash": self.crash if self.state == CRASHED else None,
-            "under_way": self.crash if self.state == RUNNING else None,
-            "start_here": [asdict(v) for v in self.start_here],
-            "witness": {"checked": self.witness is not None, "clone": self.witness,
-                        "problems": self.witness_problems if self.witness is not None else None,
-                        "unchecked": list(self.witness_unchecked)},
-            "outcome": self.outcome, "figures": self.figures,
-            "households": {"checked": self.households is not None, "file": self.households,
-                           "count": self.households_count if self.households is not None else None,
-                           "problems": self.households_problems if self.households is not None else None},
-            "invariants": [{**asdict(r), "status": str(r.status),
-                            "first": [asdict(v) for v in r.first]} for r in self.results],
-        }, indent=2, sort_keys=True)
+        return json.dumps(
+            {
+                "run_dir": self.run_dir,
+                "ok": self.ok,
+                "unanchored_tail": self.unanchored_tail,
+                "state": self.state,
+                "crash": self.crash if self.state == CRASHED else None,
+                "under_way": self.crash if self.state == RUNNING else None,
+                "start_here": [asdict(v) for v in self.start_here],
+                "witness": {
+                    "checked": self.witness is not None,
+                    "clone": self.witness,
+                    "problems": self.witness_problems if self.witness is not None else None,
+                    "unchecked": list(self.witness_unchecked),
+                },
+                "outcome": self.outcome,
+                "figures": self.figures,
+                "households": {
+                    "checked": self.households is not None,
+                    "file": self.households,
+                    "count": self.households_count if self.households is not None else None,
+                    "problems": self.households_problems if self.households is not None else None,
+                },
+                "anchors": list(self.anchors),
+                "invariants": [
+                    {**asdict(r), "status": str(r.status), "first": [asdict(v) for v in r.first]} for r in self.results
+                ],
+            },
+            indent=2,
+            sort_keys=True,
+        )
 
     def to_table(self, shown: int = 3) -> str:
         rows = [self.state_line(), f"verify {self.run_dir}"]
         if self.outcome:
             rows.append(f"the records say: {self.outcome}")
+        if self.spend_line():
+            rows.append(self.spend_line())
+        listing = (self.figures or {}).get("cost_disagreements")
+        if listing and listing.get("count"):
+            rows.extend(listing_lines(listing, shown))
         rows.append("")
         if self.start_here:
-            rows.append("START HERE (checks read each log only up to its first break; violations "
-                        "below may follow from these):")
+            rows.append(
+                "START HERE (checks read each log only up to its first break; violations below may follow from these):"
+            )
             rows.extend(f"  {v.where()}: {v.message}" for v in self.start_here[:shown])
             if len(self.start_here) > shown:
                 rows.append(f"  ... {len(self.start_here)} in all")
             rows.append("")
-        rows.append(f"{'#':>2}  {'invariant':<55} {'status':<10} {'checked':>9}  first violations")
+        rows.append(f"{'#':>2}  {'invariant':<55} {'status':<10} {'checked':>9}  first violations (file:line, from 1)")
         for r in self.results:
             status = "UNANCHORED" if r.status is Status.UNANCHORED else r.status.value.upper()
             firsts = [f"{v.where()}: {v.message}" for v in r.first[:shown]]
             if r.note:
                 firsts.insert(0, r.note)
-            rows.append(f"{r.invariant:>2}  {r.name:<55} {status:<10} {r.checked:>9}  "
-                        + (firsts[0] if firsts else ""))
+            rows.append(f"{r.invariant:>2}  {r.name:<55} {status:<10} {r.checked:>9}  " + (firsts[0] if firsts else ""))
             pad = " " * (2 + 2 + 55 + 1 + 10 + 1 + 9 + 2)
             rows.extend(pad + f for f in firsts[1:])
             if r.violations > len(r.first[:shown]):
                 rows.append(pad + f"... {r.violations} violations in all")
         rows.append("")
         rows.append(self.witness_line())
+        rows.extend(self.evidence_rows())
         rows.append(self.households_line())
         if self.unanchored_tail:
             rows.append(f"unanchored tail: {self.unanchored_tail} lines")
         if self.crash is not None and self.state != COMPLETE:
             rows.extend(self._crash_rows(shown))
-        rows.append(f"a page of this run for its reviewer: confirmatory report {shlex.quote(self.run_dir)}")
+        rows.append(f"a page of this run for its reviewer: {self.report_command()}")
         if not self.ok:
             rows.append("VERIFY FAILED: " + ", ".join(str(i) for i in sorted(self.failed())))
         elif self.complete:
-            rows.append("ALL INVARIANTS HOLD")
+            rows.append(
+                "ALL INVARIANTS HOLD" + (f"; evidence: {', '.join(self.evidence_kinds())}" if self.anchors else "")
+            )
         else:
-            rows.append(f"NO VIOLATION, BUT THE RUN IS NOT COMPLETE ({self.state})"
-                        + (f": {self.next_step()}" if self.next_step() else ""))
+            rows.append(
+                f"NO VIOLATION, BUT THE RUN IS NOT COMPLETE ({self.state})"
+                + (f": {self.next_step()}" if self.next_step() else "")
+            )
         return "\n".join(rows)
 
     def _crash_rows(self, shown: int) -> list[str]:
@@ -244,11 +335,15 @@ class Report:
         for model, hh in sorted((c.get("under_way") or {}).items()):
             rows.append(f"  {model}: households under way: {', '.join(hh)}")
         for torn in c.get("torn_tails") or []:
-            rows.append(f"  torn tail of {torn['log']}: {torn['length']} bytes at offset {torn['offset']} "
-                        f"(sha256 {torn['sha256']}), never acknowledged")
+            rows.append(
+                f"  torn tail of {torn['log']}: {torn['length']} bytes at offset {torn['offset']} "
+                f"(sha256 {torn['sha256']}), never acknowledged"
+            )
         explained = c.get("explained") or []
-        rows.extend(f"  {e['file']}{'' if e['line'] is None else ':' + str(e['line'])}: {e['message']}"
-                    for e in explained[:shown * 3])
+        rows.extend(
+            f"  {e['file']}{'' if e['line'] is None else ':' + str(e['line'] + 1)}: {e['message']}"
+            for e in explained[: shown * 3]
+        )
         if len(explained) > shown * 3:
             rows.append(f"  ... {len(explained)} in all")
         return rows
@@ -280,6 +375,7 @@ class Findings:
     under_way: dict[str, list[str]] = field(default_factory=dict)  # model -> its households under way
     torn_tails: list[dict[str, Any]] = field(default_factory=list)
     tallies: dict[str, dict[str, Any]] = field(default_factory=dict)  # model -> ModelState.tallies() (Report.tallies)
+    anchors: list[dict[str, Any]] = field(default_factory=list)  # Report.anchors
 
     def explain(self, invariant: int, file: str, line: int | None, message: str) -> None:
         """What a run cut short at ``stage`` may lack: checked, kept for the
@@ -348,14 +444,54 @@ class Findings:
                 status = Status.PASS
             note = self.notes.get(i)
             if i == 8 and self.rootless:
-                rootless = (f"Merkle roots not checked: {self.rootless} anchor entries have none "
-                            "(anchors written before anchors had roots)")
+                rootless = (
+                    f"Merkle roots not checked: {self.rootless} anchor entries have none "
+                    "(anchors written before anchors had roots)"
+                )
                 note = f"{note}; {rootless}" if note else rootless
             if i == 8 and self.unanchored:
                 note = f"unanchored tail: {self.unanchored} lines" + (f"; {note}" if note else "")
-            results.append(Result(i, name, status, self.checked[i], self.count[i],
-                                  tuple(self.first[i]), note))
-        return Report(run_dir, tuple(results), self.unanchored, tuple(self.root), self.witness,
-                      self.witness_problems, self.outcome, self.households, self.households_count,
-                      self.households_problems, state, crash, dict(self.tallies), self.figures,
-                      tuple(self.witness_unchecked))
+            results.append(Result(i, name, status, self.checked[i], self.count[i], tuple(self.first[i]), note))
+        return Report(
+            run_dir,
+            tuple(results),
+            self.unanchored,
+            tuple(self.root),
+            self.witness,
+            self.witness_problems,
+            self.outcome,
+            self.households,
+            self.households_count,
+            self.households_problems,
+            state,
+            crash,
+            dict(self.tallies),
+            self.figures,
+            tuple(self.witness_unchecked),
+            tuple(self.anchors),
+        )
+
+
+def evidence_kinds(anchors: list[dict[str, Any]]) -> list[str]:
+    """What kinds of evidence the run's final (else last) anchor has, for the verdict line."""
+    if not anchors:
+        return []
+    e = anchors[-1]["evidence"]
+    kinds = ["git witness"] if e["git"] else []
+    if e["signature"]:
+        kinds.append("the study's signature")
+    if e["cosignatures"]:
+        kinds.append(f"{len(e['cosignatures'])} witness cosignature(s)")
+    if e["stamps"]:
+        kinds.append(f"{len(e['stamps'])} RFC 3161 time stamp(s)")
+    return kinds
+
+
+def proves(e: dict[str, Any]) -> str:
+    """One anchor's evidence, short: ``git, signed, cosigned by w0 at T, stamped by TSA 0 at G``."""
+    parts = ["git" if e["git"] else "not pushed"]
+    if e["signature"]:
+        parts.append("signed")
+    parts += [f"cosigned by {c['name']} at {c['time']}" for c in e["cosignatures"]]
+    parts += [f"stamped by TSA {s['tsa']} at {s['gen_time']}" for s in e["stamps"]]
+    return ", ".join(parts)

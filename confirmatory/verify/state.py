@@ -47,7 +47,9 @@ class ModelState:
     # (h, arm, pass) -> (seq, class, end, the rules' stop cause or None) of each attempt with action stop
     stop_attempts: dict[tuple[str, Any, Any], tuple[int, str, float, str | None]] = field(default_factory=dict)
     halt_t: float = float("inf")
-    ended_halts: list[float] = field(default_factory=list)  # stops a continuation carried the run on from (crash, runner error)
+    ended_halts: list[float] = field(
+        default_factory=list
+    )  # stops a continuation carried the run on from (crash, runner error)
     trigger_t: float = float("inf")
     pauses: list[tuple[float, float]] = field(default_factory=list)
     # the cost of this model's calls that ended before the ceiling event's t,
@@ -72,13 +74,20 @@ class ModelState:
     standing: Counter[str] = field(default_factory=Counter)
     attempt_classes: Counter[str] = field(default_factory=Counter)
     rerun_classes: Counter[str] = field(default_factory=Counter)
-    tally: dict[str, Any] = field(default_factory=dict)  # tallies(), kept when the state is slimmed for the run-level checks
+    tally: dict[str, Any] = field(
+        default_factory=dict
+    )  # tallies(), kept when the state is slimmed for the run-level checks
 
     def tallies(self) -> dict[str, Any]:
         """What the report shows of this model's counts (``Report.tallies``)."""
-        return {"results": dict(self.standing), "attempts": dict(self.attempt_classes),
-                "reruns": dict(self.rerun_classes), "households": sum(1 for e in self.ends.values() if not e.crash),
-                "unfinished": sum(1 for e in self.ends.values() if not e.finished and not e.crash)}
+        return {
+            "results": dict(self.standing),
+            "attempts": dict(self.attempt_classes),
+            "reruns": dict(self.rerun_classes),
+            "households": sum(1 for e in self.ends.values() if not e.crash),
+            "unfinished": sum(1 for e in self.ends.values() if not e.finished and not e.crash),
+        }
+
     by_class: dict[str, int] = field(default_factory=dict)  # the arm results by class
     # what the report's figures take of this model (verification._check_one): households ended,
     # unfinished, arm results by class

@@ -21,6 +21,7 @@ from confirmatory.design.load import validation_problems
 from confirmatory.design.model import Design, slug_problem
 from confirmatory.records.chain import open_regular
 from confirmatory.records.manifests import (
+    MODEL_OPTIONAL,
     RUN_OPTIONAL,
     differences,
     model_fields,
@@ -59,8 +60,9 @@ def design_data(ctx: RunContext, report: bool = True) -> tuple[bytes, dict[str, 
     if isinstance(design, Exception):
         if report:
             if ctx.logs.making:  # missing, or cut short mid-write (its copy is not atomic)
-                ctx.findings.explain(11, "design.toml", None, "not written yet: the run was cut short while its "
-                                                               "directory was made")
+                ctx.findings.explain(
+                    11, "design.toml", None, "not written yet: the run was cut short while its directory was made"
+                )
             else:
                 ctx.findings.fail(11, "design.toml", None, f"unreadable: {design}")
         return None
@@ -114,15 +116,30 @@ def check_design(ctx: RunContext, man: dict[str, Any]) -> None:
     if ctx.logs.making and man.get("design_sha256") != hashlib.sha256(raw).hexdigest():
         f.explain(11, "design.toml", None, "not whole yet: the run was cut short while its directory was made")
         return
-    f.expect(11, man.get("design_sha256") == hashlib.sha256(raw).hexdigest(), "manifest.json", None,
-             "design_sha256 is not design.toml's")
+    f.expect(
+        11,
+        man.get("design_sha256") == hashlib.sha256(raw).hexdigest(),
+        "manifest.json",
+        None,
+        "design_sha256 is not design.toml's",
+    )
     harness = cast(dict[str, Any], data.get("harness")) if isinstance(data.get("harness"), dict) else {}
-    f.expect(11, (man.get("harness") or {}).get("pins") == harness.get("pins"), "manifest.json", None,
-             "harness pins differ from the design's")
+    f.expect(
+        11,
+        (man.get("harness") or {}).get("pins") == harness.get("pins"),
+        "manifest.json",
+        None,
+        "harness pins differ from the design's",
+    )
     models = cast(list[Any], data.get("models")) if isinstance(data.get("models"), list) else []
     names = [m.get("name") if isinstance(m, dict) else None for m in models]
-    f.expect(11, man.get("models") == names and list(layout.models) == names, "manifest.json", None,
-             f"models {man.get('models')} / folders {list(layout.models)} are not the design's {names}")
+    f.expect(
+        11,
+        man.get("models") == names and list(layout.models) == names,
+        "manifest.json",
+        None,
+        f"models {man.get('models')} / folders {list(layout.models)} are not the design's {names}",
+    )
     try:
         design = Design.model_validate(data)
     except ValidationError as exc:
@@ -140,5 +157,5 @@ def check_design(ctx: RunContext, man: dict[str, Any]) -> None:
         if mf is None or not isinstance(mf.obj, dict):
             continue  # reported with the folders above, or as an unreadable manifest
         f.check(11)
-        for problem in differences(model_fields(design, spec), mf.obj):
+        for problem in differences(model_fields(design, spec), mf.obj, optional=MODEL_OPTIONAL):
             f.fail(11, f"models/{spec.name}/manifest.json", None, problem)

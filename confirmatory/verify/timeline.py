@@ -39,9 +39,15 @@ def check_admission(ctx: RunContext, st: ModelState) -> None:
         if d.get("event") != "decision":
             f.expect(4, seq == 0 and d.get("event") == "open", log, seq, f"line of no known event ({d.get('event')!r})")
             continue
-        if f.expect(4, d.keys() >= _DECISION_FIELD_SET and all(type(d[k]) is int for k in _DECISION_MONEY)
-                    and type(d["t"]) in (int, float), log, seq,
-                    "decision lacks fields, or its money is not integers or its t not a number"):
+        if f.expect(
+            4,
+            d.keys() >= _DECISION_FIELD_SET
+            and all(type(d[k]) is int for k in _DECISION_MONEY)
+            and type(d["t"]) in (int, float),
+            log,
+            seq,
+            "decision lacks fields, or its money is not integers or its t not a number",
+        ):
             # kept compact: one small tuple per household is what memory grows with
             decisions.append((d["t"], seq, _decision_values(d)))
     # by (t, seq): seq is unique, so the tuples' own order is that one
@@ -85,43 +91,70 @@ def check_admission(ctx: RunContext, st: ModelState) -> None:
             i += 1
         under_way = admitted - left
         lane, h, _, admit, d_finished, d_under_way, d_reserve, d_cap = d  # DECISION_FIELDS
-        expect = rules.admit(refused_before=refused, finished_nusd=finished_nusd, under_way=under_way,
-                             reserve_nusd=reserve_nusd, cap_nusd=cap_nusd)
+        expect = rules.admit(
+            refused_before=refused,
+            finished_nusd=finished_nusd,
+            under_way=under_way,
+            reserve_nusd=reserve_nusd,
+            cap_nusd=cap_nusd,
+        )
         state_ok = (d_finished, d_under_way, d_reserve, d_cap) == (finished_nusd, under_way, reserve_nusd, cap_nusd)
         # counted checks; a message is built only for a violation
         checked[4] += 3
         checked[6] += 1
         checked[3] += 1
         if not state_ok:
-            f.fail(4, log, seq, f"decision state {d_finished}/{d_under_way} is not the "
-                                f"replayed {finished_nusd}/{under_way}")
+            f.fail(
+                4,
+                log,
+                seq,
+                f"decision state {d_finished}/{d_under_way} is not the replayed {finished_nusd}/{under_way}",
+            )
         if admit is not expect:
             f.fail(4, log, seq, f"admit={admit}, the rule gives {expect}")
         if t > ceiling_t:
             f.fail(6, log, seq, f"decision at {t} after the ceiling's crossing")
         for crash_t, resumed_t in ctx.crash_windows:
             if crash_t < t < resumed_t:
-                f.fail(6, log, seq, f"decision at {t}, while its runner was dead (from the crash at {crash_t} to "
-                       f"the continuation at {resumed_t})")
+                f.fail(
+                    6,
+                    log,
+                    seq,
+                    f"decision at {t}, while its runner was dead (from the crash at {crash_t} to "
+                    f"the continuation at {resumed_t})",
+                )
         k = index.get(h)
-        ok = (k is not None and lane not in lane_closed and lane_in(lane, lanes)
-              and k == lane_next.get(lane, int(lane)))
+        ok = k is not None and lane not in lane_closed and lane_in(lane, lanes) and k == lane_next.get(lane, int(lane))
         if not ok:
             f.fail(3, log, seq, f"lane {lane} decided on {h} out of its draw order")
         checked[4] += 1
         if t in ended_at:
-            f.fail(4, log, seq, f"decision at {t}, the end time of household {ended_at[t]}: a decision and a "
-                                "household's end are strictly ordered")
+            f.fail(
+                4,
+                log,
+                seq,
+                f"decision at {t}, the end time of household {ended_at[t]}: a decision and a "
+                "household's end are strictly ordered",
+            )
         prev = lane_prev.get(lane)
         if prev is not None:
             ph, pe = prev
             checked[3] += 1
             if not (_num(pe.t) and pe.t < t):
-                f.fail(3, log, seq, f"lane {lane} decided on {h} at {t}, before its previous household {ph} "
-                                    f"ended ({pe.t!r})")
+                f.fail(
+                    3,
+                    log,
+                    seq,
+                    f"lane {lane} decided on {h} at {t}, before its previous household {ph} ended ({pe.t!r})",
+                )
             elif not pe.finished and not (pe.crash and ph == h):
-                f.fail(3, log, seq, f"lane {lane} decided on {h} after its household {ph} was cut short "
-                                    "(a lane ends with a household it did not finish)")
+                f.fail(
+                    3,
+                    log,
+                    seq,
+                    f"lane {lane} decided on {h} after its household {ph} was cut short "
+                    "(a lane ends with a household it did not finish)",
+                )
         rnd = rounds.get(h, -1) + 1  # the household's run this decision admits (a crash may repeat it)
         rounds[h] = rnd
         end = st.ends.get(hkey(h, rnd))
@@ -166,8 +199,15 @@ def check_admission(ctx: RunContext, st: ModelState) -> None:
             f.fail(4, model_log(st.name, "run.jsonl"), e.seq, f"household {h} ran without an admission")
 
 
-def lanes_end(ctx: RunContext, st: ModelState, index: dict[Any, int], lanes: int, lane_next: dict[int, int],
-              lane_prev: dict[Any, Any], lane_closed: set[int]) -> None:
+def lanes_end(
+    ctx: RunContext,
+    st: ModelState,
+    index: dict[Any, int],
+    lanes: int,
+    lane_next: dict[int, int],
+    lane_prev: dict[Any, Any],
+    lane_closed: set[int],
+) -> None:
     """Invariant 3: a lane takes its households until its draw runs out
     (`Lane.run_lane`) and ends early only when it was refused, when a
     household of it ended unfinished, or when its model halted (its next
@@ -188,8 +228,11 @@ def lanes_end(ctx: RunContext, st: ModelState, index: dict[Any, int], lanes: int
 
     def ran_out(lane: Any) -> bool:  # its last household finished (or none ran) and its draw is done
         prev = lane_prev.get(lane, ())
-        return lane not in lane_closed and (prev == () or (prev is not None and prev[1].finished)) and \
-            lane_next.get(lane, lane) >= n
+        return (
+            lane not in lane_closed
+            and (prev == () or (prev is not None and prev[1].finished))
+            and lane_next.get(lane, lane) >= n
+        )
 
     stopped = bool(st.events("stop")) or bool(ctx.run_stop_ts) or st.trigger_t < float("inf")
     crossed = ctx.ceiling_t < float("inf")
@@ -209,12 +252,29 @@ def lanes_end(ctx: RunContext, st: ModelState, index: dict[Any, int], lanes: int
             f.fail(3, log, seq, f"second lane-end for lane {lane}")
             continue
         said[lane] = reason
-        ok = {"done": lambda: ran_out(lane), "refused": lambda: lane in lane_closed,  # noqa: B023 - called at once
-              "stopped": lambda: stopped, "ceiling": lambda: crossed}.get(reason) if type(reason) is str else None
+        ok = (
+            {
+                "done": lambda: ran_out(lane),  # noqa: B023 - called at once
+                "refused": lambda: lane in lane_closed,  # noqa: B023 - called at once
+                "stopped": lambda: stopped,
+                "ceiling": lambda: crossed,
+            }.get(reason)
+            if type(reason) is str
+            else None
+        )
         if ok is not None and not ok():  # (a reason of no kind fails with the control fields)
-            f.fail(3, log, seq, f"lane {lane} ended {reason!r}, but " + {
-                "done": "it did not run its draw to the end", "refused": "it was never refused",
-                "stopped": "nothing stopped its model or the run", "ceiling": "the ceiling was not crossed"}[reason])
+            f.fail(
+                3,
+                log,
+                seq,
+                f"lane {lane} ended {reason!r}, but "
+                + {
+                    "done": "it did not run its draw to the end",
+                    "refused": "it was never refused",
+                    "stopped": "nothing stopped its model or the run",
+                    "ceiling": "the ceiling was not crossed",
+                }[reason],
+            )
     halted = min(st.halt_t, st.trigger_t) < float("inf")
     for lane in range(min(lanes, n)):
         if lane not in said and not ctx.run_stop_ts and ctx.logs.stage == UNDER_WAY:
@@ -232,15 +292,23 @@ def lanes_end(ctx: RunContext, st: ModelState, index: dict[Any, int], lanes: int
         nxt = lane_next.get(lane, lane)
         f.check(3)
         if nxt < n and lane not in said and ctx.logs.stage == UNDER_WAY:
-            f.explain(3, model_log(st.name, "admission.jsonl"), None,
-                      f"lane {lane} had not decided on {draw[nxt] if nxt < len(draw) else nxt!r} yet (draw index "
-                      f"{nxt}) when the run was cut short")
+            f.explain(
+                3,
+                model_log(st.name, "admission.jsonl"),
+                None,
+                f"lane {lane} had not decided on {draw[nxt] if nxt < len(draw) else nxt!r} yet (draw index "
+                f"{nxt}) when the run was cut short",
+            )
         elif nxt < n:
             if f.keeps(3):
-                f.fail(3, model_log(st.name, "admission.jsonl"), None,
-                       f"lane {lane} took no decision on {draw[nxt] if nxt < len(draw) else nxt!r} (draw index "
-                       f"{nxt}): it was never refused, its last household finished, and its model did not stop, "
-                       "nor the run, nor was the ceiling crossed")
+                f.fail(
+                    3,
+                    model_log(st.name, "admission.jsonl"),
+                    None,
+                    f"lane {lane} took no decision on {draw[nxt] if nxt < len(draw) else nxt!r} (draw index "
+                    f"{nxt}): it was never refused, its last household finished, and its model did not stop, "
+                    "nor the run, nor was the ceiling crossed",
+                )
             else:
                 f.tally(3, 1)
 
@@ -269,9 +337,13 @@ def check_stops(ctx: RunContext, st: ModelState) -> None:
         ts.sort()
     for seq, s in st.events("stop"):
         cause = s.get("cause")
-        f.expect(9, type(cause) is str and cause in rules.STOP_SCOPE and s.get("scope") == rules.STOP_SCOPE[cause],
-                 log, seq,
-                 f"stop cause {cause!r} / scope {s.get('scope')!r} is not a known pair")
+        f.expect(
+            9,
+            type(cause) is str and cause in rules.STOP_SCOPE and s.get("scope") == rules.STOP_SCOPE[cause],
+            log,
+            seq,
+            f"stop cause {cause!r} / scope {s.get('scope')!r} is not a known pair",
+        )
         if cause in rules.TRIGGER_CAUSES:
             ok = _num(s.get("t")) and s["t"] == s["t"]
             if ok:
@@ -358,9 +430,13 @@ def check_run_stops(ctx: RunContext, states: list[ModelState]) -> None:
     stops = [(seq, o) for seq, o in ctx.run_events if o.get("event") == "stop"]
     for seq, s in stops:
         cause = s.get("cause")
-        f.expect(9, s.get("scope") == "run" and type(cause) is str and rules.STOP_SCOPE.get(cause) == "run",
-                 "run.jsonl", seq,
-                 f"stop cause {cause!r} / scope {s.get('scope')!r} is not a known run-scope pair")
+        f.expect(
+            9,
+            s.get("scope") == "run" and type(cause) is str and rules.STOP_SCOPE.get(cause) == "run",
+            "run.jsonl",
+            seq,
+            f"stop cause {cause!r} / scope {s.get('scope')!r} is not a known run-scope pair",
+        )
         f.expect(9, _num(s.get("t")), "run.jsonl", seq, f"stop without a numeric t ({s.get('t')!r})")
     key: Callable[[dict[str, Any]], tuple[str, str]] = lambda o: (str(o.get("cause")), str(o.get("t")))  # noqa: E731
     want = sorted(key(o) for _, o in stops)
@@ -372,8 +448,13 @@ def check_run_stops(ctx: RunContext, states: list[ModelState]) -> None:
         if mine != want and ctx.logs.stage == UNDER_WAY and set(mine) <= set(want):
             # the run was cut short between run.jsonl's stop and this log's copy
             # (or this log could no longer be written): a continuation copies it
-            f.explain(9, model_log(st.name, "run.jsonl"), None, f"run-scope stops {sorted(set(want) - set(mine))} of "
-                      "run.jsonl not yet copied here: the run was cut short")
+            f.explain(
+                9,
+                model_log(st.name, "run.jsonl"),
+                None,
+                f"run-scope stops {sorted(set(want) - set(mine))} of "
+                "run.jsonl not yet copied here: the run was cut short",
+            )
         elif mine != want:
             if f.keeps(9):
                 f.fail(9, model_log(st.name, "run.jsonl"), None, f"run-scope stops {mine} are not run.jsonl's {want}")
@@ -423,9 +504,11 @@ def check_resumes(ctx: RunContext, st: ModelState) -> None:
     # fields). A resume that ends no pause, or a refused request the rule
     # accepts, fails; the state follows each line as it says, so one wrong
     # line is reported once.
-    timeline = sorted([(p["t"], 0, seq, p) for seq, p in st.events("pause") if _num(p.get("t")) and p["t"] == p["t"]]
-                      + [(r["t"], 1, seq, r) for seq, r in st.events("resume")
-                         if _num(r.get("t")) and r["t"] == r["t"]], key=itemgetter(0, 1, 2))
+    timeline = sorted(
+        [(p["t"], 0, seq, p) for seq, p in st.events("pause") if _num(p.get("t")) and p["t"] == p["t"]]
+        + [(r["t"], 1, seq, r) for seq, r in st.events("resume") if _num(r.get("t")) and r["t"] == r["t"]],
+        key=itemgetter(0, 1, 2),
+    )
     pause_t: Any  # the latest pause's t (None before the first, read only while paused)
     paused, pause_t = False, None
     for t, kind, seq, o in timeline:
@@ -436,9 +519,19 @@ def check_resumes(ctx: RunContext, st: ModelState) -> None:
         f.check(10)
         if accepted is True:
             if not paused:
-                f.fail(10, log, seq, f"accepted resume at {t} ends no pause: its model was not paused then "
-                       f"(no pause since the last accepted resume)")
+                f.fail(
+                    10,
+                    log,
+                    seq,
+                    f"accepted resume at {t} ends no pause: its model was not paused then "
+                    f"(no pause since the last accepted resume)",
+                )
             paused = False
         elif accepted is False and paused and _num(req) and req > pause_t:
-            f.fail(10, log, seq, f"resume at {t} rejected, but the model was paused and the request ({req}) came "
-                   f"after the pause at {pause_t}: the runner accepts it")
+            f.fail(
+                10,
+                log,
+                seq,
+                f"resume at {t} rejected, but the model was paused and the request ({req}) came "
+                f"after the pause at {pause_t}: the runner accepts it",
+            )

@@ -23,11 +23,15 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import IO, Any
 
+from confirmatory.core.money import Spend, model_spend
 from confirmatory.records.layout import MODEL_LOG_NAMES, RunLayout, load_layout, model_log
 from confirmatory.records.reader import iter_objects
 from confirmatory.verify.context import RulesView, RunContext
 from confirmatory.verify.continuations import check_continuations
+from confirmatory.verify.disagreements import cost_disagreements
 from confirmatory.verify.draws import check_households, check_shared_draw
+from confirmatory.verify.evidence import check_evidence
+from confirmatory.verify.files import check_files
 from confirmatory.verify.hostlog import (
     _column_files,
     _host_span,
@@ -66,8 +70,13 @@ from confirmatory.verify.timeline import (
 from confirmatory.verify.workers import _collect, _fork, _worker_count
 
 
-def verify_run(run_dir: Path | str, witness: Path | str | None = None, *, workers: int | None = None,
-               households: Path | str | None = None) -> Report:
+def verify_run(
+    run_dir: Path | str,
+    witness: Path | str | None = None,
+    *,
+    workers: int | None = None,
+    households: Path | str | None = None,
+) -> Report:
     """Check the run directory against every invariant.
 
     ``workers``: None - worker processes when the run is large, the machine
@@ -90,17 +99,35 @@ def verify_run(run_dir: Path | str, witness: Path | str | None = None, *, worker
             fh.close()
 
 
-def _verify_run(root: Path, witness: Path | str | None, workers: int | None, files: list[IO[bytes]],
-                households: Path | str | None = None) -> Report:
+def _verify_run(
+    root: Path,
+    witness: Path | str | None,
+    workers: int | None,
+    files: list[IO[bytes]],
+    households: Path | str | None = None,
+) -> Report:
     f = Findings()
     live, stage = run_stage(root)
-    if not live and not (root / "manifest.json").exists() and not any(
-            (root / rel).exists() for rel in ("run.jsonl", "anchors.jsonl", "models")):
+    if (
+        not live
+        and not (root / "manifest.json").exists()
+        and not any((root / rel).exists() for rel in ("run.jsonl", "anchors.jsonl", "models"))
+    ):
         # cut short before its manifest: nothing was started, nothing spent
-        return f.report(str(root), CRASHED, {"stage": UNDER_WAY, "manifest": False, "final_anchor": False,
-                                             "last_durable_t": None,
-                                             "under_way": {}, "torn_tails": [], "unanchored_tail": {},
-                                             "explained": []})
+        return f.report(
+            str(root),
+            CRASHED,
+            {
+                "stage": UNDER_WAY,
+                "manifest": False,
+                "final_anchor": False,
+                "last_durable_t": None,
+                "under_way": {},
+                "torn_tails": [],
+                "unanchored_tail": {},
+                "explained": [],
+            },
+        )
     f.stage = stage
     layout = load_layout(root)
     man = layout.manifest.obj if isinstance(layout.manifest.obj, dict) else {}
@@ -112,8 +139,12 @@ def _verify_run(root: Path, witness: Path | str | None, workers: int | None, fil
         f.check(11)
         problem = layout.models[name].problem
         if problem is not None and making and not (root / "models" / name / "manifest.json").exists():
-            f.explain(11, f"models/{name}/manifest.json", None,
-                      "not written yet: the run was cut short while its directory was made")
+            f.explain(
+                11,
+                f"models/{name}/manifest.json",
+                None,
+                "not written yet: the run was cut short while its directory was made",
+            )
         elif problem is not None:
             f.fail_root(11, f"models/{name}/manifest.json", None, f"model manifest: {problem}")
     logs = LogPass(layout, f, stage, Path(witness) if witness is not None else None)
@@ -134,8 +165,10 @@ def _verify_run(root: Path, witness: Path | str | None, workers: int | None, fil
         else:
             # host.jsonl is checked and summarized by workers, one per span
             # of the file, and joined here before the models' workers start
-            span_children = [_fork(_host_span, logs, rv, a, b, (files[2 * k].fileno(), files[2 * k + 1].fileno()))
-                             for k, (a, b) in enumerate(spans)]
+            span_children = [
+                _fork(_host_span, logs, rv, a, b, (files[2 * k].fileno(), files[2 * k + 1].fileno()))
+                for k, (a, b) in enumerate(spans)
+            ]
             span_parts = [_collect(c) for c in span_children]
             host, drift, host_part = join_host_spans(span_parts, logs, rv)
             del span_parts
@@ -146,20 +179,33 @@ def _verify_run(root: Path, witness: Path | str | None, workers: int | None, fil
             if o.get("event") == "continuation":
                 continue
             if o.get("event") != "resume-request":
-                rest.expect(10, seq == 0 and o.get("event") == "open", "resume.jsonl", seq,
-                            f"line of no known event ({o.get('event')!r})")
+                rest.expect(
+                    10,
+                    seq == 0 and o.get("event") == "open",
+                    "resume.jsonl",
+                    seq,
+                    f"line of no known event ({o.get('event')!r})",
+                )
                 continue
             ok = type(o.get("model")) is str and o["model"] in layout.models and type(o.get("t")) in (int, float)
-            if rest.expect(10, ok, "resume.jsonl", seq,
-                           f"resume request for model {o.get('model')!r} at {o.get('t')!r}: not a model of the run "
-                           "with a numeric time"):
+            if rest.expect(
+                10,
+                ok,
+                "resume.jsonl",
+                seq,
+                f"resume request for model {o.get('model')!r} at {o.get('t')!r}: not a model of the run "
+                "with a numeric time",
+            ):
                 requests[(o["model"], o["t"])] = requests.get((o["model"], o["t"]), 0) + 1
         ctx = RunContext(layout, rest, logs, rv, host, manifest_arms(man, rest), run_events, requests)
         ctx.clock_drift = drift
         ctx.design = design
         # while a crashed runner was dead: from the crash's instant to its continuation
-        ctx.crash_windows = [(o["crash_t"], o["t"]) for _, o in run_events if o.get("event") == "continuation"
-                             and _is_num(o.get("crash_t")) and _is_num(o.get("t"))]
+        ctx.crash_windows = [
+            (o["crash_t"], o["t"])
+            for _, o in run_events
+            if o.get("event") == "continuation" and _is_num(o.get("crash_t")) and _is_num(o.get("t"))
+        ]
         ctx.crash_ts = {w[0] for w in ctx.crash_windows}
         # a runner error's stop (the runner's own failure: a run file it could
         # not write) before a continuation ends at it, as a crash's does: no
@@ -170,10 +216,16 @@ def _verify_run(root: Path, witness: Path | str | None, workers: int | None, fil
                 if after:
                     ctx.ended_stops.add((o["cause"], o["t"]))
                     ctx.crash_windows.append((o["t"], min(after)[1]))
-        ctx.run_stop_ts = least_first([o["t"] for _, o in run_events
-                                       if o.get("event") == "stop" and isinstance(o.get("t"), (int, float))
-                                       and o.get("cause") != "crash"
-                                       and not (o.get("cause") == "runner-error" and ("runner-error", o["t"]) in ctx.ended_stops)])
+        ctx.run_stop_ts = least_first(
+            [
+                o["t"]
+                for _, o in run_events
+                if o.get("event") == "stop"
+                and isinstance(o.get("t"), (int, float))
+                and o.get("cause") != "crash"
+                and not (o.get("cause") == "runner-error" and ("runner-error", o["t"]) in ctx.ended_stops)
+            ]
+        )
         ceilings = [o for _, o in run_events if o.get("event") == "ceiling"]
         ctx.ceiling_t = min((o["t"] for o in ceilings if isinstance(o.get("t"), (int, float))), default=float("inf"))
         if not parallel:
@@ -209,6 +261,8 @@ def _verify_run(root: Path, witness: Path | str | None, workers: int | None, fil
     guarded(f, 8, "run.jsonl", check_continuations, ctx)
     guarded(f, 3, "manifest.json", check_shared_draw, ctx)
     guarded(f, 11, "design.toml", check_design, ctx, man)
+    guarded(f, 11, "config.json", check_files, ctx, man)
+    f.anchors = guarded(f, 12, "anchor-pushes.jsonl", check_evidence, ctx, man) or []
     if households is not None:
         f.households = str(households)
         guarded(f, 11, str(households), check_households, ctx, Path(households))
@@ -218,7 +272,10 @@ def _verify_run(root: Path, witness: Path | str | None, workers: int | None, fil
         f.witness, f.witness_problems = str(witness), 1
         f.fail(8, "witness", None, "not checked: the anchors could not be read (see the violations above)")
     try:
-        f.figures = run_figures(run_events, states)
+        before = man.get("spend_before_nusd") if isinstance(man, dict) else 0
+        f.figures = run_figures(run_events, states, before if type(before) is int else 0)
+        # a listing, not a check (verify.disagreements)
+        f.figures["cost_disagreements"] = cost_disagreements(root, [st.name for st in states])
         f.outcome = outcome(run_events, states, "run.jsonl" in logs.broken)
     except Exception:  # noqa: BLE001 - a description only; the checks above judge the lines
         f.outcome = None
@@ -237,22 +294,33 @@ def _verify_run(root: Path, witness: Path | str | None, workers: int | None, fil
     return f.report(str(root), RUNNING if live else CRASHED, crash)
 
 
-def run_figures(run_events: list[tuple[int, dict[str, Any]]], states: list[ModelState]) -> dict[str, Any]:
+def run_figures(
+    run_events: list[tuple[int, dict[str, Any]]], states: list[ModelState], spend_before_nusd: int = 0
+) -> dict[str, Any]:
     """What the records hold, as the checks counted it (not a check): per
     model its households ended and unfinished, its arm results by class, its
     spend (attempts of ended households and late costs); the close line's
     status and total, the run's stop causes. `confirmatory show` reads the
     same figures more cheaply; its tests compare the two."""
     models = {}
+    run = Spend()
     for st in states:
-        late = sum(o["cost_nusd"] for _, o in st.events("late-cost") if type(o.get("cost_nusd")) is int)
-        lost = sum(o["lost_nusd"] for _, o in st.events("continuation") if type(o.get("lost_nusd")) is int)
-        models[st.name] = {**st.figures, "spend_nusd": st.attempt_cost + late + lost}  # its share (money)
+        if "spend" not in st.figures:  # a model whose check failed before its figures
+            spent = model_spend((o for _, o in st.control), recorded_nusd=st.attempt_cost, settled=())
+            st.figures = {**st.figures, "spend_nusd": spent.total_nusd, "spend": spent.as_dict()}
+        run += Spend(*(st.figures["spend"][k] for k in ("recorded_nusd", "late_nusd", "lost_nusd", "in_flight_nusd")))
+        models[st.name] = dict(st.figures)  # its share of the money: spend_nusd, and spend by part
     closes = [o for _, o in run_events if o.get("event") == "close"]
-    return {"models": models,
-            "close_status": closes[-1].get("status") if closes else None,
-            "spend_total_nusd": closes[-1].get("spend_total_nusd") if closes else None,
-            "stop_causes": sorted({str(o.get("cause")) for _, o in run_events if o.get("event") == "stop"})}
+    return {
+        "models": models,
+        "close_status": closes[-1].get("status") if closes else None,
+        # what the records hold: spend before the stage + every model's share (with its
+        # journaled costs in flight, on a run cut short); the close line's own total beside it
+        "spend_total_nusd": spend_before_nusd + run.total_nusd,
+        "spend": {**run.as_dict(), "before_nusd": spend_before_nusd},
+        "close_spend_total_nusd": closes[-1].get("spend_total_nusd") if closes else None,
+        "stop_causes": sorted({str(o.get("cause")) for _, o in run_events if o.get("event") == "stop"}),
+    }
 
 
 def run_stage(root: Path) -> tuple[bool, str | None]:
@@ -364,11 +432,23 @@ def _check_one(ctx: RunContext, name: str) -> tuple[Findings, dict[str, int], Mo
         guarded(own, 9, log, check_stops, ctx, st)
         guarded(own, 10, log, check_resumes, ctx, st)
     # (a round a crash cut short is not an end of its own: its household ran again)
-    figures = {"households_ended": sum(1 for e in st.ends.values() if not e.crash),
-               "unfinished": sum(1 for e in st.ends.values() if not e.finished and not e.crash),
-               "results_by_class": dict(sorted(st.by_class.items()))}
-    slim = ModelState(st.name, {}, st.control, attempt_cost=st.attempt_cost,
-                      ceiling_known_nusd=st.ceiling_known_nusd,
-                      ceiling_upper_nusd=st.ceiling_upper_nusd, outcome=model_outcome(st), tally=st.tallies(),
-                      figures=figures)
+    figures = {
+        "households_ended": sum(1 for e in st.ends.values() if not e.crash),
+        "unfinished": sum(1 for e in st.ends.values() if not e.finished and not e.crash),
+        "results_by_class": dict(sorted(st.by_class.items())),
+    }
+    # the one count of money (core.money.model_spend): show and the page call it too
+    spent = model_spend((o for _, o in st.control), recorded_nusd=st.attempt_cost, settled=st.ends.keys())
+    figures["spend_nusd"], figures["spend"] = spent.total_nusd, spent.as_dict()
+    slim = ModelState(
+        st.name,
+        {},
+        st.control,
+        attempt_cost=st.attempt_cost,
+        ceiling_known_nusd=st.ceiling_known_nusd,
+        ceiling_upper_nusd=st.ceiling_upper_nusd,
+        outcome=model_outcome(st),
+        tally=st.tallies(),
+        figures=figures,
+    )
     return (*_log_part(own, ctx.logs, [model_log(name, n) for n in MODEL_LOG_NAMES]), slim)

@@ -39,8 +39,11 @@ def _lines(path: Path) -> list[dict]:
 def chain_problems(run_dir: Path) -> list[str]:
     problems = []
     run_sha = _sha((run_dir / "manifest.json").read_bytes())
-    logs = [(rel, run_sha) for rel in ("run.jsonl", "host.jsonl", "anchors.jsonl", "anchor-pushes.jsonl",
-                                       "resume.jsonl") if (run_dir / rel).exists()]
+    logs = [
+        (rel, run_sha)
+        for rel in ("run.jsonl", "host.jsonl", "anchors.jsonl", "anchor-pushes.jsonl", "resume.jsonl")
+        if (run_dir / rel).exists()
+    ]
     for model in sorted(p.name for p in (run_dir / "models").iterdir()):
         model_sha = _sha((run_dir / "models" / model / "manifest.json").read_bytes())
         logs += [(f"models/{model}/{name}", model_sha) for name in ("run.jsonl", "admission.jsonl")]
@@ -77,22 +80,31 @@ def draw_problems(run_dir: Path) -> list[str]:
     problems = []
     for log in sorted((run_dir / "models").glob("*/run.jsonl")):
         draw = json.loads((log.parent / "manifest.json").read_bytes())["draw"]
-        ended = {line["household"] for line in _lines(log)
-                 if line.get("event") == "household" and line.get("finished") is True}
+        ended = {
+            line["household"]
+            for line in _lines(log)
+            if line.get("event") == "household" and line.get("finished") is True
+        }
         problems += [f"{log.parent.name}: household {h} of its draw never finished" for h in draw if h not in ended]
     return problems
 
 
 def spend_problems(run_dir: Path) -> list[str]:
-    spent = sum(line.get("cost_nusd", 0) for log in (run_dir / "models").glob("*/run.jsonl")
-                for line in _lines(log) if line.get("event") in ("attempt", "late-cost"))
+    spent = sum(
+        line.get("cost_nusd", 0)
+        for log in (run_dir / "models").glob("*/run.jsonl")
+        for line in _lines(log)
+        if line.get("event") in ("attempt", "late-cost")
+    )
     before = json.loads((run_dir / "manifest.json").read_bytes()).get("spend_before_nusd", 0)
     closes = [line for line in _lines(run_dir / "run.jsonl") if line.get("event") == "close"]
     if len(closes) != 1:
         return [f"run.jsonl: {len(closes)} close lines"]
     if closes[0]["spend_total_nusd"] != before + spent:
-        return [f"run.jsonl: the close line's total {closes[0]['spend_total_nusd']} is not the "
-                f"{before + spent} its attempts and late costs add up to"]
+        return [
+            f"run.jsonl: the close line's total {closes[0]['spend_total_nusd']} is not the "
+            f"{before + spent} its attempts and late costs add up to"
+        ]
     return []
 
 

@@ -14,7 +14,7 @@ from processes import process_gone
 
 from confirmatory.anchors.anchorer import Anchorer
 from confirmatory.anchors.check import check_witness
-from confirmatory.cli.push_anchor import push_anchor_command
+from confirmatory.anchors.push import push_anchor_command
 from confirmatory.core import merkle
 from confirmatory.records.chain import dumps, log_seed
 from confirmatory.records.reader import check_chain, iter_lines, prefix_head
@@ -24,14 +24,24 @@ from confirmatory.runtime.clock import Clock, FakeClock
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "confirmatory_anchor.py"
 PY = sys.executable
 # Exits 3 while ./fail exists, else 0; prints its last argument either way.
-FLAKY = [PY, "-c", "import os,sys; print('witness unreachable' if os.path.exists('fail') else 'pushed',"
-         " sys.argv[-1]); sys.exit(3 if os.path.exists('fail') else 0)"]
+FLAKY = [
+    PY,
+    "-c",
+    "import os,sys; print('witness unreachable' if os.path.exists('fail') else 'pushed',"
+    " sys.argv[-1]); sys.exit(3 if os.path.exists('fail') else 0)",
+]
 # Waits until ./gate exists (at most 20 s), then succeeds.
-GATED = [PY, "-c", "import os,time\nfor _ in range(2000):\n  if os.path.exists('gate'): break\n"
-         "  time.sleep(0.01)\nprint('pushed')"]
+GATED = [
+    PY,
+    "-c",
+    "import os,time\nfor _ in range(2000):\n  if os.path.exists('gate'): break\n  time.sleep(0.01)\nprint('pushed')",
+]
 # Says it started (./started), then hangs like an unreachable witness.
-SLEEPER = [PY, "-c", "import pathlib,time; print('pushing', flush=True); pathlib.Path('started').touch();"
-           " time.sleep(30)"]
+SLEEPER = [
+    PY,
+    "-c",
+    "import pathlib,time; print('pushing', flush=True); pathlib.Path('started').touch(); time.sleep(30)",
+]
 
 
 class RunDir:
@@ -40,12 +50,18 @@ class RunDir:
     def __init__(self, root: Path, command: list[str] | None = None, cwd: Path | None = None):
         self.path = root / "run"
         self.cwd = cwd or root
-        manifest = {"format": "confirmatory-run/1", "run_id": "run",
-                    "anchors": {"command": command, "cwd": str(self.cwd)} if command else None}
+        manifest = {
+            "format": "confirmatory-run/1",
+            "run_id": "run",
+            "anchors": {"command": command, "cwd": str(self.cwd)} if command else None,
+        }
         self.msha = write_json_durable(self.path / "manifest.json", manifest)
         self.model_sha = write_json_durable(self.path / "models/m/manifest.json", {"model": "m"})
-        self.seeds = {"run.jsonl": self.seed("run.jsonl"), "host.jsonl": self.seed("host.jsonl"),
-                      "models/m/run.jsonl": log_seed(self.model_sha, "models/m/run.jsonl")}
+        self.seeds = {
+            "run.jsonl": self.seed("run.jsonl"),
+            "host.jsonl": self.seed("host.jsonl"),
+            "models/m/run.jsonl": log_seed(self.model_sha, "models/m/run.jsonl"),
+        }
         self.logs = {rel: ChainWriter(self.path / rel, seed) for rel, seed in self.seeds.items()}
         for writer in self.logs.values():
             writer.append({"event": "open", "t": 1.0})
@@ -58,9 +74,19 @@ class RunDir:
         return log_seed(self.msha, rel)
 
     def anchorer(self, *, command=None, interval_s: float = 3600, clock=None, **kw) -> Anchorer:
-        return Anchorer(self.path, clock or Clock(), logs=self.logs, external_logs=["resume.jsonl"],
-                        manifests=["manifest.json", "models/m/manifest.json"], anchors=self.anchors,
-                        pushes=self.pushes, interval_s=interval_s, command=command, cwd=self.cwd, **kw)
+        return Anchorer(
+            self.path,
+            clock or Clock(),
+            logs=self.logs,
+            external_logs=["resume.jsonl"],
+            manifests=["manifest.json", "models/m/manifest.json"],
+            anchors=self.anchors,
+            pushes=self.pushes,
+            interval_s=interval_s,
+            command=command,
+            cwd=self.cwd,
+            **kw,
+        )
 
     def anchor_lines(self) -> list[dict]:
         return [ln.obj for ln in iter_lines(self.path / "anchors.jsonl") if ln.obj["event"] == "anchor"]
@@ -100,7 +126,7 @@ def test_an_anchor_counts_only_acknowledged_lines_and_matches_every_logs_prefix(
             entry = anchor["logs"][rel]
             assert prefix_head(run.path / rel, run.seeds[rel], entry["lines"]) == entry["head"]
             # the writer's frontier gives the root of the tree over exactly the counted lines
-            lines = (run.path / rel).read_bytes().split(b"\n")[:entry["lines"]]
+            lines = (run.path / rel).read_bytes().split(b"\n")[: entry["lines"]]
             assert entry["root"] == merkle.root(merkle.leaf_hashes(lines)).hex()
     assert set(anchors[0]["logs"]) == set(run.seeds) | {"resume.jsonl"}
 
@@ -125,16 +151,24 @@ def test_an_external_log_is_counted_to_its_last_complete_chain_valid_line(tmp_pa
 def test_an_anchor_fixes_the_sha256_of_every_manifest(tmp_path):
     run = RunDir(tmp_path)
     run.anchorer().anchor()
-    assert run.anchor_lines()[0]["manifests"] == {"manifest.json": run.msha,
-                                                  "models/m/manifest.json": run.model_sha}
+    assert run.anchor_lines()[0]["manifests"] == {"manifest.json": run.msha, "models/m/manifest.json": run.model_sha}
 
 
 def test_the_anchor_logs_are_never_anchored(tmp_path):
     run = RunDir(tmp_path)
     with pytest.raises(ValueError, match="cannot be anchored"):
-        Anchorer(run.path, Clock(), logs={**run.logs, "anchors.jsonl": run.anchors}, external_logs=[],
-                 manifests=[], anchors=run.anchors, pushes=run.pushes, interval_s=1, command=None,
-                 cwd=tmp_path)
+        Anchorer(
+            run.path,
+            Clock(),
+            logs={**run.logs, "anchors.jsonl": run.anchors},
+            external_logs=[],
+            manifests=[],
+            anchors=run.anchors,
+            pushes=run.pushes,
+            interval_s=1,
+            command=None,
+            cwd=tmp_path,
+        )
 
 
 def test_anchors_are_written_every_interval_and_once_finally(tmp_path):
@@ -244,8 +278,10 @@ def test_push_anchor_retries_the_final_push_after_the_run(tmp_path, capsys):
 
     final_seq = run.anchor_lines()[-1]["seq"]
     retries = run.push_lines()[-2:]
-    assert [(p["anchor_seq"], p["rc"], p["by"]) for p in retries] == [(final_seq, 3, "push-anchor"),
-                                                                      (final_seq, 0, "push-anchor")]
+    assert [(p["anchor_seq"], p["rc"], p["by"]) for p in retries] == [
+        (final_seq, 3, "push-anchor"),
+        (final_seq, 0, "push-anchor"),
+    ]
     assert check_chain(run.path / "anchor-pushes.jsonl", run.seed("anchor-pushes.jsonl")).ok
 
 
@@ -260,10 +296,12 @@ def test_push_anchor_without_a_recorded_command_says_so(tmp_path, capsys):
 def test_a_run_pushes_its_anchors_to_a_protected_witness_end_to_end(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     remote = tmp_path / "witness.git"
-    for args in (["init", "--quiet", "--bare", "-b", "main", str(remote)],
-                 ["-C", str(remote), "config", "receive.denyNonFastForwards", "true"],
-                 ["-C", str(remote), "config", "receive.denyDeletes", "true"],
-                 ["clone", "--quiet", str(remote), str(tmp_path / "witness")]):
+    for args in (
+        ["init", "--quiet", "--bare", "-b", "main", str(remote)],
+        ["-C", str(remote), "config", "receive.denyNonFastForwards", "true"],
+        ["-C", str(remote), "config", "receive.denyDeletes", "true"],
+        ["clone", "--quiet", str(remote), str(tmp_path / "witness")],
+    ):
         subprocess.run(["git", *args], check=True, capture_output=True, env=env)
     command = [PY, str(SCRIPT), "--clone", "../witness"]  # relative to cwd, as in a design
     run = RunDir(tmp_path, command=command, cwd=tmp_path / "design")
@@ -298,13 +336,17 @@ def test_a_pushs_output_is_logged_without_secrets_and_at_most_2000_characters(tm
 
 # The first push hangs, with a child in its session as git would be under the
 # script, until it is killed; every later push succeeds at once.
-HANG_ONCE = [PY, "-c", "import pathlib,subprocess,sys,time\n"
-             "if not pathlib.Path('hung').exists():\n"
-             "  pathlib.Path('hung').touch()\n"
-             "  child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
-             "  pathlib.Path('grandchild').write_text(str(child.pid))\n"
-             "  print('pushing', flush=True); time.sleep(60)\n"
-             "print('pushed')"]
+HANG_ONCE = [
+    PY,
+    "-c",
+    "import pathlib,subprocess,sys,time\n"
+    "if not pathlib.Path('hung').exists():\n"
+    "  pathlib.Path('hung').touch()\n"
+    "  child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+    "  pathlib.Path('grandchild').write_text(str(child.pid))\n"
+    "  print('pushing', flush=True); time.sleep(60)\n"
+    "print('pushed')",
+]
 
 
 def test_a_push_during_the_run_gets_half_the_anchor_interval_and_at_least_a_minute(tmp_path):
@@ -314,8 +356,9 @@ def test_a_push_during_the_run_gets_half_the_anchor_interval_and_at_least_a_minu
     assert run.anchorer(interval_s=10, push_timeout_s=5).push_timeout_s == 5
 
 
-def killed_once_then_retried(run: RunDir, command: list[str], *, push_timeout_s: float,
-                             within: float) -> tuple[dict, tuple]:
+def killed_once_then_retried(
+    run: RunDir, command: list[str], *, push_timeout_s: float, within: float
+) -> tuple[dict, tuple]:
     """An anchor whose push with ``command`` the runner kills within ``within`` s,
     then one whose push returns 0; (the first push line, its push_failures entry)."""
     anchorer = run.anchorer(command=command, push_timeout_s=push_timeout_s)
@@ -339,8 +382,9 @@ def killed_once_then_retried(run: RunDir, command: list[str], *, push_timeout_s:
 @pytest.mark.slow
 def test_a_push_that_hangs_during_the_run_is_killed_at_its_timeout_and_retried_at_the_next_anchor(tmp_path):
     run = RunDir(tmp_path)
-    hung, failure = killed_once_then_retried(run, HANG_ONCE, push_timeout_s=0.5,
-                                             within=15)  # not the 60 s the command would hang
+    hung, failure = killed_once_then_retried(
+        run, HANG_ONCE, push_timeout_s=0.5, within=15
+    )  # not the 60 s the command would hang
     assert "pushing" in hung["output"] and "longer than its timeout of 0.5 s" in hung["output"]
     # The whole session went, not just the command: a git under it would hold no lock.
     assert process_gone(int((tmp_path / "grandchild").read_text()))
@@ -360,11 +404,13 @@ def test_a_push_that_floods_its_output_is_stopped_at_8_mib_and_retried_at_the_ne
     the run stopped at its disk floor if the temporary directory was on the
     run's disk. Past MAX_PUSH_OUTPUT_BYTES it is stopped, a failed push."""
     run = RunDir(tmp_path)
-    flooded, failure = killed_once_then_retried(run, FLOOD_ONCE, push_timeout_s=8,
-                                                within=6)  # stopped at the bound, not at its timeout
+    flooded, failure = killed_once_then_retried(
+        run, FLOOD_ONCE, push_timeout_s=8, within=6
+    )  # stopped at the bound, not at its timeout
     assert len(flooded["output"]) == 2000
-    assert flooded["output"].endswith("y\ny\n\n[killed by the runner: the push wrote more than its bound "
-                                      "of 8,388,608 bytes of output]")
+    assert flooded["output"].endswith(
+        "y\ny\n\n[killed by the runner: the push wrote more than its bound of 8,388,608 bytes of output]"
+    )
     assert failure.tail == "killed for writing more than 8,388,608 bytes of output; its output: y", failure.tail
 
 
@@ -399,6 +445,7 @@ def test_the_progress_display_learns_of_each_push_and_its_problem_in_one_line(tm
 
 
 # --- the final anchor and `resume` -------------------------------------------------------
+
 
 def test_the_final_anchor_waits_for_a_resume_that_is_appending_so_no_request_can_follow_it(tmp_path):
     import threading
@@ -436,17 +483,24 @@ def test_a_git_lock_file_left_in_the_witness_clone_by_a_killed_git_does_not_fail
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     remote, work = tmp_path / "witness.git", tmp_path / "witness"
-    for args in (["init", "--quiet", "--bare", "-b", "main", str(remote)],
-                 ["-C", str(remote), "config", "receive.denyNonFastForwards", "true"],
-                 ["clone", "--quiet", str(remote), str(work)]):
+    for args in (
+        ["init", "--quiet", "--bare", "-b", "main", str(remote)],
+        ["-C", str(remote), "config", "receive.denyNonFastForwards", "true"],
+        ["clone", "--quiet", str(remote), str(work)],
+    ):
         subprocess.run(["git", *args], check=True, capture_output=True, env=env)
     hour_ago = time.time() - 3600
     for rel in ("index.lock", "HEAD.lock"):  # what a git add / commit killed mid-way leaves
         (work / ".git" / rel).write_bytes(b"DIRC")
         os.utime(work / ".git" / rel, (hour_ago, hour_ago))
-    run = make_run(tmp_path, households=3, models=1, engine_factory="confirmatory.testing.fakes:null_engine",
-                   # -m: the module of the checkout on PYTHONPATH (a planted fault's copy too)
-                   anchors={"interval_s": 0.2, "command": [PY, "-m", "confirmatory.anchors.witness", "--clone", "../witness"]})
+    run = make_run(
+        tmp_path,
+        households=3,
+        models=1,
+        engine_factory="confirmatory.testing.fakes:null_engine",
+        # -m: the module of the checkout on PYTHONPATH (a planted fault's copy too)
+        anchors={"interval_s": 0.2, "command": [PY, "-m", "confirmatory.anchors.witness", "--clone", "../witness"]},
+    )
     result = run.execute()
     pushes = [ln.obj for ln in iter_lines(run.run_dir / "anchor-pushes.jsonl") if ln.obj["event"] == "push"]
     assert [p["rc"] for p in pushes] == [0] * len(pushes), pushes[-1]["output"]
@@ -464,7 +518,7 @@ def test_push_anchor_stops_a_push_that_hangs_and_frees_the_runs_lock(tmp_path, m
     good, and every later push-anchor, a retry from a timer say, would be
     refused as if the run were still running. It is stopped at
     PUSH_ANCHOR_TIMEOUT_S like a push during the run, logged, and exits 6."""
-    from confirmatory.cli import push_anchor
+    from confirmatory.anchors import push as push_anchor
     from confirmatory.records import lock as runlock
 
     monkeypatch.setattr(push_anchor, "PUSH_ANCHOR_TIMEOUT_S", 0.5)
@@ -482,7 +536,6 @@ def test_push_anchor_stops_a_push_that_hangs_and_frees_the_runs_lock(tmp_path, m
     assert "longer than its timeout of 0.5 s" in capsys.readouterr().err
 
 
-
 # --- the end of a run whose witness push hangs ---------------------------------------------
 # A real run (run_command, as the CLI calls it, --quiet) pushing to a real bare
 # witness whose pre-receive hook sleeps 300 s once ./hang exists beside it
@@ -490,8 +543,10 @@ def test_push_anchor_stops_a_push_that_hangs_and_frees_the_runs_lock(tmp_path, m
 # hour: only the first and the final anchor are made. The time for pushes at
 # the end of the run is lowered from 120 s to END_S.
 
-HANG_HOOK = {"from the start": 'if [ -e "{flag}" ]; then sleep 300; fi\n',  # anchor 1's push hangs
-             "at the final push": 'if [ -e "{flag}" ]; then sleep 300; fi\ntouch "{flag}"\n'}  # the final's
+HANG_HOOK = {
+    "from the start": 'if [ -e "{flag}" ]; then sleep 300; fi\n',  # anchor 1's push hangs
+    "at the final push": 'if [ -e "{flag}" ]; then sleep 300; fi\ntouch "{flag}"\n',
+}  # the final's
 END_S = 3
 
 
@@ -514,10 +569,16 @@ def run_with_a_hung_witness(tmp_path: Path, hang: str) -> tuple[int, list[str], 
     hook.chmod(0o755)
     # lanes busy long enough for anchor 1's push to have started before the final anchor
     hh = [{"id": f"hh-{i:03d}", "latency_s": 0.1} for i in range(3)]
-    design = write_design(tmp_path / "design", households=hh, models=1,
-                          engine_factory="confirmatory.testing.fakes:null_engine",
-                          anchors={"interval_s": 3600,
-                                   "command": ["{python}", "-m", "confirmatory.anchors.witness", "--clone", str(clone)]})
+    design = write_design(
+        tmp_path / "design",
+        households=hh,
+        models=1,
+        engine_factory="confirmatory.testing.fakes:null_engine",
+        anchors={
+            "interval_s": 3600,
+            "command": ["{python}", "-m", "confirmatory.anchors.witness", "--clone", str(clone)],
+        },
+    )
     started = time.monotonic()
     run_dir = tmp_path / "runs" / "h1"
     err = io.StringIO()
@@ -577,12 +638,16 @@ def test_the_end_summary_says_what_the_records_say_of_the_final_push(hung_run, h
     first, final = pushes
     if hang == "from the start":
         assert final["rc"] is None and first["rc"] < 0
-        said = (f"its push (anchor 2) was not run: the time for pushes at the end of the run ({END_S} s) "
-                f"was spent on anchor 1's push, killed by the runner (rc {first['rc']})")
+        said = (
+            f"its push (anchor 2) was not run: the time for pushes at the end of the run ({END_S} s) "
+            f"was spent on anchor 1's push, killed by the runner (rc {first['rc']})"
+        )
     else:
         assert first["rc"] == 0 and final["rc"] < 0
-        said = (f"its push (anchor 2) was killed by the runner (rc {final['rc']}): "
-                f"the time for pushes at the end of the run ({END_S} s) ran out")
+        said = (
+            f"its push (anchor 2) was killed by the runner (rc {final['rc']}): "
+            f"the time for pushes at the end of the run ({END_S} s) ran out"
+        )
     assert err[-1] == f"  the witness does not hold the final anchor yet: {said}{retry}", err
 
 
@@ -596,11 +661,18 @@ def test_the_end_says_which_witness_push_it_waits_for_and_for_how_long_at_most(h
     code, err, _, _ = hung_run(hang)
     assert code == 6, err
     waiting = [line for line in err if "waiting for the witness push" in line]
+    first = (
+        r"\[\d+:\d\d:\d\d\] waiting for the witness push of anchor 1, still under way \(at most [1-3] s more; "
+        r"the final anchor 2's push comes after it, in the same time\)"
+    )
     if hang == "from the start":
-        want = (r"\[\d+:\d\d:\d\d\] waiting for the witness push of anchor 1, still under way \(at most [1-3] s more; "
-                r"the final anchor 2's push comes after it, in the same time\)")
+        want = first
     else:
         want = r"\[\d+:\d\d:\d\d\] waiting for the witness push of the final anchor 2 \(at most [1-3] s more\)"
+        if len(waiting) == 2 and re.fullmatch(first, waiting[0]):
+            # anchor 1's (unhung) push still under way at the end on a loaded
+            # machine: said so first, then the final one's wait
+            waiting = waiting[1:]
     assert len(waiting) == 1 and re.fullmatch(want, waiting[0]), err
     # said while it waits: before the push it waited for was killed
     assert err.index(waiting[0]) < next(i for i, line in enumerate(err) if "failed (rc" in line), err
@@ -614,8 +686,10 @@ def test_the_headline_of_a_run_whose_witness_lacks_the_final_anchor_says_so_and_
     code, err, _, run_dir = hung_run(hang)
     assert code == 6, err
     headlines = [line for line in err if line.startswith("run ") and not line.startswith("run started")]
-    assert headlines == [f"run completed, but the witness does not hold the final anchor yet: {run_dir}; "
-                         f"retry with: confirmatory push-anchor {run_dir}"], err
+    assert headlines == [
+        f"run completed, but the witness does not hold the final anchor yet: {run_dir}; "
+        f"retry with: confirmatory push-anchor {run_dir}"
+    ], err
 
 
 # --- the texts of pushes a run's end cut short in other ways ------------------------------
@@ -644,15 +718,16 @@ def test_the_pushes_of_a_run_whose_final_anchor_could_not_be_written_say_so(tmp_
     assert (first["anchor_seq"], second["anchor_seq"]) == (1, 2)
     assert first["rc"] < 0 and first["output"] == f"pushing\n\n[killed by the runner: {ABANDONED}]", first
     assert second["rc"] is None and second["output"] == f"not run: {ABANDONED}", second
-    assert anchorer.push_failures == ((1, first["rc"], f"killed: {ABANDONED}; its output: pushing"),
-                                      (2, None, f"not run: {ABANDONED}"))
+    assert anchorer.push_failures == (
+        (1, first["rc"], f"killed: {ABANDONED}; its output: pushing"),
+        (2, None, f"not run: {ABANDONED}"),
+    )
     docs = " ".join((Path(__file__).resolve().parents[2] / "docs" / "ANCHORS.md").read_text().split())
     assert f"[killed by the runner: {ABANDONED}]" in docs and f"not run: {ABANDONED}" in docs
 
 
 @pytest.mark.slow
-def test_a_run_closed_without_its_main_loop_waits_for_its_pushes_for_the_close_time_and_says_so(
-        tmp_path, monkeypatch):
+def test_a_run_closed_without_its_main_loop_waits_for_its_pushes_for_the_close_time_and_says_so(tmp_path, monkeypatch):
     """Set-up failed after the anchorer started (or wait() never ran):
     close() writes a final anchor and waits for the pushes at most
     anchors.CLOSE_PUSH_TIMEOUT_S (30 s, lowered here); the records name
@@ -662,8 +737,13 @@ def test_a_run_closed_without_its_main_loop_waits_for_its_pushes_for_the_close_t
     from confirmatory.anchors import anchorer as anchors
 
     monkeypatch.setattr(anchors, "CLOSE_PUSH_TIMEOUT_S", 1.5)
-    run = make_run(tmp_path, households=2, models=1, engine_factory="confirmatory.testing.fakes:null_engine",
-                   anchors={"interval_s": 3600, "command": SLEEPER})
+    run = make_run(
+        tmp_path,
+        households=2,
+        models=1,
+        engine_factory="confirmatory.testing.fakes:null_engine",
+        anchors={"interval_s": 3600, "command": SLEEPER},
+    )
     run.start()  # its first anchor's push hangs
     deadline = time.monotonic() + 20
     while not (tmp_path / "design" / "started").exists():
@@ -675,9 +755,12 @@ def test_a_run_closed_without_its_main_loop_waits_for_its_pushes_for_the_close_t
     pushes = [ln.obj for ln in iter_lines(run.run_dir / "anchor-pushes.jsonl") if ln.obj["event"] == "push"]
     first, final = pushes
     assert first["rc"] < 0 and first["output"] == (
-        "pushing\n\n[killed by the runner: the time for pushes at the end of the run (1.5 s) ran out]"), first
+        "pushing\n\n[killed by the runner: the time for pushes at the end of the run (1.5 s) ran out]"
+    ), first
     assert final["rc"] is None and final["output"] == (
-        f"not run: the time for pushes at the end of the run (1.5 s) was spent on anchor {first['anchor_seq']}'s push")
+        f"not run: the time for pushes at the end of the run (1.5 s) was spent on anchor {first['anchor_seq']}'s push"
+    )
     assert run.anchorer.final_push_problem == (
         f"its push (anchor {final['anchor_seq']}) was not run: the time for pushes at the end of the run (1.5 s) "
-        f"was spent on anchor {first['anchor_seq']}'s push, killed by the runner (rc {first['rc']})")
+        f"was spent on anchor {first['anchor_seq']}'s push, killed by the runner (rc {first['rc']})"
+    )

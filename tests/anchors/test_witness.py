@@ -21,8 +21,18 @@ ENV.update(GIT_CONFIG_NOSYSTEM="1", LC_ALL="C")
 
 
 def git(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    cmd = ["git", "-c", "user.name=tester", "-c", "user.email=t@example.invalid",
-           "-c", "init.defaultBranch=main", "-C", str(repo), *args]
+    cmd = [
+        "git",
+        "-c",
+        "user.name=tester",
+        "-c",
+        "user.email=t@example.invalid",
+        "-c",
+        "init.defaultBranch=main",
+        "-C",
+        str(repo),
+        *args,
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=ENV)
     if check:
         assert proc.returncode == 0, proc.stderr
@@ -44,21 +54,23 @@ def clone(remote: Path, path: Path) -> Path:
 
 def write_anchors(run_dir: Path, n: int, *, partial: bytes = b"") -> Path:
     run_dir.mkdir(parents=True, exist_ok=True)
-    lines = [json.dumps({"event": "anchor", "seq": i, "t": 1_800_000_000.0 + i, "final": False},
-                        sort_keys=True) for i in range(n)]
+    lines = [
+        json.dumps({"event": "anchor", "seq": i, "t": 1_800_000_000.0 + i, "final": False}, sort_keys=True)
+        for i in range(n)
+    ]
     path = run_dir / "anchors.jsonl"
     path.write_bytes("".join(ln + "\n" for ln in lines).encode() + partial)
     return path
 
 
 def remote_file(remote: Path, rel: str) -> bytes:
-    return subprocess.run(["git", "-C", str(remote), "show", f"main:{rel}"],
-                          capture_output=True, env=ENV, check=True).stdout
+    return subprocess.run(
+        ["git", "-C", str(remote), "show", f"main:{rel}"], capture_output=True, env=ENV, check=True
+    ).stdout
 
 
 def run_script(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
-                          env=ENV, timeout=30)
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, env=ENV, timeout=30)
 
 
 @pytest.fixture
@@ -236,8 +248,7 @@ def test_check_witness_reports_anchors_that_were_never_pushed(tmp_path, witness)
     publish(work, write_anchors(run_dir, 2))
     write_anchors(run_dir, 3)
     problems = check_witness(clone(remote, tmp_path / "reviewer"), run_dir)
-    assert problems == ["the witness holds 2 of the run's 3 anchor lines; "
-                        "anchors.jsonl line 3 onward was never pushed"]
+    assert problems == ["the witness holds 2 of the run's 3 anchor lines; anchors.jsonl line 3 onward was never pushed"]
 
 
 def test_check_witness_reports_a_run_whose_anchors_were_edited_after_the_push(tmp_path, witness):
@@ -274,8 +285,9 @@ def test_check_witness_reports_a_witness_whose_history_diverges(tmp_path):
     forged = rewrite_history(remote, tmp_path / "forger")
 
     problems = check_witness(clone(remote, tmp_path / "reviewer"), run_dir)
-    assert any(p.startswith(f"witness commit {forged[:12]} ") and
-               "anchors/run.jsonl line 1 differs" in p for p in problems), problems
+    assert any(
+        p.startswith(f"witness commit {forged[:12]} ") and "anchors/run.jsonl line 1 differs" in p for p in problems
+    ), problems
 
 
 def test_check_witness_notices_a_rewrite_since_its_last_fetch(tmp_path):
@@ -325,8 +337,10 @@ def test_a_shallow_clone_of_the_witness_is_checked_over_the_whole_history(tmp_pa
     git(tmp_path / "cut-off", "remote", "set-url", "origin", str(tmp_path / "gone.git"))
     problems = check_witness(tmp_path / "cut-off", run_dir)
     assert problems[0].startswith("cannot check: could not fetch the witness")
-    assert problems[1] == ("the witness clone is shallow (cloned with --depth) and its whole history could not "
-                           "be fetched: the versions of anchors/run.jsonl before its shallow history were not checked")
+    assert problems[1] == (
+        "the witness clone is shallow (cloned with --depth) and its whole history could not "
+        "be fetched: the versions of anchors/run.jsonl before its shallow history were not checked"
+    )
 
 
 def test_a_witness_clone_already_at_origins_tip_is_checked_without_writing_to_it(tmp_path, witness):
@@ -343,12 +357,19 @@ def test_a_witness_clone_already_at_origins_tip_is_checked_without_writing_to_it
     modes = {p: p.stat().st_mode for p in [reviewer, *reviewer.rglob("*")]}
     for path, mode in modes.items():
         path.chmod(mode & ~0o222)
-    probe = ("import json, sys; from pathlib import Path; from confirmatory.anchors.check import check_witness; "
-             "print(json.dumps(check_witness(Path(sys.argv[1]), Path(sys.argv[2]))))")
+    probe = (
+        "import json, sys; from pathlib import Path; from confirmatory.anchors.check import check_witness; "
+        "print(json.dumps(check_witness(Path(sys.argv[1]), Path(sys.argv[2]))))"
+    )
     try:
-        done = subprocess.run(as_a_user_who_may_not_write([sys.executable, "-c", probe, str(reviewer), str(run_dir)]),
-                              capture_output=True, text=True, timeout=60, cwd=tmp_path,
-                              env={**ENV, "PYTHONPATH": str(SCRIPT.parent.parent)})
+        done = subprocess.run(
+            as_a_user_who_may_not_write([sys.executable, "-c", probe, str(reviewer), str(run_dir)]),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=tmp_path,
+            env={**ENV, "PYTHONPATH": str(SCRIPT.parent.parent)},
+        )
     finally:
         for path, mode in modes.items():
             path.chmod(mode)
@@ -364,15 +385,17 @@ def test_check_witness_names_a_missing_clone(tmp_path):
     run_dir = tmp_path / "run"
     write_anchors(run_dir, 1)
     assert check_witness(tmp_path / "nowhere", run_dir) == [
-        f"witness clone {tmp_path / 'nowhere'} does not exist (clone the witness remote there first)"]
+        f"witness clone {tmp_path / 'nowhere'} does not exist (clone the witness remote there first)"
+    ]
 
 
 def test_check_witness_uses_the_run_id_the_anchor_command_was_given(tmp_path, witness):
     remote, work = witness
     run_dir = tmp_path / "run"
     publish(work, write_anchors(run_dir, 2), run_id="study-42")
-    (run_dir / "manifest.json").write_text(json.dumps(
-        {"anchors": {"command": ["python", "x.py", "--clone", "w", "--run-id", "study-42"], "cwd": "."}}))
+    (run_dir / "manifest.json").write_text(
+        json.dumps({"anchors": {"command": ["python", "x.py", "--clone", "w", "--run-id", "study-42"], "cwd": "."}})
+    )
     assert check_witness(clone(remote, tmp_path / "reviewer"), run_dir) == []
 
 
@@ -396,8 +419,9 @@ def test_a_renamed_copy_of_a_run_is_checked_under_the_id_its_pushes_said(tmp_pat
     # problem says where the id came from.
     (copy / "anchor-pushes.jsonl").unlink()
     (problem,) = check_witness(reviewer, copy)
-    assert problem.startswith("the witness holds no anchors/renamed.jsonl (the run id 'renamed' comes from "
-                              "the run directory's name"), problem
+    assert problem.startswith(
+        "the witness holds no anchors/renamed.jsonl (the run id 'renamed' comes from the run directory's name"
+    ), problem
 
 
 # --- what a failed git command said, in one line ------------------------------------------
@@ -411,11 +435,14 @@ and the repository exists.
 
 
 def test_the_problem_line_is_what_git_said_went_wrong_not_its_advice():
-    assert problem_line(GIT_UNREACHABLE) == ("'/srv/gone.git' does not appear to be a git repository; "
-                                             "Could not read from remote repository.")
+    assert problem_line(GIT_UNREACHABLE) == (
+        "'/srv/gone.git' does not appear to be a git repository; Could not read from remote repository."
+    )
     assert problem_line("hint: one\nerror: failed to push some refs\nhint: two\n") == "failed to push some refs"
-    assert problem_line("Traceback ...\nModuleNotFoundError: No module named 'x'\n") == \
-        "ModuleNotFoundError: No module named 'x'"
+    assert (
+        problem_line("Traceback ...\nModuleNotFoundError: No module named 'x'\n")
+        == "ModuleNotFoundError: No module named 'x'"
+    )
     assert problem_line("\n  \n") == "(no output)"
 
 
@@ -449,11 +476,11 @@ def test_check_witness_says_why_it_could_not_fetch(tmp_path, witness):
     reviewer = _unreachable_clone(remote, tmp_path / "reviewer")
     problems = check_witness(reviewer, run_dir)
     assert problems[0].startswith("cannot check: could not fetch the witness ('")
-    assert "gone.git' does not appear to be a git repository; Could not read from remote repository.)" \
-        in problems[0]
+    assert "gone.git' does not appear to be a git repository; Could not read from remote repository.)" in problems[0]
 
 
 # --- before a run: would every push fail? ---------------------------------------------------
+
 
 def _command(clone_arg: str, *extra: str, module: bool = False) -> list[str]:
     head = ["{python}", "-m", "confirmatory.anchors.witness"] if module else ["{python}", str(SCRIPT)]
@@ -498,8 +525,10 @@ def test_preflight_names_an_id_the_witness_already_holds(tmp_path, witness):
 
 def test_preflight_names_a_clone_every_push_would_fail_on(tmp_path):
     (problem,) = preflight_problems(_command("nowhere"), tmp_path, tmp_path / "runs" / "r")
-    assert problem == (f"anchors.command: witness clone {tmp_path / 'nowhere'} does not exist (clone the "
-                       "witness remote there first): every push would fail")
+    assert problem == (
+        f"anchors.command: witness clone {tmp_path / 'nowhere'} does not exist (clone the "
+        "witness remote there first): every push would fail"
+    )
     # The module form, as the bundled designs write it, is the same script.
     assert preflight_problems(_command("nowhere", module=True), tmp_path, tmp_path / "runs" / "r") == [problem]
     # {run_dir} is expanded as the run will expand it.
@@ -535,8 +564,9 @@ def test_a_local_witness_whose_set_up_was_cut_short_is_protected_at_the_next_cal
     work = init_local_witness(root)
 
     def setting(key: str) -> str:
-        return subprocess.run(["git", "-C", str(root / "witness.git"), "config", "--get", key],
-                              capture_output=True, text=True).stdout.strip()
+        return subprocess.run(
+            ["git", "-C", str(root / "witness.git"), "config", "--get", key], capture_output=True, text=True
+        ).stdout.strip()
 
     assert setting("receive.denyNonFastForwards") == "true"
     assert setting("receive.denyDeletes") == "true"

@@ -21,9 +21,7 @@ def test_help_does_not_import_litellm():
 
 
 def test_script_help_answers():
-    out = subprocess.run(
-        [sys.executable, "scripts/confirmatory_run.py", "--help"], capture_output=True, text=True
-    )
+    out = subprocess.run([sys.executable, "scripts/confirmatory_run.py", "--help"], capture_output=True, text=True)
     assert out.returncode == 0
     assert "verify" in out.stdout
 
@@ -40,8 +38,10 @@ def test_every_command_shows_examples_and_the_list_cuts_no_description():
         out = CliRunner().invoke(main, [name, "--help"]).output
         assert "Examples:\n" in out, (name, out)
         examples = out.split("Examples:\n", 1)[1].split("\n\n", 1)[0].splitlines()
-        assert examples and all(line.startswith("    ") and f"confirmatory {name}" in line or
-                                line.lstrip().startswith("nohup confirmatory") for line in examples), (name, out)
+        assert examples and all(
+            line.startswith("    ") and f"confirmatory {name}" in line or line.lstrip().startswith("nohup confirmatory")
+            for line in examples
+        ), (name, out)
         # the list says what the command's own help begins with, whole
         first = " ".join(out.split("\n\n", 2)[1].split()).split(". ")[0].rstrip(".")
         assert first[:60] in " ".join(listed.split()), (name, first)

@@ -15,7 +15,7 @@ import pytest
 from processes import as_a_user_who_may_not_write, held_by_another_process
 
 from confirmatory.anchors.check import check_witness
-from confirmatory.cli.push_anchor import push_anchor_command
+from confirmatory.anchors.push import push_anchor_command
 from confirmatory.engine.resume import resume_command
 from confirmatory.records import lock as runlock
 from confirmatory.records.chain import log_seed
@@ -37,8 +37,12 @@ class Run:
         self.root = root
         self.path = root / name
         self.models = models
-        manifest = {"format": "confirmatory-run/1", "run_id": "r", "models": list(models),
-                    "anchors": {"interval_s": 900, "command": command, "cwd": str(root)}}
+        manifest = {
+            "format": "confirmatory-run/1",
+            "run_id": "r",
+            "models": list(models),
+            "anchors": {"interval_s": 900, "command": command, "cwd": str(root)},
+        }
         self.msha = write_json_durable(self.path / "manifest.json", manifest)
         self.model_logs = {}
         for m in models:
@@ -73,6 +77,7 @@ class Run:
 
 
 # --- resume -------------------------------------------------------------------------
+
 
 def test_resume_of_a_run_no_runner_runs_is_refused_and_writes_nothing(tmp_path, capsys):
     run = Run(tmp_path)
@@ -127,13 +132,17 @@ def clock_behind_the_latest_pause(run: Run) -> None:
     run.event("m0", event="pause", household="h2", arm="a", **{"pass": 0}, t=time.time() + 3600.0)
 
 
-@pytest.mark.parametrize("plant, says", [
-    (stopped, "model 'm0' was stopped"),
-    (final_anchor_written, "the run is ending: its final anchor is written"),
-    (clock_behind_the_latest_pause, "s behind the pause of model 'm0'"),
-])
+@pytest.mark.parametrize(
+    "plant, says",
+    [
+        (stopped, "model 'm0' was stopped"),
+        (final_anchor_written, "the run is ending: its final anchor is written"),
+        (clock_behind_the_latest_pause, "s behind the pause of model 'm0'"),
+    ],
+)
 def test_resume_of_a_paused_model_is_refused_and_writes_nothing_even_while_a_runner_holds_the_lock(
-        tmp_path, capsys, plant, says):
+    tmp_path, capsys, plant, says
+):
     run = Run(tmp_path)
     run.event("m0", event="pause", household="h", arm="a", **{"pass": 0}, t=time.time() - 60.0)
     plant(run)
@@ -163,8 +172,12 @@ def test_a_resume_whose_write_is_cut_off_and_every_later_resume_are_refused_in_a
     run.event("m0", event="pause", household="h", arm="a", **{"pass": 0}, t=time.time() - 60.0)
     size = len(run.bytes("resume.jsonl"))
     with run.lock():
-        cut = subprocess.run([PY, "-c", _RESUME_UNDER_A_FILE_SIZE_LIMIT, str(run.path), str(size + 10)],
-                             capture_output=True, text=True, timeout=60)
+        cut = subprocess.run(
+            [PY, "-c", _RESUME_UNDER_A_FILE_SIZE_LIMIT, str(run.path), str(size + 10)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert cut.returncode == 3, cut.stderr
         assert "Traceback" not in cut.stderr and cut.stderr.startswith("resume failed: "), cut.stderr
         torn = run.bytes("resume.jsonl")
@@ -177,6 +190,7 @@ def test_a_resume_whose_write_is_cut_off_and_every_later_resume_are_refused_in_a
 
 
 # --- push-anchor ----------------------------------------------------------------------
+
 
 def test_push_anchor_while_a_runner_holds_the_lock_is_refused_and_touches_nothing(tmp_path, capsys):
     run = Run(tmp_path, command=TOUCH)
@@ -287,13 +301,16 @@ def test_push_anchor_run_id_is_refused_for_a_command_that_is_not_the_witness_scr
     assert push_anchor_command(run.path, run_id="other") == 1
     assert "--run-id applies only to confirmatory's witness script" in capsys.readouterr().err
     assert not (tmp_path / "ran").exists()
-    witness_run = Run(tmp_path / "w", command=[PY, str(ROOT / "scripts" / "confirmatory_anchor.py"),
-                                               "--clone", str(tmp_path / "nowhere")])
+    witness_run = Run(
+        tmp_path / "w",
+        command=[PY, str(ROOT / "scripts" / "confirmatory_anchor.py"), "--clone", str(tmp_path / "nowhere")],
+    )
     assert push_anchor_command(witness_run.path, run_id="no slug") == 1
     assert "--run-id 'no slug' is not a slug" in capsys.readouterr().err
 
 
 # --- verify ---------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory) -> Path:
@@ -313,8 +330,7 @@ def test_verify_of_a_run_whose_runner_holds_its_lock_is_provisional_and_fails(fi
     assert "NO VIOLATION, BUT THE RUN IS NOT COMPLETE (running)" in out  # the report itself is kept
 
 
-def test_verify_of_a_finished_run_the_reviewer_may_not_write_to_is_not_called_still_running(finished_run,
-                                                                                            tmp_path):
+def test_verify_of_a_finished_run_the_reviewer_may_not_write_to_is_not_called_still_running(finished_run, tmp_path):
     # A runs folder received as it was (the lock file the run left beside it
     # included) that the reviewer may not write to: another user's folder, a
     # read-only copy (chmod -R a-w) or mount. verify asked whether a runner held
@@ -327,9 +343,15 @@ def test_verify_of_a_finished_run_the_reviewer_may_not_write_to_is_not_called_st
     for path, mode in modes.items():
         path.chmod(mode & ~0o222)
     try:
-        done = subprocess.run(as_a_user_who_may_not_write([PY, str(ROOT / "scripts" / "confirmatory_run.py"),
-                                                            "verify", str(folder / "run")]),
-                              capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        done = subprocess.run(
+            as_a_user_who_may_not_write(
+                [PY, str(ROOT / "scripts" / "confirmatory_run.py"), "verify", str(folder / "run")]
+            ),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=tmp_path,
+        )
     finally:
         for path, mode in modes.items():
             path.chmod(mode)
@@ -379,7 +401,7 @@ def test_verify_json_has_exactly_the_keys_its_page_documents(finished_run, capsy
     assert set(live["witness"]) == docs["witness"] and set(live["households"]) == docs["households"]
     assert all(set(inv) == docs["invariants"] for inv in live["invariants"])
     assert set(live["under_way"]) == docs["crash"]
-    assert [inv["invariant"] for inv in live["invariants"]] == list(range(1, 12))
+    assert [inv["invariant"] for inv in live["invariants"]] == list(range(1, 13))
     damaged = finished_run.parent / "damaged"
     shutil.copytree(finished_run, damaged)
     (damaged / "manifest.json").write_bytes(b"{}")
@@ -410,21 +432,29 @@ def test_verify_of_a_run_that_lost_its_manifest_still_reports_in_full(finished_r
 
 # --- a real runner -----------------------------------------------------------------------
 
+
 @pytest.mark.slow
 def test_the_commands_against_a_real_runner_paused_for_an_operator(tmp_path):
     from confirmatory.testing.designs import write_design
 
     hh = [{"id": "hh-000", "plan": {"m0:calculator/0": "operator"}}, {"id": "hh-001"}, {"id": "hh-002"}]
-    design = write_design(tmp_path / "design", households=hh, models=2,
-                          engine_factory="confirmatory.testing.fakes:null_engine")
+    design = write_design(
+        tmp_path / "design", households=hh, models=2, engine_factory="confirmatory.testing.fakes:null_engine"
+    )
     run_dir = tmp_path / "run"
     cli = [PY, str(ROOT / "scripts" / "confirmatory_run.py")]
-    runner = subprocess.Popen([*cli, "run", str(design), "--out", str(run_dir), "--quiet"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    runner = subprocess.Popen(
+        [*cli, "run", str(design), "--out", str(run_dir), "--quiet"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 90
-        while not (run_dir / "models/m0/run.jsonl").exists() or \
-                b'"event":"pause"' not in (run_dir / "models/m0/run.jsonl").read_bytes():
+        while (
+            not (run_dir / "models/m0/run.jsonl").exists()
+            or b'"event":"pause"' not in (run_dir / "models/m0/run.jsonl").read_bytes()
+        ):
             assert runner.poll() is None and time.monotonic() < deadline, "m0 never paused"
             time.sleep(0.05)
         assert runlock.held(run_dir)  # run_command's lock is the one runlock names

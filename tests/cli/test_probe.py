@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from confirmatory.cli.probe import ProbeResult, probe_seed_command, record
+from confirmatory.commands.probe import ProbeResult, probe_seed_command, record
 from confirmatory.sim import FaultPlan, SimProvider
 
 REGISTRY = {

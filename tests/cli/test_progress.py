@@ -85,8 +85,10 @@ def test_a_stopping_run_says_what_it_waits_for_and_that_a_second_signal_changes_
     text = out.getvalue()
     assert result.status == "stopped" and result.stop_cause == "interrupt"
     # (the first signal is what stopped it: SIGHUP, the detail of the run's stop line)
-    assert text.count(f"run stopping (interrupt: signal {int(signal.SIGHUP)}): calls in flight end within "
-                      "their timeout") == 1, text
+    assert (
+        text.count(f"run stopping (interrupt: signal {int(signal.SIGHUP)}): calls in flight end within their timeout")
+        == 1
+    ), text
     assert "final anchor is written and pushed" in text
     assert run.signals_received == 2 and text.count("signal received again: already stopping") == 1, text
     # The last table does not call a model cut short "done".
@@ -128,7 +130,7 @@ def test_the_live_region_is_redrawn_in_place_over_exactly_the_lines_it_drew(tmp_
         moved = re.match(r"\r\x1b\[(\d+)A", frame)
         # each redraw goes up over what the one before drew, then erases and writes each line
         assert (int(moved[1]) if moved else 0) == drawn, (drawn, frame)
-        body = frame[moved.end():] if moved else frame
+        body = frame[moved.end() :] if moved else frame
         lines = body.split("\n")[:-1]
         assert all(line.startswith("\x1b[2K") and len(line) - 4 < 60 for line in lines), lines
         drawn = len(lines)
@@ -176,12 +178,26 @@ def test_not_on_a_terminal_each_change_of_state_is_one_plain_line(tmp_path):
     said = [line.split("] ", 1)[1] for line in text.splitlines() if line.startswith("[")]
     assert said[0] == "starting: pools, first anchor" and said[1] == "run started: 1 model(s), 2 lane(s)", said
     # (resumed, then done; or done by the next look)
-    assert [s for s in said if s.startswith("m0: ")][1:] in (["m0: resumed, running", "m0: done"],
-                                                             ["m0: resumed, done"]), said
+    assert [s for s in said if s.startswith("m0: ")][1:] in (
+        ["m0: resumed, running", "m0: done"],
+        ["m0: resumed, done"],
+    ), said
     assert sum("PAUSED" in s for s in said) == 1
     # at the end: the summary line, then the table (its head and a row per model)
     assert said[-2].startswith("spend $") and "m0 2/2 ended" in said[-2], said
     assert said[-1].startswith("run spend $") and text.rstrip().splitlines()[-1].startswith("  m0 "), text
+
+
+def test_the_display_says_the_run_is_starting_before_its_first_wait(tmp_path):
+    # started and stopped at once, before the run starts: the first look is
+    # taken before the display waits for anything, so the line is there
+    run = make_run(tmp_path, households=[{"id": "hh-000"}], models=1, **FAST)
+    out = io.StringIO()
+    progress = Progress(run, stream=out)
+    progress.start()
+    progress.stop()
+    said = [line.split("] ", 1)[1] for line in out.getvalue().splitlines() if line.startswith("[")]
+    assert said == ["starting: pools, first anchor"], out.getvalue()
 
 
 def test_time_left_is_the_remaining_households_at_the_pace_so_far():
@@ -191,6 +207,8 @@ def test_time_left_is_the_remaining_households_at_the_pace_so_far():
     assert time_left(12, 12, 30.0) is None  # nothing left
     assert time_left(3, 12, 60.0) == "~0:03:00 left at this pace"  # 9 more at 20 s each
     assert time_left(100, 1000, 3600.0) == "~9:00:00 left at this pace"
+    # rounded up: while a household remains, never "~0:00:00 left"
+    assert time_left(11, 12, 3.0) == "~0:00:01 left at this pace"
 
 
 def test_the_table_of_a_model_under_way_says_how_long_its_remaining_households_take(tmp_path):
@@ -228,8 +246,11 @@ def test_a_harness_stop_says_which_record_and_exception(tmp_path):
     (line,) = [ln for ln in out.getvalue().splitlines() if "stopped (harness)" in ln]
     assert "models/m0/records/hh-000/alone/0.json: builtins.KeyError:" in line and "the harness broke" in line, line
     # The stop line carries it too (RUN.md: `detail`, the exception).
-    stops = [o for o in map(json.loads, (run.run_dir / "models/m0/run.jsonl").read_text().splitlines())
-             if o.get("event") == "stop"]
+    stops = [
+        o
+        for o in map(json.loads, (run.run_dir / "models/m0/run.jsonl").read_text().splitlines())
+        if o.get("event") == "stop"
+    ]
     assert [s["cause"] for s in stops] == ["harness"] and "KeyError" in stops[0]["detail"], stops
     assert result.status == "stopped" and result.stop_cause == "harness", result
 
@@ -272,3 +293,58 @@ def test_after_an_interrupt_the_last_table_still_calls_a_model_that_had_finished
     rows = {line.split()[0]: line for line in progress.lines()[1:]}
     assert rows["m1"].endswith(" done"), rows
     assert rows["m0"].endswith("stopped (interrupt)"), rows
+
+
+def test_fitted_lines_break_between_phrases_where_each_fits():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from confirmatory.cli.progress import fit
+
+    word = st.text(alphabet="abcdefghij/.:$()", min_size=1, max_size=8)
+    phrase = st.lists(word, min_size=1, max_size=4).map(" ".join)
+
+    @settings(deadline=None, max_examples=200)
+    @given(st.lists(phrase, min_size=1, max_size=12), st.integers(40, 80))
+    def check(phrases, width):
+        out = fit(["  " + "  ".join(phrases)], width)
+        assert all(len(piece) <= width for piece in out)
+        indent = min(2 + 4, width // 2)  # a continuation line's (fit's)
+        for p in phrases:  # a phrase that fits a continuation line is on one line, whole
+            if len(p) <= width - indent:
+                assert any(p in piece for piece in out), (p, out)
+        assert [w for piece in out for w in piece.split()] == [w for p in phrases for w in p.split()]
+
+    check()
+
+
+def test_the_region_has_the_time_left_in_every_frame_bars_of_work_done_and_no_stale_wait_at_the_end(tmp_path):
+    hh = [{"id": f"hh-{i:03d}", "latency_s": 0.03} for i in range(12)]
+    run = make_run(tmp_path, households=hh, models=2, **FAST)
+    progress = Progress(run, stream=io.StringIO(), live=True)
+    run.start()
+    frames = []
+
+    def look():
+        while not getattr(run, "_finished", False):
+            frames.append(progress.region())
+            time.sleep(0.01)
+
+    watched(run, progress, look)
+    frames.append(progress.region())
+    under_way = [f for f in frames if f[0].startswith("confirmatory run") and len(f) > 2]
+    assert len(under_way) >= 5
+    slot = re.compile(r"^confirmatory run  \d+:\d\d:\d\d  (~\d+:\d\d:\d\d left at this pace|time left: [^/]+)  /")
+    assert all(slot.search(f[0]) for f in under_way), [f[0] for f in under_way if not slot.search(f[0])]
+    assert not any("~0:00:00 left" in f[0] for f in under_way)
+    for f in under_way:  # the run's bar and each model's are households ended of the draw
+        m = re.match(r"households (\d+)/(\d+) ended \[[#.]+\] (\d+)%", f[1])
+        assert m and int(m[1]) <= int(m[2]) and abs(int(m[3]) - 100 * int(m[1]) / int(m[2])) <= 0.5, f[1]
+        for row in f[2:4]:
+            r = re.match(r"  m\d  households (\d+)/(\d+) decided, (\d+) ended \[[#.]{10}\] (\d+)%  ", row)
+            assert r and int(r[3]) <= int(r[2]) and abs(int(r[4]) - 100 * int(r[3]) / int(r[2])) <= 0.5, row
+    end = frames[-1]
+    assert "time left: none (every lane has ended)" in end[0], end
+    assert not any("waiting for the witness push" in line for line in end), end
+    summary = Progress(run, stream=io.StringIO()).summary()
+    assert " 1 reruns" not in summary and " 1 attempts" not in summary

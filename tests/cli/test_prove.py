@@ -22,8 +22,9 @@ LOG = "models/alpha/run.jsonl"
 
 def cli(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "confirmatory", *map(str, args)], capture_output=True, text=True,
-                          env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "confirmatory", *map(str, args)], capture_output=True, text=True, env=env, timeout=120
+    )
 
 
 @pytest.fixture(scope="module")
@@ -65,9 +66,11 @@ def test_an_inclusion_proof_of_every_line_checks_by_check_proof_and_by_the_docum
         ok = cli("check-proof", tmp_path / "p.json", "--anchors", run / "anchors.jsonl")
         assert ok.returncode == 0 and ok.stdout.startswith(f"OK: line {index} of {LOG}"), ok.stderr
         # a changed line, a flipped bit of the path, a wrong index: each fails both verifiers
-        for bad in ({**proof, "leaf": proof["leaf"].replace('"seq":', '"seq": ')},
-                    {**proof, "path": [format(int(proof["path"][0], 16) ^ 1, "064x"), *proof["path"][1:]]},
-                    {**proof, "leaf_index": (index + 1) % n}):
+        for bad in (
+            {**proof, "leaf": proof["leaf"].replace('"seq":', '"seq": ')},
+            {**proof, "path": [format(int(proof["path"][0], 16) ^ 1, "064x"), *proof["path"][1:]]},
+            {**proof, "leaf_index": (index + 1) % n},
+        ):
             assert not check(bad)
             (tmp_path / "bad.json").write_text(json.dumps(bad))
             refused = cli("check-proof", tmp_path / "bad.json")
@@ -82,16 +85,22 @@ def test_a_consistency_proof_between_two_anchors_checks_and_fails_once_altered(r
     assert done.returncode == 0, done.stderr
     proof = json.loads(done.stdout)
     by_seq = {a["seq"]: a for a in anchors(run)}
-    assert (proof["first_size"], proof["first_root"]) == (by_seq[first]["logs"]["host.jsonl"]["lines"],
-                                                         by_seq[first]["logs"]["host.jsonl"]["root"])
-    assert (proof["second_size"], proof["second_root"]) == (by_seq[second]["logs"]["host.jsonl"]["lines"],
-                                                           by_seq[second]["logs"]["host.jsonl"]["root"])
+    assert (proof["first_size"], proof["first_root"]) == (
+        by_seq[first]["logs"]["host.jsonl"]["lines"],
+        by_seq[first]["logs"]["host.jsonl"]["root"],
+    )
+    assert (proof["second_size"], proof["second_root"]) == (
+        by_seq[second]["logs"]["host.jsonl"]["lines"],
+        by_seq[second]["logs"]["host.jsonl"]["root"],
+    )
     assert check(proof)
     (tmp_path / "c.json").write_text(done.stdout)
     ok = cli("check-proof", tmp_path / "c.json", "--anchors", run / "anchors.jsonl")
     assert ok.returncode == 0 and f"anchors {first} and {second}" in ok.stdout, ok.stderr
-    for wrong in ({**proof, "first_root": proof["second_root"], "second_root": proof["first_root"]},
-                  {**proof, "path": [*proof["path"][:-1], format(int(proof["path"][-1], 16) ^ 1 << 200, "064x")]}):
+    for wrong in (
+        {**proof, "first_root": proof["second_root"], "second_root": proof["first_root"]},
+        {**proof, "path": [*proof["path"][:-1], format(int(proof["path"][-1], 16) ^ 1 << 200, "064x")]},
+    ):
         assert not check(wrong)
         (tmp_path / "w.json").write_text(json.dumps(wrong))
         assert cli("check-proof", tmp_path / "w.json").returncode == 1
@@ -134,9 +143,12 @@ def test_prove_refuses_a_log_changed_since_its_anchor_a_run_without_roots_and_ba
     done = cli("prove", old, LOG, 1)
     assert done.returncode == 1 and "no Merkle root" in done.stderr
 
-    for args, says in (((run, LOG, 10 ** 6), "INDEX 1000000"), ((run, "nope.jsonl", 0), "does not anchor nope.jsonl"),
-                       ((run, LOG, 0, "--anchor", 999), "no anchor line with seq 999"),
-                       ((run, LOG), "give INDEX")):
+    for args, says in (
+        ((run, LOG, 10**6), "INDEX 1000000"),
+        ((run, "nope.jsonl", 0), "does not anchor nope.jsonl"),
+        ((run, LOG, 0, "--anchor", 999), "no anchor line with seq 999"),
+        ((run, LOG), "give INDEX"),
+    ):
         done = cli("prove", *args)
         assert done.returncode == 2 and says in done.stderr, (args, done.stderr)
         assert len(done.stderr.strip().splitlines()) == 1
@@ -150,3 +162,16 @@ def test_the_help_of_each_command_ends_with_examples():
         done = cli(command, "--help")
         assert done.returncode == 0
         assert f"Examples:\n    confirmatory {command} " in done.stdout
+
+
+def test_a_proof_whose_leaf_is_a_lone_surrogate_is_refused_in_one_line_not_a_traceback(tmp_path):
+    # "\ud800" is valid JSON, yet no UTF-8 line holds it: once a UnicodeEncodeError traceback
+    proof = {"log": LOG, "leaf_index": 0, "tree_size": 1, "root": "0" * 64, "path": [], "leaf": "ok \ud800"}
+    (tmp_path / "s.json").write_text(json.dumps(proof))
+    assert '"ok \\ud800"' in (tmp_path / "s.json").read_text()
+    done = cli("check-proof", tmp_path / "s.json")
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert done.stderr.startswith("check-proof: ") and "leaf is no line a log can hold: character 3 is '\\ud800'" in (
+        done.stderr
+    ), done.stderr

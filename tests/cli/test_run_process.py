@@ -32,9 +32,19 @@ def start_run(tmp_path: Path, *, prefix: tuple[str, ...] = (), households: int =
     design = write_design(tmp_path / "design", households=hh, models=2, **FAST)
     run_dir = tmp_path / "run"
     proc = subprocess.Popen(
-        [*prefix, sys.executable, str(ROOT / "scripts" / "confirmatory_run.py"), "run", str(design),
-         "--out", str(run_dir), "--quiet"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            *prefix,
+            sys.executable,
+            str(ROOT / "scripts" / "confirmatory_run.py"),
+            "run",
+            str(design),
+            "--out",
+            str(run_dir),
+            "--quiet",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     # Wait until attempts are being recorded (records are fsynced as they end).
     deadline = time.monotonic() + 60
@@ -86,14 +96,16 @@ def test_sigterm_from_outside_stops_every_lane_and_leaves_a_verifiable_run(tmp_p
 
 def _caught_and_ignored(pid: int) -> tuple[int, int]:
     """The process's caught and ignored signal masks (/proc/PID/status)."""
-    fields = dict(line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
-                  if ":\t" in line)
+    fields = dict(
+        line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":\t" in line
+    )
     return int(fields["SigCgt"], 16), int(fields["SigIgn"], 16)
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("nohup") is None or not Path("/proc/self/status").exists(),
-                    reason="needs nohup and /proc")
+@pytest.mark.skipif(
+    shutil.which("nohup") is None or not Path("/proc/self/status").exists(), reason="needs nohup and /proc"
+)
 def test_a_run_started_under_nohup_outlives_its_terminal(tmp_path):
     # README: run it under nohup on a remote machine. nohup's ignored SIGHUP
     # (the ssh session closed) must stay ignored; SIGTERM still stops the run.
@@ -149,14 +161,28 @@ def test_a_hard_kill_loses_no_acknowledged_line_and_verify_says_crashed(tmp_path
 @pytest.mark.slow
 def test_the_runner_process_exits_even_when_a_lane_is_stuck_in_a_call_forever(tmp_path):
     hh = [{"id": "hh-000", "plan": {"m0:alone/0": "stuck"}, "stuck_s": 600}, {"id": "hh-001"}]
-    design = write_design(tmp_path / "design", households=hh,
-                          models=[{"name": "m0", "timeout_s": 0.2}], rules={"attempt_deadline_s": 0.3}, **FAST)
+    design = write_design(
+        tmp_path / "design",
+        households=hh,
+        models=[{"name": "m0", "timeout_s": 0.2}],
+        rules={"attempt_deadline_s": 0.3},
+        **FAST,
+    )
     run_dir = tmp_path / "run"
     started = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "confirmatory_run.py"), "run", str(design),
-         "--out", str(run_dir), "--quiet"],
-        capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "confirmatory_run.py"),
+            "run",
+            str(design),
+            "--out",
+            str(run_dir),
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 4, proc.stderr
     assert "stuck in an abandoned call" in proc.stderr
@@ -220,20 +246,22 @@ def test_the_end_summary_says_when_a_model_has_no_observation_at_all(tmp_path, c
     # team that one model's results are all failures.
     from confirmatory.cli.run import run_command
 
-    hh = [{"id": f"hh-{i:03d}", "plan": {"m1:alone/*": "provider", "m1:calculator/*": "provider"}}
-          for i in range(4)]
+    hh = [{"id": f"hh-{i:03d}", "plan": {"m1:alone/*": "provider", "m1:calculator/*": "provider"}} for i in range(4)]
     design = write_design(tmp_path / "design", households=hh, models=2, **FAST)
     assert run_command(design, tmp_path / "run", quiet=True) == 0
     err = capsys.readouterr().err.splitlines()
     assert "  m0: 8 arm results: ok 8" in err, err
-    assert ("  m1: NO OBSERVATION: none of its 8 arm results is ok or the model's own (provider 8); "
-            "see models/m1/run.jsonl") in err, err
+    assert (
+        "  m1: NO OBSERVATION: none of its 8 arm results is ok or the model's own (provider 8); see models/m1/run.jsonl"
+    ) in err, err
     # verify's "the records say" line said only "completed; ...; m1: 4 of 4
     # households ended": a reviewer saw nothing of it. It says it now, too.
     report = verify_run(tmp_path / "run")
     assert report.ok
-    assert report.outcome == ("completed; m0: 4 of 4 households ended; m1: 4 of 4 households ended, "
-                              "NO OBSERVATION: none of its 8 arm results is ok or the model's own"), report.outcome
+    assert report.outcome == (
+        "completed; m0: 4 of 4 households ended; m1: 4 of 4 households ended, "
+        "NO OBSERVATION: none of its 8 arm results is ok or the model's own"
+    ), report.outcome
 
 
 SLOW_IMPORT_HARNESS = """import os, time
@@ -257,7 +285,9 @@ def _start_importing(tmp_path: Path, *, demo: bool = False) -> tuple[subprocess.
     command = ["demo", "--design", str(design)] if demo else ["run", str(design)]
     proc = subprocess.Popen(
         [sys.executable, str(ROOT / "scripts" / "confirmatory_run.py"), *command, "--out", str(run_dir)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         env=os.environ | {"CONFIRMATORY_TEST_MARK": str(mark), "PYTHONPATH": str(tmp_path / "study")},
     )
     deadline = time.monotonic() + 60
@@ -279,8 +309,9 @@ def wait_delivered(pid: int, signum: int, timeout_s: float = 10.0) -> None:
     bit = 1 << (signum - 1)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        fields = dict(line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
-                      if ":\t" in line)
+        fields = dict(
+            line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":\t" in line
+        )
         if not (int(fields["SigPnd"], 16) | int(fields["ShdPnd"], 16)) & bit:
             break
         time.sleep(0.001)
@@ -304,8 +335,11 @@ def test_a_signal_before_the_run_starts_ends_the_command_in_one_line_with_nothin
     assert proc.returncode == 128 + signum, (proc.returncode, sent, err[-3000:])
     # (after the line the command starts with, saying what it checks while litellm loads)
     lines = err.strip().splitlines()
-    assert lines[-1:] == [_early_line(name, run_dir)] and all(
-        line.startswith("starting: checking ") for line in lines[:-1]) and len(lines) <= 2, err
+    assert (
+        lines[-1:] == [_early_line(name, run_dir)]
+        and all(line.startswith("starting: checking ") for line in lines[:-1])
+        and len(lines) <= 2
+    ), err
     for noise in RACE_NOISE:
         assert noise not in err, (noise, err)
     assert not run_dir.exists()
@@ -347,8 +381,11 @@ def test_signals_that_arrive_together_before_the_run_starts_end_it_in_one_line(t
     first = min(names, key=lambda n: getattr(signal, n))
     assert proc.returncode == 128 + getattr(signal, first), (proc.returncode, err[-3000:])
     lines = err.strip().splitlines()
-    assert lines[-1:] == [_early_line(first, run_dir)] and all(
-        line.startswith("starting: checking ") for line in lines[:-1]) and len(lines) <= 2, err
+    assert (
+        lines[-1:] == [_early_line(first, run_dir)]
+        and all(line.startswith("starting: checking ") for line in lines[:-1])
+        and len(lines) <= 2
+    ), err
     assert not run_dir.exists()
 
 
@@ -364,8 +401,10 @@ def test_a_signal_before_the_demos_run_starts_ends_the_demo_as_it_ends_run(tmp_p
     signum = getattr(signal, name)
     sent, out, err = _signal_then_flood(proc, signum)
     assert proc.returncode == 128 + signum, (proc.returncode, sent, err[-3000:])
-    assert err.strip().splitlines()[-2:] == [_early_line(name, run_dir),
-                                             f"confirmatory demo: the run did not start (exit status {128 + signum})"], err
+    assert err.strip().splitlines()[-2:] == [
+        _early_line(name, run_dir),
+        f"confirmatory demo: the run did not start (exit status {128 + signum})",
+    ], err
     for noise in RACE_NOISE:
         assert noise not in err, (noise, err)
     assert not run_dir.exists() and out == ""
@@ -400,9 +439,19 @@ def test_a_signal_while_the_demo_verifies_is_not_called_one_before_the_run(tmp_p
     run_dir = tmp_path / "runs" / "r1"
     design = ROOT / "confirmatory" / "demo" / "minimal.toml"
     proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "scripts" / "confirmatory_run.py"), "demo", "--design", str(design),
-         "--out", str(run_dir)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "confirmatory_run.py"),
+            "demo",
+            "--design",
+            str(design),
+            "--out",
+            str(run_dir),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
         env=os.environ | {"PATH": f"{bin_dir}:{os.environ['PATH']}", "CONFIRMATORY_TEST_FETCH_MARK": str(mark)},
     )
     try:
@@ -436,9 +485,19 @@ def test_a_signal_as_the_demos_run_closes_is_not_called_one_before_the_run(tmp_p
 
     run_dir = tmp_path / "runs" / "r1"
     proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "scripts" / "confirmatory_run.py"), "demo",
-         "--design", str(ROOT / "confirmatory" / "demo" / "minimal.toml"), "--out", str(run_dir)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "confirmatory_run.py"),
+            "demo",
+            "--design",
+            str(ROOT / "confirmatory" / "demo" / "minimal.toml"),
+            "--out",
+            str(run_dir),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
     )
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True)

@@ -1,5 +1,6 @@
 """The pure host-evidence rule: what host.jsonl says about one attempt."""
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,8 +18,17 @@ THRESHOLD = 10.0
 
 
 def sample(t, pressure=0.0, back=0.0):
-    return {"event": "sample", "t": t, "wall": t, "mono": t, "mem_pressure": pressure,
-            "mem_available": 1 << 30, "swap_used": 0, "load1": 0.1, "clock_back_max_s": back}
+    return {
+        "event": "sample",
+        "t": t,
+        "wall": t,
+        "mono": t,
+        "mem_pressure": pressure,
+        "mem_available": 1 << 30,
+        "swap_used": 0,
+        "load1": 0.1,
+        "clock_back_max_s": back,
+    }
 
 
 def log(*lines, open_t=0.0):
@@ -139,8 +149,7 @@ def test_lines_after_the_completing_sample_do_not_change_the_verdict():
     # Read whole, the late sample would widen the slack to 5.1 s and pull the
     # early spike (and its own spike and the evidence line) into the window.
     head = log(sample(30.0), sample(35.0, pressure=90.0), sample(50.5))
-    tail = [sample(51.0, pressure=90.0, back=5.0),
-            {"event": "evidence", "t": 52.0, "source": "guard", "line": "late"}]
+    tail = [sample(51.0, pressure=90.0, back=5.0), {"event": "evidence", "t": 52.0, "source": "guard", "line": "late"}]
     assert verdict(head, 40, 50) == HostVerdict(complete=True, reasons=())
     assert verdict(head + tail, 40, 50) == HostVerdict(complete=True, reasons=())
 
@@ -180,6 +189,7 @@ def _logs(draw):
     return lines
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(_logs(), st.floats(0.0, 300.0), st.floats(0.0, 60.0))
 def test_the_lanes_and_verify_agree_whatever_the_log_holds_after_completion(lines, start, length):
@@ -195,6 +205,7 @@ def test_the_lanes_and_verify_agree_whatever_the_log_holds_after_completion(line
         assert not whole.complete
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(_logs(), st.floats(0.0, 300.0), st.lists(st.integers(0, 30), max_size=5))
 def test_a_waiter_scanning_in_pieces_finds_the_same_completing_sample(lines, end, cuts):
@@ -214,6 +225,7 @@ def test_a_resumed_scan_keeps_the_backward_step_seen_before():
     assert scan_completion(lines, 50.0, resume_at, back_max) == (2, 3, 2.0)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(_logs(), st.floats(0.0, 300.0), st.floats(0.0, 60.0), st.integers(0, 40))
 def test_the_timeline_gives_the_verdict_of_the_whole_prefix_from_a_slice(lines, start, length, limit):
@@ -232,9 +244,13 @@ def test_an_evidence_line_read_after_the_attempt_counts_for_it_if_it_may_have_ap
     source's previous read began (`since`). An OOM line read at the step after
     the pass, or by a slow source after the attempt's end, still counts for the
     attempt that ran while it may have been written."""
-    lines = [{"event": "open", "t": 0.0}, sample(10.0), sample(20.0),
-             {"event": "evidence", "t": 31.0, "since": 19.9, "source": "guard", "line": "oom-kill: python"},
-             sample(31.5)]
+    lines = [
+        {"event": "open", "t": 0.0},
+        sample(10.0),
+        sample(20.0),
+        {"event": "evidence", "t": 31.0, "since": 19.9, "source": "guard", "line": "oom-kill: python"},
+        sample(31.5),
+    ]
     assert verdict(lines, 21.0, 25.0).reasons == ("evidence guard: oom-kill: python at 31.000",)
     # ... and for no attempt that ended before the source's previous read began
     assert verdict(lines, 12.0, 19.0).reasons == ()
@@ -244,15 +260,18 @@ def test_an_evidence_line_read_after_the_attempt_counts_for_it_if_it_may_have_ap
     assert verdict(old, 21.0, 25.0).reasons == ()
 
 
-
 def test_a_sample_whose_step_began_reading_before_the_attempt_ended_does_not_complete_it():
     """The step read its sources at 24.9, the attempt ended at 25.0, the
     sample came at 25.1: a guard line written at 24.95 was not read by that
     step. The attempt is complete only at the next step's sample, and the
     line (read there, since 24.9) is in its verdict."""
-    lines = [{"event": "open", "t": 0.0}, sample(10.0), {**sample(25.1), "reads_began": 24.9},
-             {"event": "evidence", "t": 26.0, "since": 24.9, "source": "guard", "line": "oom-kill: python"},
-             {**sample(26.1), "reads_began": 25.9}]
+    lines = [
+        {"event": "open", "t": 0.0},
+        sample(10.0),
+        {**sample(25.1), "reads_began": 24.9},
+        {"event": "evidence", "t": 26.0, "since": 24.9, "source": "guard", "line": "oom-kill: python"},
+        {**sample(26.1), "reads_began": 25.9},
+    ]
     assert verdict(lines[:3], 20.0, 25.0) == HostVerdict(complete=False, reasons=(NO_SAMPLE_AFTER,))
     assert verdict(lines, 20.0, 25.0).reasons == ("evidence guard: oom-kill: python at 26.000",)
     # without reads_began (an older log) the sample's own time decides, as before

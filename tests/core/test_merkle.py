@@ -76,15 +76,21 @@ def test_the_vectors_are_all_there():
 
 @pytest.mark.parametrize("probe", json.loads((DATA / "inclusion.json").read_text()), ids=lambda p: p["file"])
 def test_every_published_inclusion_probe_gets_its_expected_verdict(probe):
-    ok = M.verify_inclusion(_b(probe["leafHash"]), probe["leafIdx"], probe["treeSize"],
-                            [_b(p) for p in probe["proof"] or []], _b(probe["root"]))
+    ok = M.verify_inclusion(
+        _b(probe["leafHash"]),
+        probe["leafIdx"],
+        probe["treeSize"],
+        [_b(p) for p in probe["proof"] or []],
+        _b(probe["root"]),
+    )
     assert ok is not probe["wantErr"]
 
 
 @pytest.mark.parametrize("probe", json.loads((DATA / "consistency.json").read_text()), ids=lambda p: p["file"])
 def test_every_published_consistency_probe_gets_its_expected_verdict(probe):
-    ok = M.verify_consistency(probe["size1"], probe["size2"], [_b(p) for p in probe["proof"] or []],
-                              _b(probe["root1"]), _b(probe["root2"]))
+    ok = M.verify_consistency(
+        probe["size1"], probe["size2"], [_b(p) for p in probe["proof"] or []], _b(probe["root1"]), _b(probe["root2"])
+    )
     assert ok is not probe["wantErr"]
 
 
@@ -93,11 +99,11 @@ def test_the_happy_path_probes_are_the_proofs_this_module_makes():
     for probe in json.loads((DATA / "inclusion.json").read_text()):
         if not probe["wantErr"]:
             assert probe["treeSize"] <= 8
-            made = M.inclusion_proof(leaves[:probe["treeSize"]], probe["leafIdx"])
+            made = M.inclusion_proof(leaves[: probe["treeSize"]], probe["leafIdx"])
             assert [base64.b64encode(h).decode() for h in made] == (probe["proof"] or [])
     for probe in json.loads((DATA / "consistency.json").read_text()):
         if not probe["wantErr"] and probe["size1"] < probe["size2"]:
-            made = M.consistency_proof(leaves[:probe["size2"]], probe["size1"])
+            made = M.consistency_proof(leaves[: probe["size2"]], probe["size1"])
             assert [base64.b64encode(h).decode() for h in made] == probe["proof"]
 
 
@@ -121,13 +127,17 @@ def test_every_inclusion_proof_verifies_and_any_flipped_bit_or_wrong_size_fails(
     # bound by the root)
     assert not M.verify_inclusion(leaves[i], i, n + 1, path, M.root(_leaves(n + 1)))
     bit = data.draw(st.integers(0, 255), "bit")
-    flip = lambda h: bytes([h[0] ^ (1 << (bit % 8))]) + h[1:] if bit < 8 else (  # noqa: E731
-        h[:bit // 8] + bytes([h[bit // 8] ^ (1 << (bit % 8))]) + h[bit // 8 + 1:])
+
+    def flip(h: bytes) -> bytes:
+        if bit < 8:
+            return bytes([h[0] ^ (1 << (bit % 8))]) + h[1:]
+        return h[: bit // 8] + bytes([h[bit // 8] ^ (1 << (bit % 8))]) + h[bit // 8 + 1 :]
+
     assert not M.verify_inclusion(flip(leaves[i]), i, n, path, root)
     assert not M.verify_inclusion(leaves[i], i, n, path, flip(root))
     if path:
         k = data.draw(st.integers(0, len(path) - 1), "which hash")
-        assert not M.verify_inclusion(leaves[i], i, n, [*path[:k], flip(path[k]), *path[k + 1:]], root)
+        assert not M.verify_inclusion(leaves[i], i, n, [*path[:k], flip(path[k]), *path[k + 1 :]], root)
         assert not M.verify_inclusion(leaves[i], i, n, path[:-1], root)
     assert not M.verify_inclusion(leaves[i], i, n, [*path, root], root)
 
@@ -145,13 +155,13 @@ def test_every_consistency_proof_verifies_and_any_flipped_bit_or_wrong_size_fail
     bit = data.draw(st.integers(0, 255), "bit")
 
     def flip(h):
-        return h[:bit // 8] + bytes([h[bit // 8] ^ (1 << (bit % 8))]) + h[bit // 8 + 1:]
+        return h[: bit // 8] + bytes([h[bit // 8] ^ (1 << (bit % 8))]) + h[bit // 8 + 1 :]
 
     assert not M.verify_consistency(m, n, path, flip(r1), r2)
     assert not M.verify_consistency(m, n, path, r1, flip(r2))
     if path:
         k = data.draw(st.integers(0, len(path) - 1), "which hash")
-        assert not M.verify_consistency(m, n, [*path[:k], flip(path[k]), *path[k + 1:]], r1, r2)
+        assert not M.verify_consistency(m, n, [*path[:k], flip(path[k]), *path[k + 1 :]], r1, r2)
         assert not M.verify_consistency(m, n, path[:-1], r1, r2)
         assert not M.verify_consistency(m, n, [*path, r1], r1, r2)
 

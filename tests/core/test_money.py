@@ -32,7 +32,9 @@ def test_the_float_is_read_as_its_shortest_decimal_not_its_binary_value():
     assert to_nusd(1.59005e-05) == 15_900 and round(1.59005e-05 * 1e9) != 15_900
 
 
-@pytest.mark.parametrize(("usd", "nusd"), [(0.5e-9, 0), (1.5e-9, 2), (2.5e-9, 2), (3.5e-9, 4), (1.0000000025, 1_000_000_002)])
+@pytest.mark.parametrize(
+    ("usd", "nusd"), [(0.5e-9, 0), (1.5e-9, 2), (2.5e-9, 2), (3.5e-9, 4), (1.0000000025, 1_000_000_002)]
+)
 def test_halves_round_to_even(usd, nusd):
     assert to_nusd(usd) == nusd
 
@@ -64,13 +66,34 @@ def test_a_cost_written_in_whole_nano_dollars_converts_to_exactly_that(k):
     [
         (12_345_678_000, "$12.345678"),
         (0, "$0.000000"),
-        (1_500, "$0.000002"),  # half to even, up
-        (2_500, "$0.000002"),  # half to even, down
+        (1_500, "$0.000002"),  # half up
+        (2_500, "$0.000003"),  # half up, never to even
         (2_501, "$0.000003"),
-        (-1_500, "-$0.000002"),
+        (-1_500, "-$0.000002"),  # half away from zero
+        (12_924_500, "$0.012925"),
         (-1, "$0.000000"),
         (10**18, "$1000000000.000000"),
     ],
 )
 def test_dollars_are_shown_to_the_micro_dollar(nusd, text):
     assert format_usd(nusd) == text
+
+
+def test_the_spend_of_a_crashed_model_counts_its_journaled_calls_in_flight_once():
+    from confirmatory.core.money import model_spend
+
+    lines = [
+        {"event": "call-cost", "household": "a", "arm": "x", "pass": 0, "cost_nusd": 5},
+        {"event": "attempt", "household": "a", "arm": "x", "pass": 0, "cost_nusd": 5},
+        {"event": "household", "household": "a"},
+        {"event": "call-cost", "household": "b", "arm": "x", "pass": 0, "cost_nusd": 7},  # lost at the crash
+        {"event": "continuation", "lost_nusd": 7},
+        {"event": "call-cost", "household": "b", "arm": "x", "pass": 0, "cost_nusd": 11, "round": 1},
+        {"event": "call-cost", "household": "c", "arm": "x", "pass": 0, "cost_nusd": 13},
+        {"event": "late-cost", "household": "c", "arm": "x", "pass": 0, "cost_nusd": 3},  # journaled too
+    ]
+    s = model_spend(lines)
+    assert (s.recorded_nusd, s.late_nusd, s.lost_nusd, s.in_flight_nusd) == (5, 3, 7, 11 + 10)
+    assert s.total_nusd == 5 + 3 + 7 + 21
+    # given the ended households' attempts, the same count
+    assert model_spend([o for o in lines if o["event"] != "attempt"], recorded_nusd=5, settled={"a"}) == s

@@ -15,8 +15,13 @@ from confirmatory.core.rules import Action, Cls
 
 
 def err(type_, mro=None, message="boom", status=None):
-    return {"type": type_, "mro": mro or [type_, "builtins.Exception", "builtins.BaseException", "builtins.object"],
-            "message": message, "status_code": status, "escalated_after_truncation": False}
+    return {
+        "type": type_,
+        "mro": mro or [type_, "builtins.Exception", "builtins.BaseException", "builtins.object"],
+        "message": message,
+        "status_code": status,
+        "escalated_after_truncation": False,
+    }
 
 
 def rec(status="error", error=None):
@@ -42,6 +47,7 @@ def exported():
 
 
 # ---- class lists against litellm itself ------------------------------------------------------
+
 
 def test_every_exception_class_litellm_exports_is_in_a_class_list_or_excluded_with_a_reason(exported):
     listed = {n for c in ("provider", "model", "operator") for n in rules.CLASS_LISTS[c]}
@@ -70,28 +76,39 @@ def test_no_class_is_in_two_lists():
 def test_each_exported_class_gets_its_listed_class_when_raised_as_recorded(exported):
     for name, mro in exported.items():
         got = rules.record_class(rec(error=err(name, mro)))
-        expected = next((c for n in mro for c in ("provider", "model", "operator")
-                         if n in rules.CLASS_LISTS[c]), None)
+        expected = next((c for n in mro for c in ("provider", "model", "operator") if n in rules.CLASS_LISTS[c]), None)
         if expected is None:
             assert got in (Cls.INCONCLUSIVE, Cls.HARNESS), name
         else:
             assert got == Cls(expected), name
 
 
-@pytest.mark.parametrize("name,expected", [
-    ("RateLimitError", Cls.PROVIDER), ("InternalServerError", Cls.PROVIDER),
-    ("BadGatewayError", Cls.PROVIDER), ("ServiceUnavailableError", Cls.PROVIDER),
-    ("Timeout", Cls.PROVIDER), ("APIConnectionError", Cls.PROVIDER),
-    ("MidStreamFallbackError", Cls.PROVIDER), ("APIResponseValidationError", Cls.PROVIDER),
-    ("ContextWindowExceededError", Cls.MODEL), ("ContentPolicyViolationError", Cls.MODEL),
-    ("BadRequestError", Cls.MODEL), ("UnprocessableEntityError", Cls.MODEL),
-    ("JSONSchemaValidationError", Cls.MODEL),
-    ("AuthenticationError", Cls.OPERATOR), ("PermissionDeniedError", Cls.OPERATOR),
-    ("NotFoundError", Cls.OPERATOR), ("BudgetExceededError", Cls.OPERATOR),
-    ("CallerCredentialAuthenticationError", Cls.OPERATOR),
-    ("CallerCredentialRateLimitError", Cls.PROVIDER),
-    ("ModelNotMappedError", Cls.OPERATOR), ("LiteLLMUnknownProvider", Cls.OPERATOR),
-])
+@pytest.mark.parametrize(
+    "name,expected",
+    [
+        ("RateLimitError", Cls.PROVIDER),
+        ("InternalServerError", Cls.PROVIDER),
+        ("BadGatewayError", Cls.PROVIDER),
+        ("ServiceUnavailableError", Cls.PROVIDER),
+        ("Timeout", Cls.PROVIDER),
+        ("APIConnectionError", Cls.PROVIDER),
+        ("MidStreamFallbackError", Cls.PROVIDER),
+        ("APIResponseValidationError", Cls.PROVIDER),
+        ("ContextWindowExceededError", Cls.MODEL),
+        ("ContentPolicyViolationError", Cls.MODEL),
+        ("BadRequestError", Cls.MODEL),
+        ("UnprocessableEntityError", Cls.MODEL),
+        ("JSONSchemaValidationError", Cls.MODEL),
+        ("AuthenticationError", Cls.OPERATOR),
+        ("PermissionDeniedError", Cls.OPERATOR),
+        ("NotFoundError", Cls.OPERATOR),
+        ("BudgetExceededError", Cls.OPERATOR),
+        ("CallerCredentialAuthenticationError", Cls.OPERATOR),
+        ("CallerCredentialRateLimitError", Cls.PROVIDER),
+        ("ModelNotMappedError", Cls.OPERATOR),
+        ("LiteLLMUnknownProvider", Cls.OPERATOR),
+    ],
+)
 def test_litellm_failures_that_the_design_names_get_the_designs_class(exported, name, expected):
     q = f"litellm.exceptions.{name}"
     assert rules.record_class(rec(error=err(q, exported[q]))) == expected
@@ -103,8 +120,17 @@ def test_a_litellm_timeout_is_provider_even_though_it_subclasses_openais_connect
     assert rules.record_class(rec(error=err(q, exported[q]))) == Cls.PROVIDER
 
 
-@pytest.mark.parametrize("status,expected", [(403, Cls.OPERATOR), (401, Cls.OPERATOR), (404, Cls.OPERATOR),
-                                             (429, Cls.PROVIDER), (409, Cls.PROVIDER), (None, Cls.PROVIDER)])
+@pytest.mark.parametrize(
+    "status,expected",
+    [
+        (403, Cls.OPERATOR),
+        (401, Cls.OPERATOR),
+        (404, Cls.OPERATOR),
+        (429, Cls.PROVIDER),
+        (409, Cls.PROVIDER),
+        (None, Cls.PROVIDER),
+    ],
+)
 def test_a_plain_api_error_is_classified_by_its_recorded_status(exported, status, expected):
     q = "litellm.exceptions.APIError"
     assert rules.record_class(rec(error=err(q, exported[q], status=status))) == expected
@@ -141,9 +167,13 @@ def test_record_statuses_map_to_stopped_harness_ok():
 
 # ---- precedence and host -------------------------------------------------------------------
 
+
 def test_host_evidence_makes_an_ok_or_provider_or_model_attempt_host_class():
-    for r in (rec("ok"), rec(error=err("litellm.exceptions.RateLimitError")),
-              rec(error=err("confirmatory.core.errors.UnparseableAnswer"))):
+    for r in (
+        rec("ok"),
+        rec(error=err("litellm.exceptions.RateLimitError")),
+        rec(error=err("confirmatory.core.errors.UnparseableAnswer")),
+    ):
         assert rules.classify(r, ["pressure 30.0 > 10.0"]) == Cls.HOST
 
 
@@ -163,10 +193,20 @@ def test_the_recorded_precedence_decides_not_the_default():
 
 # ---- actions and passes --------------------------------------------------------------------
 
-@pytest.mark.parametrize("cls,expected", [
-    (Cls.HARNESS, Action.STOP), (Cls.STOPPED, Action.KEEP), (Cls.OPERATOR, Action.PAUSE),
-    (Cls.HOST, Action.RERUN), (Cls.PROVIDER, Action.RERUN), (Cls.INCONCLUSIVE, Action.RERUN),
-    (Cls.MODEL, Action.KEEP), (Cls.OK, Action.KEEP)])
+
+@pytest.mark.parametrize(
+    "cls,expected",
+    [
+        (Cls.HARNESS, Action.STOP),
+        (Cls.STOPPED, Action.KEEP),
+        (Cls.OPERATOR, Action.PAUSE),
+        (Cls.HOST, Action.RERUN),
+        (Cls.PROVIDER, Action.RERUN),
+        (Cls.INCONCLUSIVE, Action.RERUN),
+        (Cls.MODEL, Action.KEEP),
+        (Cls.OK, Action.KEEP),
+    ],
+)
 def test_each_class_has_its_action(cls, expected):
     assert rules.action_for(cls, reruns_used=0, max_reruns=2) == expected
 
@@ -180,8 +220,7 @@ def test_a_rerun_past_the_limit_becomes_keep_but_a_pause_stays_a_pause():
 def test_the_next_pass_reruns_and_resumes_arms_in_arm_order():
     actions = {"a": Action.KEEP, "b": Action.PAUSE, "c": Action.RERUN}
     assert rules.next_pass_arms(["c", "a", "b"], actions) == ["c", "b"]
-    assert rules.next_pass_arms(["c", "a", "b"], actions, reruns_used={"b": 2, "c": 1},
-                                max_reruns=2) == ["c"]
+    assert rules.next_pass_arms(["c", "a", "b"], actions, reruns_used={"b": 2, "c": 1}, max_reruns=2) == ["c"]
 
 
 def test_stop_causes_of_harness_attempts_tell_deadline_from_harness():
@@ -196,6 +235,7 @@ def test_stop_scopes_cover_every_cause():
 
 
 # ---- signatures and the inconclusive rule ------------------------------------------------------
+
 
 def test_error_signatures_ignore_ids_numbers_case_and_spacing():
     a = err("openai.Odd", message="Request 12 failed:  id=3f2a9c1e-0b1d-4c2e-9a7f-1234567890ab at  0xdeadbeef01")
@@ -216,9 +256,9 @@ _HEX_PIECES = [*"0123456789abcdef", "_", "-", "0x", "x", "g", "é", "٣", " ", "
 @pytest.mark.slow
 @settings(max_examples=2000, deadline=None)
 @given(st.lists(st.sampled_from(_HEX_PIECES), max_size=60).map("".join))
-@example("id abcdefab-٣ x")     # the lookahead's digit just after the run
-@example("at 0xabcdefab1 and 0x-abcdefab1 and 0xabc")   # 0x, and its fallback
-@example("abcdefab-1g abcdefa1 abcdef-ab1-")   # the greedy tail backs off to the last boundary
+@example("id abcdefab-٣ x")  # the lookahead's digit just after the run
+@example("at 0xabcdefab1 and 0x-abcdefab1 and 0xabc")  # 0x, and its fallback
+@example("abcdefab-1g abcdefa1 abcdef-ab1-")  # the greedy tail backs off to the last boundary
 @example("a-a-a-a-a-a-a-a-a-a1 _-_-_-_-_-_-_-_-1")
 def test_the_linear_hex_id_substitution_is_the_pattern_s(msg):
     assert rules._sub_hex_ids(msg) == rules._HEXID.sub("#", msg)
@@ -241,20 +281,21 @@ def test_the_inconclusive_trigger_fires_only_beyond_the_household_limit():
 def test_decide_gives_the_attempt_that_crosses_the_inconclusive_limit_a_stop():
     r = rec(error=err("openai.Odd", message="x"))
     sig = rules.error_signature(r["error"])
-    d = rules.decide(r, [], reruns_used=2, max_reruns=2, inconclusive_households={sig: {"a", "b"}},
-                     inconclusive_limit=1)
+    d = rules.decide(
+        r, [], reruns_used=2, max_reruns=2, inconclusive_households={sig: {"a", "b"}}, inconclusive_limit=1
+    )
     assert (d.cls, d.action, d.stop_cause) == (Cls.INCONCLUSIVE, Action.STOP, "inconclusive")
-    d = rules.decide(r, [], reruns_used=0, max_reruns=2, inconclusive_households={sig: {"a"}},
-                     inconclusive_limit=1)
+    d = rules.decide(r, [], reruns_used=0, max_reruns=2, inconclusive_households={sig: {"a"}}, inconclusive_limit=1)
     assert (d.action, d.stop_cause) == (Action.RERUN, None)
 
 
 # ---- admission -----------------------------------------------------------------------------
 
+
 def test_admission_admits_while_every_reserve_fits_under_the_cap_and_never_after_a_refusal():
     kw = dict(finished_nusd=50, reserve_nusd=10, cap_nusd=100)
-    assert rules.admit(refused_before=False, under_way=4, **kw)       # 50 + 50 <= 100
-    assert not rules.admit(refused_before=False, under_way=5, **kw)   # 50 + 60 > 100
+    assert rules.admit(refused_before=False, under_way=4, **kw)  # 50 + 50 <= 100
+    assert not rules.admit(refused_before=False, under_way=5, **kw)  # 50 + 60 > 100
     assert not rules.admit(refused_before=True, under_way=0, **kw)
 
 
@@ -262,23 +303,38 @@ def test_admission_admits_while_every_reserve_fits_under_the_cap_and_never_after
 # Messages as litellm 1.110.2 records them, measured against a loopback server
 # answering with each provider's documented error body (docs/LITELLM.md).
 
-QUOTA_TEXT = ("You exceeded your current quota, please check your plan and billing details. For more "
-              "information on this error, read the docs: https://platform.openai.com/docs/guides/error-codes/api-errors.")
+QUOTA_TEXT = (
+    "You exceeded your current quota, please check your plan and billing details. For more "
+    "information on this error, read the docs: https://platform.openai.com/docs/guides/error-codes/api-errors."
+)
 OPENAI_QUOTA_CHAT = "litellm.RateLimitError: RateLimitError: OpenAIException - " + QUOTA_TEXT
-OPENAI_QUOTA_RESPONSES = ('litellm.RateLimitError: RateLimitError: OpenAIException - {"error": {"message": "'
-                          + QUOTA_TEXT + '", "type": "insufficient_quota", "param": null, "code": "insufficient_quota"}}')
-CREDIT_TEXT = ("Your credit balance is too low to access the Anthropic API. "
-               "Please go to Plans & Billing to upgrade or purchase credits.")
-ANTHROPIC_CREDIT = ('litellm.BadRequestError: AnthropicException - {"type": "error", "error": {"type": '
-                    '"invalid_request_error", "message": "' + CREDIT_TEXT + '"}}')
+OPENAI_QUOTA_RESPONSES = (
+    'litellm.RateLimitError: RateLimitError: OpenAIException - {"error": {"message": "'
+    + QUOTA_TEXT
+    + '", "type": "insufficient_quota", "param": null, "code": "insufficient_quota"}}'
+)
+CREDIT_TEXT = (
+    "Your credit balance is too low to access the Anthropic API. "
+    "Please go to Plans & Billing to upgrade or purchase credits."
+)
+ANTHROPIC_CREDIT = (
+    'litellm.BadRequestError: AnthropicException - {"type": "error", "error": {"type": '
+    '"invalid_request_error", "message": "' + CREDIT_TEXT + '"}}'
+)
 ANTHROPIC_CREDIT_VIA_OPENAI_COMPAT = "litellm.BadRequestError: OpenAIException - " + CREDIT_TEXT
-OPENAI_TPM = ("litellm.RateLimitError: RateLimitError: OpenAIException - Rate limit reached for gpt-4o in "
-              "organization org-abc on tokens per min (TPM): Limit 30000, Used 29000, Requested 2000. "
-              "Please try again in 2s.")
-ANTHROPIC_RPM = ('litellm.RateLimitError: AnthropicException - {"type": "error", "error": {"type": '
-                 '"rate_limit_error", "message": "Number of request tokens has exceeded your per-minute rate limit"}}')
-VERTEX_QUOTA = ("litellm.RateLimitError: vertex_aiException - 429 Quota exceeded for "
-                "aiplatform.googleapis.com/generate_content_requests_per_minute_per_project_per_base_model")
+OPENAI_TPM = (
+    "litellm.RateLimitError: RateLimitError: OpenAIException - Rate limit reached for gpt-4o in "
+    "organization org-abc on tokens per min (TPM): Limit 30000, Used 29000, Requested 2000. "
+    "Please try again in 2s."
+)
+ANTHROPIC_RPM = (
+    'litellm.RateLimitError: AnthropicException - {"type": "error", "error": {"type": '
+    '"rate_limit_error", "message": "Number of request tokens has exceeded your per-minute rate limit"}}'
+)
+VERTEX_QUOTA = (
+    "litellm.RateLimitError: vertex_aiException - 429 Quota exceeded for "
+    "aiplatform.googleapis.com/generate_content_requests_per_minute_per_project_per_base_model"
+)
 
 
 def litellm_err(exported, name, message, status):
@@ -286,14 +342,17 @@ def litellm_err(exported, name, message, status):
     return err(q, exported[q], message=message, status=status)
 
 
-@pytest.mark.parametrize("name,message,status", [
-    ("RateLimitError", OPENAI_QUOTA_CHAT, 429),
-    ("RateLimitError", OPENAI_QUOTA_RESPONSES, 429),
-    ("RateLimitError", OPENAI_QUOTA_CHAT.upper(), 429),
-    ("APIError", OPENAI_QUOTA_CHAT.replace("RateLimitError", "APIError"), 429),
-    ("BadRequestError", ANTHROPIC_CREDIT, 400),
-    ("BadRequestError", ANTHROPIC_CREDIT_VIA_OPENAI_COMPAT, 400),
-])
+@pytest.mark.parametrize(
+    "name,message,status",
+    [
+        ("RateLimitError", OPENAI_QUOTA_CHAT, 429),
+        ("RateLimitError", OPENAI_QUOTA_RESPONSES, 429),
+        ("RateLimitError", OPENAI_QUOTA_CHAT.upper(), 429),
+        ("APIError", OPENAI_QUOTA_CHAT.replace("RateLimitError", "APIError"), 429),
+        ("BadRequestError", ANTHROPIC_CREDIT, 400),
+        ("BadRequestError", ANTHROPIC_CREDIT_VIA_OPENAI_COMPAT, 400),
+    ],
+)
 def test_an_exhausted_quota_or_credit_balance_is_an_operator_failure_that_pauses(exported, name, message, status):
     r = rec(error=litellm_err(exported, name, message, status))
     assert rules.record_class(r) == Cls.OPERATOR
@@ -302,18 +361,21 @@ def test_an_exhausted_quota_or_credit_balance_is_an_operator_failure_that_pauses
     assert rules.classify(r, ["pressure 30.0 > 10.0"]) == Cls.OPERATOR  # operator beats host evidence
 
 
-@pytest.mark.parametrize("name,message,status,expected", [
-    ("RateLimitError", OPENAI_TPM, 429, Cls.PROVIDER),
-    ("RateLimitError", ANTHROPIC_RPM, 429, Cls.PROVIDER),
-    ("RateLimitError", VERTEX_QUOTA, 429, Cls.PROVIDER),
-    ("RateLimitError", "litellm.RateLimitError: simulated rate_limit", 429, Cls.PROVIDER),
-    ("BadRequestError", "litellm.BadRequestError: OpenAIException - Invalid 'messages[1].content'", 400, Cls.MODEL),
-    # a marker under another status or class is not the provider's documented signal
-    ("RateLimitError", OPENAI_QUOTA_CHAT, None, Cls.PROVIDER),
-    ("InternalServerError", OPENAI_QUOTA_CHAT, 500, Cls.PROVIDER),
-    ("RateLimitError", CREDIT_TEXT, 429, Cls.PROVIDER),
-    ("BadRequestError", QUOTA_TEXT, 400, Cls.MODEL),
-])
+@pytest.mark.parametrize(
+    "name,message,status,expected",
+    [
+        ("RateLimitError", OPENAI_TPM, 429, Cls.PROVIDER),
+        ("RateLimitError", ANTHROPIC_RPM, 429, Cls.PROVIDER),
+        ("RateLimitError", VERTEX_QUOTA, 429, Cls.PROVIDER),
+        ("RateLimitError", "litellm.RateLimitError: simulated rate_limit", 429, Cls.PROVIDER),
+        ("BadRequestError", "litellm.BadRequestError: OpenAIException - Invalid 'messages[1].content'", 400, Cls.MODEL),
+        # a marker under another status or class is not the provider's documented signal
+        ("RateLimitError", OPENAI_QUOTA_CHAT, None, Cls.PROVIDER),
+        ("InternalServerError", OPENAI_QUOTA_CHAT, 500, Cls.PROVIDER),
+        ("RateLimitError", CREDIT_TEXT, 429, Cls.PROVIDER),
+        ("BadRequestError", QUOTA_TEXT, 400, Cls.MODEL),
+    ],
+)
 def test_ordinary_rate_limits_and_bad_requests_keep_their_class(exported, name, message, status, expected):
     assert rules.record_class(rec(error=litellm_err(exported, name, message, status))) == expected
 
@@ -337,8 +399,9 @@ def test_the_message_rules_are_data_in_the_class_lists_the_manifest_pins_and_ver
     assert pinned["rules"]["class_lists"]["message_overrides"] == rules.CLASS_LISTS["message_overrides"]
     view = RulesView.from_manifest(pinned, Findings())
     quota = rec(error=litellm_err(exported, "RateLimitError", OPENAI_QUOTA_CHAT, 429))
-    d = rules.decide(quota, (), reruns_used=0, max_reruns=view.max_reruns, precedence=view.precedence,
-                     class_lists=view.class_lists)
+    d = rules.decide(
+        quota, (), reruns_used=0, max_reruns=view.max_reruns, precedence=view.precedence, class_lists=view.class_lists
+    )
     assert (d.cls, d.action) == (Cls.OPERATOR, Action.PAUSE)
     # The rule is read from the class lists it is given, not from the code: a
     # manifest written before it existed is verified by what that run decided.

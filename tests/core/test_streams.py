@@ -89,7 +89,10 @@ def test_the_draw_is_a_permutation_of_the_households(seed, ids):
 
 
 @settings(max_examples=30, deadline=None)
-@given(seed=st.integers(min_value=0, max_value=2**32), arms=st.sets(st.from_regex(r"[a-z_]{1,8}", fullmatch=True), min_size=1, max_size=5))
+@given(
+    seed=st.integers(min_value=0, max_value=2**32),
+    arms=st.sets(st.from_regex(r"[a-z_]{1,8}", fullmatch=True), min_size=1, max_size=5),
+)
 def test_every_household_gets_a_permutation_of_the_arms(seed, arms):
     draw = draw_order(seed, [f"hh-{i:03d}" for i in range(7)])
     for order in arm_orders(seed, "m", draw, arms).values():

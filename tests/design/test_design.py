@@ -27,6 +27,7 @@ def copy_design(tmp_path: Path, module: str) -> Path:
 def harness_module(design: Path) -> str:
     return design.read_text().split('entry = "')[1].split(":")[0]
 
+
 def rehash_households(design: Path, households: Path) -> None:
     text = design.read_text()
     old = text.split('sha256 = "')[1].split('"')[0]
@@ -48,9 +49,10 @@ def test_the_bundled_minimal_design_loads_with_its_households_sorted_and_pins_ve
     assert [h.id for h in loaded.households] == ["m-01", "m-02", "m-03", "m-04", "m-05", "m-06"]
     assert loaded.households[0].payload["id"] == "m-01" and "adults" in loaded.households[0].payload
     pinned = hashlib.sha256((DEMO / "minimal_harness.py").read_bytes()).hexdigest()
-    assert loaded.pins == {"minimal_harness.py": pinned,  # and the engine it runs
-                           **{f: hashlib.sha256((DEMO / f).read_bytes()).hexdigest()
-                              for f in ("engine.py", "calculator.py")}}
+    assert loaded.pins == {
+        "minimal_harness.py": pinned,  # and the engine it runs
+        **{f: hashlib.sha256((DEMO / f).read_bytes()).hexdigest() for f in ("engine.py", "calculator.py")},
+    }
     d = loaded.design
     assert [m.name for m in d.models] == ["careful", "sloppy", "truncates"]
     assert all(m.simulated for m in d.models) and d.models[0].served_name == "sim-careful"
@@ -71,10 +73,21 @@ def test_omitted_sections_take_the_documented_defaults(tmp_path):
     assert d.ceiling.ceiling_usd == 28.0
     assert d.models[0].timeout_s == 120.0 and d.models[2].lanes == 2
     r = d.rules
-    assert (r.max_reruns_per_arm, r.attempt_deadline_s, r.inconclusive_household_limit, r.stop_follow_s) == (2, 3600, 5, 5)
+    assert (r.max_reruns_per_arm, r.attempt_deadline_s, r.inconclusive_household_limit, r.stop_follow_s) == (
+        2,
+        3600,
+        5,
+        5,
+    )
     assert r.precedence == CLASSES
     h = d.host
-    assert (h.sample_interval_s, h.max_gap_s, h.sampler_failure_s, h.read_tries, h.pressure_threshold) == (30, 45, 300, 5, 10.0)
+    assert (h.sample_interval_s, h.max_gap_s, h.sampler_failure_s, h.read_tries, h.pressure_threshold) == (
+        30,
+        45,
+        300,
+        5,
+        10.0,
+    )
     assert h.window is None and h.evidence == ()
     assert d.anchors.interval_s == 900 and d.anchors.command == ("true",)
     assert d.simulator is None
@@ -86,16 +99,19 @@ def test_a_loaded_design_is_frozen():
         d.models[0].cap_usd = 1e9  # type: ignore[misc]
 
 
-@pytest.mark.parametrize("line, expected", [
-    ("[1, 2]", 'line 7: not a JSON object'),
-    ("{broken", "line 7: not JSON"),
-    ('{"name": "no id"}', 'line 7: "id" is missing'),
-    ('{"id": null}', 'line 7: "id" must be a string slug (got None)'),
-    ('{"id": "has space"}', 'line 7: "id" must be a slug'),
-    ('{"id": ".."}', 'line 7: "id" must not be only dots'),
-    ('{"id": "%s"}' % ("h" * 303), 'line 7: "id" must be at most 128 characters, as it becomes a path component'),
-    ('{"id": "m-03"}', 'line 7: duplicate household id "m-03"'),
-])
+@pytest.mark.parametrize(
+    "line, expected",
+    [
+        ("[1, 2]", "line 7: not a JSON object"),
+        ("{broken", "line 7: not JSON"),
+        ('{"name": "no id"}', 'line 7: "id" is missing'),
+        ('{"id": null}', 'line 7: "id" must be a string slug (got None)'),
+        ('{"id": "has space"}', 'line 7: "id" must be a slug'),
+        ('{"id": ".."}', 'line 7: "id" must not be only dots'),
+        ('{"id": "%s"}' % ("h" * 303), 'line 7: "id" must be at most 128 characters, as it becomes a path component'),
+        ('{"id": "m-03"}', 'line 7: duplicate household id "m-03"'),
+    ],
+)
 def test_a_bad_household_line_is_refused_naming_its_line(tmp_path, line, expected):
     design = copy_design(tmp_path, "households_harness")
     households = tmp_path / "minimal-households.jsonl"
@@ -125,8 +141,11 @@ def test_the_harness_module_itself_must_be_pinned(tmp_path):
     module = harness_module(design)
     (tmp_path / "other.py").write_text("")
     text = design.read_text()
-    design.write_text(text.replace(f'"{module}.py" =', '"other.py" =').replace(
-        text.split(f'"{module}.py" = "')[1].split('"')[0], hashlib.sha256(b"").hexdigest()))
+    design.write_text(
+        text.replace(f'"{module}.py" =', '"other.py" =').replace(
+            text.split(f'"{module}.py" = "')[1].split('"')[0], hashlib.sha256(b"").hexdigest()
+        )
+    )
     [problem] = problems_of(design)
     assert problem.startswith("harness.entry: its module is loaded from") and "does not pin" in problem
 
@@ -134,8 +153,9 @@ def test_the_harness_module_itself_must_be_pinned(tmp_path):
 def test_an_entry_naming_no_module_is_refused(tmp_path):
     design = copy_design(tmp_path, "entry_harness")
     design.write_text(design.read_text().replace("confirmatory.demo.engine:start", "no_such_engine_mod:start"))
-    assert problems_of(design) == ['engine.factory: no module named "no_such_engine_mod" '
-                                   f"(looked on sys.path and in {tmp_path.resolve()})"]
+    assert problems_of(design) == [
+        f'engine.factory: no module named "no_such_engine_mod" (looked on sys.path and in {tmp_path.resolve()})'
+    ]
 
 
 def test_an_unreadable_design_is_one_problem(tmp_path):
@@ -165,12 +185,15 @@ def test_a_reserve_may_equal_its_cap_but_not_exceed_it():
         ModelSpec(**spec(reserve_usd=1.01))
 
 
-@pytest.mark.parametrize("params, words", [
-    ({"max_tokens": 0}, "max_tokens must be a positive integer"),
-    ({"max_tokens": 10, "max_completion_tokens": 10}, "not both"),
-    ({"seed": 1.5}, "seed must be an integer"),
-    ({"temperature": "hot"}, "temperature must be a number"),
-])
+@pytest.mark.parametrize(
+    "params, words",
+    [
+        ({"max_tokens": 0}, "max_tokens must be a positive integer"),
+        ({"max_tokens": 10, "max_completion_tokens": 10}, "not both"),
+        ({"seed": 1.5}, "seed must be an integer"),
+        ({"temperature": "hot"}, "temperature must be a number"),
+    ],
+)
 def test_decoding_params_are_checked_where_the_runner_relies_on_them(params, words):
     with pytest.raises(ValidationError, match=words):
         ModelSpec(**spec(params=params))
@@ -206,7 +229,7 @@ def test_evidence_needs_exactly_one_source_and_unique_names():
     with pytest.raises(ValidationError, match="exactly one"):
         Evidence(name="none")
     raw = json.loads(json.dumps({"host": {"evidence": [{"name": "g", "path": "a"}, {"name": "g", "path": "b"}]}}))
-    from confirmatory.design.model import cross_problems
+    from confirmatory.design.crosscheck import cross_problems
 
     assert cross_problems(raw) == ['host.evidence[1].name: duplicate slug "g"']
 

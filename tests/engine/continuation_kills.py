@@ -40,7 +40,7 @@ def assert_kept(before: dict[str, bytes], run_dir: Path) -> None:
         now = (run_dir / rel).read_bytes()
         complete = data[: data.rfind(b"\n") + 1]
         assert now.startswith(complete), f"{rel}: an acknowledged line changed or went missing"
-        tail = data[len(complete):]
+        tail = data[len(complete) :]
         if tail:
             kept = [p.read_bytes() for p in sorted(run_dir.glob(rel + ".torn-*"))]
             assert tail in kept, f"{rel}: its torn tail was not kept whole"
@@ -50,12 +50,17 @@ def continue_cmd(run_dir: Path, reason: str) -> list[str]:
     return [sys.executable, str(SCRIPT), "continue", str(run_dir), "--reason", reason, "--quiet"]
 
 
-def kill_env(*, after: int | None = None, at: str | None = None, count: int = 1,
-             trace: Path | None = None) -> dict[str, str]:
+def kill_env(
+    *, after: int | None = None, at: str | None = None, count: int = 1, trace: Path | None = None
+) -> dict[str, str]:
     """The environment of a runner process killed by killpoint."""
     env = dict(os.environ)
-    for k in ("CONFIRMATORY_KILL_AFTER_WRITES", "CONFIRMATORY_KILL_AT", "CONFIRMATORY_KILL_AT_COUNT",
-              "CONFIRMATORY_WRITE_TRACE"):
+    for k in (
+        "CONFIRMATORY_KILL_AFTER_WRITES",
+        "CONFIRMATORY_KILL_AT",
+        "CONFIRMATORY_KILL_AT_COUNT",
+        "CONFIRMATORY_WRITE_TRACE",
+    ):
         env.pop(k, None)
     if after is not None:
         env["CONFIRMATORY_KILL_AFTER_WRITES"] = str(after)
@@ -66,10 +71,30 @@ def kill_env(*, after: int | None = None, at: str | None = None, count: int = 1,
     return env
 
 
-def ended(proc: subprocess.Popen, seconds: float | None) -> str:
-    """Wait for ``proc`` to end, SIGKILLing it at ``seconds`` if given; its stderr."""
+def _sizes(run_dir: Path) -> dict[Path, int]:
+    sizes: dict[Path, int] = {}
+    for p in run_dir.rglob("*.jsonl"):
+        try:
+            sizes[p] = p.stat().st_size
+        except FileNotFoundError:  # renamed meanwhile
+            pass
+    return sizes
+
+
+def first_write(proc: subprocess.Popen, run_dir: Path, before: dict[Path, int]) -> None:
+    """Wait until ``proc`` has written its first line to ``run_dir`` (or ended)."""
+    while proc.poll() is None and _sizes(run_dir) == before:
+        time.sleep(0.02)
+
+
+def ended(proc: subprocess.Popen, seconds: float | None, run_dir: Path | None = None) -> str:
+    """Wait for ``proc`` to end, SIGKILLing it at ``seconds`` if given (counted
+    from its first write to ``run_dir`` when given: a loaded machine may take
+    seconds to start a process); its stderr."""
     try:
         if seconds is not None:
+            if run_dir is not None:
+                first_write(proc, run_dir, _sizes(run_dir))
             try:
                 proc.wait(timeout=seconds)
             except subprocess.TimeoutExpired:
@@ -81,13 +106,22 @@ def ended(proc: subprocess.Popen, seconds: float | None) -> str:
             proc.wait()
 
 
-def continue_killed(run_dir: Path, reason: str, *, after: int | None = None, at: str | None = None,
-                    count: int = 1, seconds: float | None = None, trace: Path | None = None) -> int:
+def continue_killed(
+    run_dir: Path,
+    reason: str,
+    *,
+    after: int | None = None,
+    at: str | None = None,
+    count: int = 1,
+    seconds: float | None = None,
+    trace: Path | None = None,
+) -> int:
     """Run ``continue`` to its end or its kill; its exit status (-9 when killed)."""
     env = kill_env(after=after, at=at, count=count, trace=trace)
-    proc = subprocess.Popen(continue_cmd(run_dir, reason), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True, env=env)
-    err = ended(proc, seconds)
+    proc = subprocess.Popen(
+        continue_cmd(run_dir, reason), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
+    )
+    err = ended(proc, seconds, run_dir)
     if proc.returncode not in (0, -signal.SIGKILL):
         raise AssertionError(f"continue exited {proc.returncode}: {err[-3000:]}")
     return proc.returncode
@@ -118,7 +152,7 @@ def assert_complete(run_dir: Path, continuations: int) -> dict:
             rounds = sorted(r for (g, r) in ends[name] if g == h)
             assert rounds == list(range(len(rounds))) and rounds, f"{name} {h}: rounds {rounds}"
             assert ends[name][(h, rounds[-1])].get("cut_by") is None, f"{name} {h} was cut and never run again"
-    from confirmatory.cli.show import read_run
+    from confirmatory.report.show import read_run
 
     info = read_run(run_dir)
     for name, m in report["figures"]["models"].items():
@@ -169,8 +203,13 @@ def run_killed(work: Path, *, seconds: float | None = None, **kill) -> tuple[Pat
     hh = [{"id": f"hh-{i:03d}", "latency_s": 0.02} for i in range(30)]
     design = write_design(work / "design", households=hh, models=2, anchors={"interval_s": 0.3}, **states.FAST)
     run_dir = work / "run"
-    proc = subprocess.Popen([sys.executable, str(SCRIPT), "run", str(design), "--out", str(run_dir), "--quiet"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=kill_env(**kill))
+    proc = subprocess.Popen(
+        [sys.executable, str(SCRIPT), "run", str(design), "--out", str(run_dir), "--quiet"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=kill_env(**kill),
+    )
     err = ended(proc, seconds)
     assert proc.returncode in (0, -signal.SIGKILL), err[-3000:]
     return run_dir, proc.returncode

@@ -31,23 +31,32 @@ SCRIPT = states.SCRIPT
 
 
 EXTRA_POINTS = {
-    "first call journaled": lambda d: any(b'"event":"call-cost"' in p.read_bytes()
-                                          for p in states._model_logs(d, "run.jsonl")),
-    "second household ended": lambda d: sum(p.read_bytes().count(b'"event":"household"')
-                                            for p in states._model_logs(d, "run.jsonl")) >= 2,
-    "a quarter of the households ended": lambda d: sum(p.read_bytes().count(b'"event":"household"')
-                                          for p in states._model_logs(d, "run.jsonl")) >= 15,
-    "half the households ended": lambda d: sum(p.read_bytes().count(b'"event":"household"')
-                                               for p in states._model_logs(d, "run.jsonl")) >= 30,
-    "two thirds ended": lambda d: sum(p.read_bytes().count(b'"event":"household"')
-                                      for p in states._model_logs(d, "run.jsonl")) >= 40,
+    "first call journaled": lambda d: any(
+        b'"event":"call-cost"' in p.read_bytes() for p in states._model_logs(d, "run.jsonl")
+    ),
+    "second household ended": lambda d: (
+        sum(p.read_bytes().count(b'"event":"household"') for p in states._model_logs(d, "run.jsonl")) >= 2
+    ),
+    "a quarter of the households ended": lambda d: (
+        sum(p.read_bytes().count(b'"event":"household"') for p in states._model_logs(d, "run.jsonl")) >= 15
+    ),
+    "half the households ended": lambda d: (
+        sum(p.read_bytes().count(b'"event":"household"') for p in states._model_logs(d, "run.jsonl")) >= 30
+    ),
+    "two thirds ended": lambda d: (
+        sum(p.read_bytes().count(b'"event":"household"') for p in states._model_logs(d, "run.jsonl")) >= 40
+    ),
     # an anchor written mid-run whose push has not yet been logged
-    "a push under way": lambda d: len(states._lines(d / "anchors.jsonl")) >= 3
-    and len(states._lines(d / "anchor-pushes.jsonl")) < len(states._lines(d / "anchors.jsonl")),
-    "every household ended": lambda d: sum(p.read_bytes().count(b'"event":"household"')
-                                           for p in states._model_logs(d, "run.jsonl")) >= 60,
-    "every lane ended": lambda d: sum(p.read_bytes().count(b'"event":"lane-end"')
-                                      for p in states._model_logs(d, "run.jsonl")) >= 4,
+    "a push under way": lambda d: (
+        len(states._lines(d / "anchors.jsonl")) >= 3
+        and len(states._lines(d / "anchor-pushes.jsonl")) < len(states._lines(d / "anchors.jsonl"))
+    ),
+    "every household ended": lambda d: (
+        sum(p.read_bytes().count(b'"event":"household"') for p in states._model_logs(d, "run.jsonl")) >= 60
+    ),
+    "every lane ended": lambda d: (
+        sum(p.read_bytes().count(b'"event":"lane-end"') for p in states._model_logs(d, "run.jsonl")) >= 4
+    ),
 }
 POINTS = {**states.POINTS, **EXTRA_POINTS}
 for name, check in EXTRA_POINTS.items():
@@ -63,8 +72,12 @@ def snapshot(run_dir: Path) -> dict[str, bytes]:
 
 
 def continue_cli(run_dir: Path, reason: str = "the machine was rebooted") -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPT), "continue", str(run_dir), "--reason", reason, "--quiet"],
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), "continue", str(run_dir), "--reason", reason, "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def assert_kept(before: dict[str, bytes], run_dir: Path) -> None:
@@ -73,12 +86,15 @@ def assert_kept(before: dict[str, bytes], run_dir: Path) -> None:
         now = (run_dir / rel).read_bytes()
         complete = data[: data.rfind(b"\n") + 1]
         assert now.startswith(complete), f"{rel}: an acknowledged line changed or went missing"
-        tail = data[len(complete):]
+        tail = data[len(complete) :]
         if tail:
             kept = sorted(run_dir.glob(rel + ".torn-*"))
             assert kept and kept[0].read_bytes() == tail, f"{rel}: its torn tail was not kept whole"
-            conts = [json.loads(x) for x in (run_dir / "run.jsonl").read_bytes().splitlines()
-                     if b'"event":"continuation"' in x]
+            conts = [
+                json.loads(x)
+                for x in (run_dir / "run.jsonl").read_bytes().splitlines()
+                if b'"event":"continuation"' in x
+            ]
             named = [t for c in conts for t in c["torn_tails"] if t["log"] == rel]
             assert named and named[0]["sha256"] == sha256_hex(tail) and named[0]["length"] == len(tail)
 
@@ -89,7 +105,7 @@ def continued_ok(run_dir: Path, continuations: int = 1) -> dict:
     assert (rc, report["state"]) == (0, "complete"), report
     assert report["outcome"].count("continued after a crash") == continuations, report["outcome"]
     # show says the same as verify of a continued run, and says it was continued
-    from confirmatory.cli.show import read_run, render
+    from confirmatory.report.show import read_run, render
 
     info = read_run(run_dir)
     for name, m in report["figures"]["models"].items():
@@ -133,13 +149,22 @@ def test_a_run_killed_at_any_point_is_continued_to_a_complete_run_that_verifies(
 def test_a_continuation_killed_in_its_turn_is_continued_again(tmp_path):
     run_dir, _ = states.kill_at(tmp_path, "a third of the households ended")
     first = snapshot(run_dir)
-    proc = subprocess.Popen([sys.executable, str(SCRIPT), "continue", str(run_dir), "--reason", "first", "--quiet"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(SCRIPT), "continue", str(run_dir), "--reason", "first", "--quiet"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     # killed once the continuation has run some households of its own
     before = sum(d.count(b'"event":"household"') for r, d in first.items() if r.endswith("run.jsonl"))
-    _kill_when(proc, lambda: sum(p.read_bytes().count(b'"event":"household"')
-                                 for p in states._model_logs(run_dir, "run.jsonl")) >= before + 14,
-               "households of the continuation's own")
+    _kill_when(
+        proc,
+        lambda: (
+            sum(p.read_bytes().count(b'"event":"household"') for p in states._model_logs(run_dir, "run.jsonl"))
+            >= before + 14
+        ),
+        "households of the continuation's own",
+    )
     second = snapshot(run_dir)
     rc, report = states.verify_cli(run_dir)
     assert states.violations(report) == [] and (rc, report["state"]) == (3, "crashed")
@@ -179,7 +204,7 @@ def test_a_torn_last_line_is_moved_aside_whole_and_the_run_carried_on(tmp_path, 
     n = len(data) - 1 - start  # the last line's bytes without its newline
     keep = {"first byte": 1, "middle": n // 2, "last byte": n}[cut]
     # a line whose write the kill cut short (never acknowledged): a prefix of one like the last
-    log.write_bytes(data + data[start: start + keep])
+    log.write_bytes(data + data[start : start + keep])
     before = snapshot(run_dir)
     rc, report = states.verify_cli(run_dir)
     assert (rc, report["state"]) == (3, "crashed") and report["crash"]["torn_tails"], report
@@ -192,11 +217,21 @@ def test_a_torn_last_line_is_moved_aside_whole_and_the_run_carried_on(tmp_path, 
 def _start(tmp_path: Path, households: list[dict], **design) -> tuple[subprocess.Popen, Path]:
     from confirmatory.testing.designs import write_design
 
-    path = write_design(tmp_path / "design", households=households, models=2, anchors={"interval_s": 0.3},
-                        engine_factory="confirmatory.testing.fakes:null_engine", **design)
+    path = write_design(
+        tmp_path / "design",
+        households=households,
+        models=2,
+        anchors={"interval_s": 0.3},
+        engine_factory="confirmatory.testing.fakes:null_engine",
+        **design,
+    )
     run_dir = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, str(SCRIPT), "run", str(path), "--out", str(run_dir), "--quiet"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(SCRIPT), "run", str(path), "--out", str(run_dir), "--quiet"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     return proc, run_dir
 
 
@@ -224,12 +259,19 @@ def test_the_cost_of_calls_in_flight_at_the_kill_is_counted_by_the_continuation(
     """An attempt that made a call (journaled) and was killed before its
     record: its cost is in no record, yet the ceiling counted it. The
     continuation adds it (lost_nusd), so the continued total is the true one."""
-    hh = [{"id": f"hh-{i:03d}", "cost_usd": 0.25, "plan": {"alone/0": ["ok", "slow"]}, "slow_s": 3.0}
-          for i in range(4)]
+    hh = [{"id": f"hh-{i:03d}", "cost_usd": 0.25, "plan": {"alone/0": ["ok", "slow"]}, "slow_s": 3.0} for i in range(4)]
     proc, run_dir = _start(tmp_path, hh)
     log = run_dir / "models" / "m0" / "run.jsonl"
     _kill_when(proc, lambda: log.exists() and b'"event":"call-cost"' in log.read_bytes(), "a journaled call")
     assert not any((run_dir / "models" / "m0" / "records").glob("*/alone/*.json")), "the attempt ended first"
+    # before continue: the money shown is the journal's (its calls in flight counted), alike everywhere
+    from moneycheck import money_agrees
+
+    crashed = money_agrees(run_dir)
+    journaled = sum(
+        c["cost_nusd"] for m in ("m0", "m1") for c in _events(run_dir / "models" / m / "run.jsonl", "call-cost")
+    )
+    assert crashed["spend_total_nusd"] == journaled and crashed["spend"]["in_flight_nusd"] >= 250_000_000
     done = continue_cli(run_dir)
     assert done.returncode == 0, done.stderr[-3000:]
     cont = _events(log, "continuation")[0]
@@ -237,11 +279,16 @@ def test_the_cost_of_calls_in_flight_at_the_kill_is_counted_by_the_continuation(
     assert cont["lost"] and cont["lost_nusd"] == 250_000_000 * len(cont["lost"]), cont
     report = continued_ok(run_dir)
     close = _events(run_dir / "run.jsonl", "close")[0]
-    attempts = sum(a["cost_nusd"] for m in ("m0", "m1") for a in _events(run_dir / "models" / m / "run.jsonl",
-                                                                           "attempt"))
-    lost = sum(c["lost_nusd"] for m in ("m0", "m1") for c in _events(run_dir / "models" / m / "run.jsonl",
-                                                                      "continuation"))
+    attempts = sum(
+        a["cost_nusd"] for m in ("m0", "m1") for a in _events(run_dir / "models" / m / "run.jsonl", "attempt")
+    )
+    lost = sum(
+        c["lost_nusd"] for m in ("m0", "m1") for c in _events(run_dir / "models" / m / "run.jsonl", "continuation")
+    )
     assert close["spend_total_nusd"] == attempts + lost and lost >= 250_000_000, report["outcome"]
+    # after it: the total is the attempts' plus the lost costs, each shown, alike everywhere
+    fig = money_agrees(run_dir)
+    assert fig["spend_total_nusd"] == close["spend_total_nusd"] and fig["spend"]["lost_nusd"] == lost
     # the lost costs count against the cap: from the continuation on, the
     # admission decisions' finished spend holds them (the households the
     # crash cut short spent them), and verify's replay says the same
@@ -258,8 +305,12 @@ def test_a_model_paused_at_the_kill_stays_paused_until_a_fresh_resume(tmp_path):
     log = run_dir / "models" / "m0" / "run.jsonl"
     _kill_when(proc, lambda: log.exists() and b'"event":"pause"' in log.read_bytes(), "the pause")
     pause_t = _events(log, "pause")[0]["t"]
-    cont = subprocess.Popen([sys.executable, str(SCRIPT), "continue", str(run_dir), "--reason", "reboot",
-                             "--quiet"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    cont = subprocess.Popen(
+        [sys.executable, str(SCRIPT), "continue", str(run_dir), "--reason", "reboot", "--quiet"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         m1 = run_dir / "models" / "m1" / "run.jsonl"
         deadline = time.monotonic() + 120
@@ -274,11 +325,18 @@ def test_a_model_paused_at_the_kill_stays_paused_until_a_fresh_resume(tmp_path):
         from confirmatory.engine.resume import model_state
 
         deadline = time.monotonic() + 120
+        resumed: set[float | None] = set()  # each pause is resumed once: the runner may not have read the request yet
         while cont.poll() is None:
             assert time.monotonic() < deadline, "the continuation did not end"
-            if model_state(run_dir, "m0")[0] == "paused":
-                done = subprocess.run([sys.executable, str(SCRIPT), "resume", str(run_dir), "--model", "m0"],
-                                      capture_output=True, text=True, timeout=60)
+            state, since = model_state(run_dir, "m0")
+            if state == "paused" and since not in resumed:
+                resumed.add(since)
+                done = subprocess.run(
+                    [sys.executable, str(SCRIPT), "resume", str(run_dir), "--model", "m0"],
+                    capture_output=True,
+                    text=True,
+                    timeout=60,
+                )
                 assert done.returncode == 0, done.stderr
             time.sleep(0.2)
         assert cont.returncode == 0, cont.stderr.read()[-2000:]
@@ -292,14 +350,13 @@ def test_a_model_paused_at_the_kill_stays_paused_until_a_fresh_resume(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_continuation_clock_starts_above_every_recorded_time_when_the_wall_clock_is_behind(
-        tmp_path, monkeypatch):
+def test_the_continuation_clock_starts_above_every_recorded_time_when_the_wall_clock_is_behind(tmp_path, monkeypatch):
     """After a reboot the wall clock may read an hour earlier than the crashed
     runner's last line. The continuation's times still follow every time
     recorded (Clock.start_above): in-process, with time.time an hour behind."""
     import signal as signals
 
-    from confirmatory.cli.continue_run import continue_command
+    from confirmatory.cli.run import continue_command
 
     run_dir, _ = states.kill_at(tmp_path, "a third of the households ended")
     real = time.time
@@ -328,7 +385,8 @@ def crashed_once(tmp_path_factory):
 
 @pytest.mark.slow
 def test_a_torn_tail_cut_at_any_byte_of_a_line_is_reported_moved_aside_whole_and_the_log_kept(
-        crashed_once, tmp_path_factory):
+    crashed_once, tmp_path_factory
+):
     """Every byte offset inside a line (Hypothesis picks the log, the line it
     imitates and the cut): verify reports a torn tail with its offset, length
     and sha256, and continue's first step moves exactly those bytes into the
@@ -338,7 +396,7 @@ def test_a_torn_tail_cut_at_any_byte_of_a_line_is_reported_moved_aside_whole_and
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
-    from confirmatory.cli.continue_run import prepare
+    from confirmatory.commands.continue_run import prepare
     from confirmatory.design.load import load_design
     from confirmatory.verify import verify_run
 
@@ -358,13 +416,27 @@ def test_a_torn_tail_cut_at_any_byte_of_a_line_is_reported_moved_aside_whole_and
         report = verify_run(copy, workers=1)
         assert report.state == "crashed" and report.ok, report.to_table()
         torn = [t for t in report.crash["torn_tails"] if t["log"] == rel]
-        assert torn == [{"log": rel, "offset": len(acknowledged), "length": cut, "sha256": sha256_hex(last[:cut]),
-                         "reason": torn[0]["reason"]}]
+        assert torn == [
+            {
+                "log": rel,
+                "offset": len(acknowledged),
+                "length": cut,
+                "sha256": sha256_hex(last[:cut]),
+                "reason": torn[0]["reason"],
+            }
+        ]
         plan = prepare(copy, design, report, "torn")
         assert path.read_bytes() == acknowledged
         assert (copy / f"{rel}.torn-1").read_bytes() == last[:cut]
-        assert plan["torn"] == [{"log": rel, "offset": len(acknowledged), "length": cut,
-                                 "sha256": sha256_hex(last[:cut]), "kept": f"{rel}.torn-1"}]
+        assert plan["torn"] == [
+            {
+                "log": rel,
+                "offset": len(acknowledged),
+                "length": cut,
+                "sha256": sha256_hex(last[:cut]),
+                "kept": f"{rel}.torn-1",
+            }
+        ]
         after = verify_run(copy, workers=1)
         assert after.state == "crashed" and after.ok and after.crash["torn_tails"] == []
         shutil.rmtree(copy.parent)

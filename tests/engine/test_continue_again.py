@@ -60,8 +60,7 @@ def base(tmp_path_factory):
 def kill_of(base: ck.Base, step: str) -> dict:
     how, pattern, k = STEPS[step]
     if step == "the final anchor":
-        return {"at": pattern, "count": sum(1 for _, p, lab in base.trace if p == "anchors.jsonl"
-                                            and lab == "anchor")}
+        return {"at": pattern, "count": sum(1 for _, p, lab in base.trace if p == "anchors.jsonl" and lab == "anchor")}
     if how == "n":
         return {"after": base.write_number(pattern, k)}
     found = sum(1 for _, p, lab in base.trace if __import__("re").search(pattern, f"/run/{p}\t{lab}"))
@@ -73,15 +72,25 @@ def kill_of(base: ck.Base, step: str) -> dict:
 def test_the_uncut_continuation_wrote_every_step_of_its_start_in_order(base):
     """The trace the points are named from is the order docs/RUN.md gives."""
     names = [f"{p}\t{lab}" for _, p, lab in base.trace]
-    first = [names.index(f"{rel}\tcontinuation") for rel in
-             ("run.jsonl", "host.jsonl", "anchors.jsonl", "anchor-pushes.jsonl", "resume.jsonl",
-              "models/m0/run.jsonl", "models/m0/admission.jsonl", "models/m1/run.jsonl",
-              "models/m1/admission.jsonl")]
+    first = [
+        names.index(f"{rel}\tcontinuation")
+        for rel in (
+            "run.jsonl",
+            "host.jsonl",
+            "anchors.jsonl",
+            "anchor-pushes.jsonl",
+            "resume.jsonl",
+            "models/m0/run.jsonl",
+            "models/m0/admission.jsonl",
+            "models/m1/run.jsonl",
+            "models/m1/admission.jsonl",
+        )
+    ]
     assert first == sorted(first) and first[0] == 2, names[:12]
     assert names[:2] == ["host.jsonl\ttorn-tail", "models/m0/run.jsonl\ttorn-tail"]
     # the crash cut a household with a record not yet lined (the kill came
     # right after a record): its replaced attempt line is in the start
-    start = names[:names.index("anchors.jsonl\tanchor")]
+    start = names[: names.index("anchors.jsonl\tanchor")]
     assert any(n.endswith("/run.jsonl\tattempt") for n in start), start
 
 
@@ -92,10 +101,14 @@ def test_a_continuation_killed_at_this_step_is_continued_to_a_complete_run(base,
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("steps", [
-    ("its line in run.jsonl only", "its line in run.jsonl only"),
-    ("the first model's first cut_by line", "its line in the first model's logs"),
-    ("every torn tail moved aside, no line yet", "a round-1 record on disk"),
-], ids=["twice at the same step", "cut lines, then its line", "torn tails, then a round-1 record"])
+@pytest.mark.parametrize(
+    "steps",
+    [
+        ("its line in run.jsonl only", "its line in run.jsonl only"),
+        ("the first model's first cut_by line", "its line in the first model's logs"),
+        ("every torn tail moved aside, no line yet", "a round-1 record on disk"),
+    ],
+    ids=["twice at the same step", "cut lines, then its line", "torn tails, then a round-1 record"],
+)
 def test_two_continuations_killed_in_turn_are_continued_to_a_complete_run(base, steps):
     ck.carried_on(base, [kill_of(base, s) for s in steps])

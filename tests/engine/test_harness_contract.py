@@ -16,15 +16,17 @@ from runhelpers import events, execute, of, verified
 FAST = {"engine_factory": "confirmatory.testing.fakes:null_engine"}
 
 
-@pytest.mark.parametrize("kind, says", [
-    ("nan-answer", "the harness's result is not JSON"),
-    ("no-answer", "the harness's result has no 'answer'"),
-    ("system-exit", "SystemExit"),
-    ("monotonic-times", "are not time.time() seconds within this attempt"),
-])
+@pytest.mark.parametrize(
+    "kind, says",
+    [
+        ("nan-answer", "the harness's result is not JSON"),
+        ("no-answer", "the harness's result has no 'answer'"),
+        ("system-exit", "SystemExit"),
+        ("monotonic-times", "are not time.time() seconds within this attempt"),
+    ],
+)
 def test_a_contract_breach_is_a_harness_failure_of_its_own_model_with_its_spend_recorded(tmp_path, kind, says):
-    hh = [{"id": f"hh-{i:03d}", "latency_s": 0.02, "plan": {"m0:alone/0": kind} if i == 0 else {}}
-          for i in range(4)]
+    hh = [{"id": f"hh-{i:03d}", "latency_s": 0.02, "plan": {"m0:alone/0": kind} if i == 0 else {}} for i in range(4)]
     result, run_dir = execute(tmp_path, households=hh, models=2, arms=("alone",), **FAST)
     verified(run_dir)  # spend conserved: the record holds the call it counted
     assert result.status == "stopped" and result.stop_cause == "harness", result
@@ -41,16 +43,16 @@ def test_a_contract_breach_is_a_harness_failure_of_its_own_model_with_its_spend_
 # Real parts: the runner, litellm over real HTTP to the simulated provider,
 # harness modules written here (pinned by the design).
 
-UNREPORTED = '''
+UNREPORTED = """
 from confirmatory.engine import llm
 
 def run(model, household, arm, pool, spend, clock):
     spend.checkpoint()
     llm.chat(model, [{"role": "user", "content": "What is 2 + 2?"}])  # its cost never reported
     return {"answer": None}
-'''
+"""
 
-DIRECT = '''
+DIRECT = """
 import time
 from confirmatory.engine import llm
 
@@ -62,7 +64,7 @@ def run(model, household, arm, pool, spend, clock):
                               messages=[{"role": "user", "content": "What is 2 + 2?"}], num_retries=0)
     spend.add_call("chat", start, time.time(), cost_usd=response._hidden_params.get("response_cost"))
     return {"answer": None}
-'''
+"""
 
 
 def run_study(tmp_path, name, src):
@@ -103,6 +105,7 @@ def test_a_reply_the_harness_did_not_report_is_counted_and_stops_its_model(tmp_p
     assert close["spend_total_nusd"] == counted > 0
 
 
+@pytest.mark.slow
 def test_a_harness_calling_litellm_directly_is_stopped_at_its_first_attempt(tmp_path):
     rc, run_dir = run_study(tmp_path, "direct", DIRECT)
     assert rc == 4
@@ -114,7 +117,7 @@ def test_a_harness_calling_litellm_directly_is_stopped_at_its_first_attempt(tmp_
         assert len(of(events(run_dir, model), "attempt")) <= 2  # its lanes stop at once
 
 
-THEN = '''
+THEN = """
 from confirmatory.engine import llm
 from confirmatory.core.errors import UnparseableAnswer
 
@@ -122,13 +125,17 @@ def run(model, household, arm, pool, spend, clock):
     spend.checkpoint()
     llm.chat(model, [{"role": "user", "content": "What is 2 + 2?"}])  # its cost never reported
     {then}
-'''
+"""
 
 
-@pytest.mark.parametrize("then, ended_with", [
-    ("spend.checkpoint()", None),  # the next turn is refused: that refusal is the breach itself
-    ("raise UnparseableAnswer('no number in the reply')", "confirmatory.core.errors.UnparseableAnswer"),
-])
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "then, ended_with",
+    [
+        ("spend.checkpoint()", None),  # the next turn is refused: that refusal is the breach itself
+        ("raise UnparseableAnswer('no number in the reply')", "confirmatory.core.errors.UnparseableAnswer"),
+    ],
+)
 def test_the_breach_keeps_what_else_ended_the_conversation(tmp_path, then, ended_with):
     rc, run_dir = run_study(tmp_path, "then", THEN.replace("{then}", then))
     assert rc == 4
@@ -142,14 +149,15 @@ def test_the_breach_keeps_what_else_ended_the_conversation(tmp_path, then, ended
             assert f"the conversation had ended with {ended_with}: no number in the reply" in message, message
 
 
-OWN_BUDGET_STOP = '''
+OWN_BUDGET_STOP = """
 from confirmatory import BudgetStop
 
 def run(model, household, arm, pool, spend, clock):
     raise BudgetStop("the harness thinks the budget is spent")
-'''
+"""
 
 
+@pytest.mark.slow
 def test_a_budget_stop_the_harness_raises_itself_is_a_harness_failure_not_a_runner_stop(tmp_path):
     """Only the runner ends a conversation (spend.checkpoint). A BudgetStop the
     harness raises with nothing stopped would make a record saying the runner
@@ -164,14 +172,14 @@ def test_a_budget_stop_the_harness_raises_itself_is_a_harness_failure_not_a_runn
         assert all(s["cause"] == "harness" for s in of(events(run_dir, model), "stop"))
 
 
-ERROR_AS_TEXT = '''
+ERROR_AS_TEXT = """
 import time
 
 def run(model, household, arm, pool, spend, clock):
     t = time.time()
     spend.add_call("tool", t, time.time(), error={"message": "the tool failed"})
     return {"answer": None}
-'''
+"""
 
 
 def test_a_call_error_given_as_an_object_without_its_fields_is_a_harness_failure_and_kept_beside(tmp_path):
@@ -194,7 +202,7 @@ def test_a_call_error_given_as_an_object_without_its_fields_is_a_harness_failure
 # to the simulated provider, which plans one reply with "choices": [] and a
 # billed usage for one attempt.
 
-EMPTY_CHOICES = '''
+EMPTY_CHOICES = """
 [[simulator.faults]]
 kind = "empty_choices"
 model = "sim-careful"
@@ -202,7 +210,7 @@ household = "m-01"
 arm = "alone"
 pass = 0
 call = 0
-'''
+"""
 
 
 @pytest.mark.slow
@@ -218,8 +226,9 @@ def test_a_billed_reply_without_choices_is_rerun_as_a_provider_failure_and_its_c
 
     study = tmp_path / "study"
     study.mkdir()
-    design = minimal_design(study, f"choices_{tmp_path.name[-8:].replace('-', '_')}",
-                            (DEMO / "minimal_harness.py").read_text())
+    design = minimal_design(
+        study, f"choices_{tmp_path.name[-8:].replace('-', '_')}", (DEMO / "minimal_harness.py").read_text()
+    )
     design.write_text(design.read_text() + EMPTY_CHOICES)
     init_local_witness(tmp_path / "runs" / ".witness")
     run_dir = tmp_path / "runs" / "r"
@@ -237,8 +246,7 @@ def test_a_billed_reply_without_choices_is_rerun_as_a_provider_failure_and_its_c
     assert call["cost_nusd"] == failed["cost_nusd"] == cost > 0
     assert again["status"] == "ok" and again["answer"] is not None
 
-    attempts = [a for a in of(events(run_dir, "careful"), "attempt")
-                if (a["household"], a["arm"]) == ("m-01", "alone")]
+    attempts = [a for a in of(events(run_dir, "careful"), "attempt") if (a["household"], a["arm"]) == ("m-01", "alone")]
     assert [(a["pass"], a["class"], a["action"]) for a in attempts] == [(0, "provider", "rerun"), (1, "ok", "keep")]
     assert attempts[0]["cost_nusd"] == cost
     assert not of(events(run_dir, "careful"), "stop") and not of(events(run_dir, "careful"), "late-cost")

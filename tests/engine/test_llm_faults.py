@@ -25,22 +25,41 @@ from confirmatory.sim import SIM_PRICES, FaultPlan, SimProvider
 rules = pytest.importorskip("confirmatory.core.rules")
 
 USER = 'Household:\n{"adults": [{"employment_income": 24000}]}\nWhat is its annual net income?'
-KINDS = ("rate_limit", "server_error", "bad_gateway", "unavailable", "hang", "truncate",
-         "malformed", "bad_answer", "auth", "quota", "credit", "empty_choices", "null_choices")
+KINDS = (
+    "rate_limit",
+    "server_error",
+    "bad_gateway",
+    "unavailable",
+    "hang",
+    "truncate",
+    "malformed",
+    "bad_answer",
+    "auth",
+    "quota",
+    "credit",
+    "empty_choices",
+    "null_choices",
+)
 HANG_S = 1.5
 CLIENT_TIMEOUT_S = 0.4
 
 
 def model_spec(name: str, litellm_model: str, api_base: str | None) -> llm.AdHocModel:
-    return llm.AdHocModel(name=name, litellm_model=litellm_model, api_base=api_base, timeout_s=CLIENT_TIMEOUT_S,
-                          params={"temperature": 0.0})
+    return llm.AdHocModel(
+        name=name,
+        litellm_model=litellm_model,
+        api_base=api_base,
+        timeout_s=CLIENT_TIMEOUT_S,
+        params={"temperature": 0.0},
+    )
 
 
 @pytest.fixture(scope="module")
 def sim():
     # One fault per kind, each selected by a household named after it.
-    plan = FaultPlan.from_table({"seed": 3, "hang_s": HANG_S,
-                                 "faults": [{"kind": kind, "household": kind} for kind in KINDS]})
+    plan = FaultPlan.from_table(
+        {"seed": 3, "hang_s": HANG_S, "faults": [{"kind": kind, "household": kind} for kind in KINDS]}
+    )
     with SimProvider(plan) as provider:
         yield provider
 
@@ -53,13 +72,15 @@ def careful(sim):
 
 
 def call_chat(spec: llm.AdHocModel, household: str) -> llm.Reply:
-    return llm.chat(spec, [{"role": "user", "content": USER}],
-                    extra_headers={"X-Confirmatory-Attempt": f"{household}/alone/0"})
+    return llm.chat(
+        spec, [{"role": "user", "content": USER}], extra_headers={"X-Confirmatory-Attempt": f"{household}/alone/0"}
+    )
 
 
 def call_responses(spec: llm.AdHocModel, household: str) -> llm.Reply:
-    return llm.responses(spec, [{"role": "user", "content": USER}],
-                         extra_headers={"X-Confirmatory-Attempt": f"{household}/alone/0"})
+    return llm.responses(
+        spec, [{"role": "user", "content": USER}], extra_headers={"X-Confirmatory-Attempt": f"{household}/alone/0"}
+    )
 
 
 def failure_class(exc: BaseException) -> str:
@@ -71,13 +92,16 @@ def litellm_error(name: str) -> type[BaseException]:
     return getattr(llm._lib(), name)
 
 
-@pytest.mark.parametrize(("kind", "error"), [
-    ("rate_limit", "RateLimitError"),
-    ("server_error", "InternalServerError"),
-    ("bad_gateway", "BadGatewayError"),
-    ("unavailable", "ServiceUnavailableError"),
-    ("malformed", "InternalServerError"),
-])
+@pytest.mark.parametrize(
+    ("kind", "error"),
+    [
+        ("rate_limit", "RateLimitError"),
+        ("server_error", "InternalServerError"),
+        ("bad_gateway", "BadGatewayError"),
+        ("unavailable", "ServiceUnavailableError"),
+        ("malformed", "InternalServerError"),
+    ],
+)
 def test_a_provider_side_fault_on_chat_raises_its_litellm_class_and_is_a_provider_failure(careful, kind, error):
     with pytest.raises(litellm_error(error)) as info:
         call_chat(careful, kind)
@@ -143,12 +167,16 @@ def test_the_wait_a_rate_limit_asks_for_is_kept_in_its_error(careful, call):
     assert describe_exception(info.value)["retry_after_s"] == 1.0
 
 
-@pytest.mark.parametrize(("headers", "kept"), [
-    ({"Retry-After": "7"}, 7.0),
-    ({"retry-after-ms": "1500", "Retry-After": "2"}, 1.5),  # the finer one first
-    ({"Retry-After": "Fri, 04 Dec 2026 08:00:00 GMT"}, None),  # a date: not read
-    ({}, None),
-], ids=["seconds", "milliseconds", "a date", "none"])
+@pytest.mark.parametrize(
+    ("headers", "kept"),
+    [
+        ({"Retry-After": "7"}, 7.0),
+        ({"retry-after-ms": "1500", "Retry-After": "2"}, 1.5),  # the finer one first
+        ({"Retry-After": "Fri, 04 Dec 2026 08:00:00 GMT"}, None),  # a date: not read
+        ({}, None),
+    ],
+    ids=["seconds", "milliseconds", "a date", "none"],
+)
 def test_a_retry_after_header_is_read_in_seconds_or_milliseconds_and_a_date_is_not(headers, kept):
     server = _OneReply({"error": {"message": "slow down", "type": "rate_limit"}}, status=429, headers=headers)
     try:
@@ -163,8 +191,11 @@ def test_a_retry_after_header_is_read_in_seconds_or_milliseconds_and_a_date_is_n
 
 def test_a_rate_limit_carries_a_retry_after_header(sim):
     body = json.dumps({"model": "sim-careful", "messages": [{"role": "user", "content": USER}]}).encode()
-    request = urllib.request.Request(f"{sim.url}/chat/completions", data=body, headers={
-        "Content-Type": "application/json", "X-Confirmatory-Attempt": "rate_limit/raw/0"})
+    request = urllib.request.Request(
+        f"{sim.url}/chat/completions",
+        data=body,
+        headers={"Content-Type": "application/json", "X-Confirmatory-Attempt": "rate_limit/raw/0"},
+    )
     with pytest.raises(urllib.error.HTTPError) as info:
         urllib.request.urlopen(request, timeout=5)
     assert info.value.code == 429 and info.value.headers["Retry-After"] == "1"
@@ -216,19 +247,33 @@ def test_a_call_without_faults_on_the_same_server_succeeds(careful):
 
 # ---- a billed reply with nothing in it ----------------------------------------------------------
 
+
 def _attempt() -> tuple[Spend, AttemptSpend]:
     spend = Spend(ceiling_nusd=10**12, before_nusd=0, clock=Clock())
-    return spend, AttemptSpend(spend, model="careful", household="empty_choices", arm="alone", pass_index=0,
-                               stop_reason=lambda: None, on_late_cost=lambda nusd: None)
+    return spend, AttemptSpend(
+        spend,
+        model="careful",
+        household="empty_choices",
+        arm="alone",
+        pass_index=0,
+        stop_reason=lambda: None,
+        on_late_cost=lambda nusd: None,
+    )
 
 
-def _billed(sim, before: dict) -> tuple[int, int, int]:
-    """Input and output tokens the server billed since ``before``, and their cost in nano-dollars."""
+def _before(sim) -> tuple[dict, int]:
+    """The server's usage and invoiced nano-dollars of sim-careful so far."""
+    return dict(sim.usage().get("sim-careful", {})), sim.invoice().get("sim-careful", {}).get("nusd", 0)
+
+
+def _billed(sim, before: tuple[dict, int]) -> tuple[int, int, int]:
+    """Input and output tokens the server billed since ``before``, and their
+    cost in nano-dollars as its invoice says (cache reads at their own price)."""
+    used, invoiced = before
     after = sim.usage()["sim-careful"]
-    tokens_in = after["prompt_tokens"] - before.get("prompt_tokens", 0)
-    tokens_out = after["completion_tokens"] - before.get("completion_tokens", 0)
-    price_in, price_out = SIM_PRICES["sim-careful"]  # whole nano-dollars per token
-    return tokens_in, tokens_out, tokens_in * to_nusd(price_in) + tokens_out * to_nusd(price_out)
+    tokens_in = after["prompt_tokens"] - used.get("prompt_tokens", 0)
+    tokens_out = after["completion_tokens"] - used.get("completion_tokens", 0)
+    return tokens_in, tokens_out, sim.invoice()["sim-careful"]["nusd"] - invoiced
 
 
 @pytest.mark.parametrize("call", ["chat", "responses"])
@@ -236,7 +281,7 @@ def test_a_billed_reply_without_choices_is_a_provider_failure_that_carries_its_t
     """HTTP 200, "choices": [] (Responses: "output": []) and a billed usage: a
     provider failure (rerun), not an IndexError of the harness's; the failed
     call reported as documented (no cost given) counts what the reply cost."""
-    before = dict(sim.usage().get("sim-careful", {}))
+    before = _before(sim)
     spend, attempt = _attempt()
     with attempt.bound():
         with pytest.raises(litellm_error("APIError")) as info:
@@ -274,7 +319,7 @@ def test_a_billed_reply_litellm_cannot_read_still_counts_what_it_cost(sim, caref
     was lost: docs/LITELLM.md); the usage of the raw body, which litellm's
     post-call hook saw, is now priced onto the exception, so the documented
     failed-call report counts it and the bound attempt knows of it."""
-    before = dict(sim.usage().get("sim-careful", {}))
+    before = _before(sim)
     spend, attempt = _attempt()
     with attempt.bound():
         with pytest.raises(litellm_error("InternalServerError" if call == "chat" else "APIError")) as info:
@@ -358,11 +403,25 @@ class _OneReply:
 
 
 def _responses_body(**fields) -> dict:
-    return {"id": "resp_x", "object": "response", "created_at": 1, "model": "sim-careful", "status": "completed",
-            "error": None, "incomplete_details": None, "parallel_tool_calls": True, "tool_choice": "auto",
-            "tools": [], "usage": {"input_tokens": 100, "output_tokens": 50, "total_tokens": 150,
-                                   "input_tokens_details": {"cached_tokens": 0},
-                                   "output_tokens_details": {"reasoning_tokens": 0}}} | fields
+    return {
+        "id": "resp_x",
+        "object": "response",
+        "created_at": 1,
+        "model": "sim-careful",
+        "status": "completed",
+        "error": None,
+        "incomplete_details": None,
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "usage": {
+            "input_tokens": 100,
+            "output_tokens": 50,
+            "total_tokens": 150,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens_details": {"reasoning_tokens": 0},
+        },
+    } | fields
 
 
 @pytest.mark.filterwarnings("ignore:Pydantic serializer warnings:UserWarning")
@@ -384,8 +443,9 @@ def test_a_responses_reply_with_output_null_is_priced_from_its_usage_though_lite
 
 
 def test_an_incomplete_responses_reply_without_output_stays_a_truncation():
-    server = _OneReply(_responses_body(output=[], status="incomplete",
-                                       incomplete_details={"reason": "max_output_tokens"}))
+    server = _OneReply(
+        _responses_body(output=[], status="incomplete", incomplete_details={"reason": "max_output_tokens"})
+    )
     try:
         spec = model_spec("careful", "openai/sim-careful", server.url)
         llm.prepare([spec], SIM_PRICES)
@@ -398,10 +458,16 @@ def test_an_incomplete_responses_reply_without_output_stays_a_truncation():
 def _key_echo() -> _OneReply:
     """A loopback server (a local gateway, an ssh tunnel) answering a chat
     reply and keeping the key each request carried."""
-    return _OneReply({"id": "c1", "object": "chat.completion", "created": 1, "model": "sim-careful",
-                      "choices": [{"index": 0, "finish_reason": "stop",
-                                   "message": {"role": "assistant", "content": "ok"}}],
-                      "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}})
+    return _OneReply(
+        {
+            "id": "c1",
+            "object": "chat.completion",
+            "created": 1,
+            "model": "sim-careful",
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "ok"}}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+        }
+    )
 
 
 @pytest.mark.parametrize("env_key", [None, "sk-local-gateway-key-0123456789"])

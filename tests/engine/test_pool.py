@@ -154,7 +154,10 @@ def test_a_design_naming_a_target_runs_it_in_the_runners_process_pool(tmp_path):
     assert result.status == "completed", result
     verified(run_dir)
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    assert manifest["engine"] == {"target": "confirmatory.testing.fakes:engine_op", "workers_per_model": 1,
-                                  "backend": {"name": "processes"}}
+    assert manifest["engine"] == {
+        "target": "confirmatory.testing.fakes:engine_op",
+        "workers_per_model": 1,
+        "backend": {"name": "processes"},
+    }
     answers = [json.loads(p.read_text())["answer"] for p in run_dir.rglob("calculator/0.json")]
     assert answers == [{"value": 12}] * 3  # the engine doubled len("hh-00k") in a worker process

@@ -43,14 +43,25 @@ def cluster():
 
 def an_attempt() -> AttemptSpend:
     spend = Spend(ceiling_nusd=10**12, before_nusd=0, clock=Clock())
-    return AttemptSpend(spend, model="m0", household="hh-000", arm="calculator", pass_index=0,
-                        stop_reason=lambda: None, on_late_cost=lambda nusd: None)
+    return AttemptSpend(
+        spend,
+        model="m0",
+        household="hh-000",
+        arm="calculator",
+        pass_index=0,
+        stop_reason=lambda: None,
+        on_late_cost=lambda nusd: None,
+    )
 
 
 def test_features_travel_per_call_and_an_engine_exception_arrives_as_itself(cluster):
     with RayEnginePool("confirmatory.demo.engine:serve", 2, num_cpus=CPUS) as pool:
-        household = {"adults": [{"age": 40, "employment_income": 30_000, "self_employment_income": 0}],
-                     "children": [{"age": 4}], "housing_cost": 8_000, "region": "north"}
+        household = {
+            "adults": [{"age": 40, "employment_income": 30_000, "self_employment_income": 0}],
+            "children": [{"age": 4}],
+            "housing_cost": 8_000,
+            "region": "north",
+        }
         traced = pool.call("explain", {"household": household}, {"tools": ["calculate"], "explain": True})
         assert "net income" in traced["trace"]
         with pytest.raises(Exception) as info:  # the same pool, another arm's features: refused
@@ -151,7 +162,7 @@ def reference_on_ray(directory: Path) -> Path:
     """The bundled reference design, its engine moved onto Ray: the same
     harness, calculator and households (pinned where they are), the engine's
     ``serve`` run by Ray actors instead of the factory's process pool."""
-    from confirmatory.cli.demo import REFERENCE_DESIGN
+    from confirmatory.commands.demo import REFERENCE_DESIGN
 
     demo = REFERENCE_DESIGN.parent
     directory.mkdir(parents=True)
@@ -162,8 +173,9 @@ def reference_on_ray(directory: Path) -> Path:
     text = text.replace('path = "households.jsonl"', f'path = "{rel}/households.jsonl"')
     old = 'factory = "confirmatory.demo.engine:start"'
     assert old in text
-    text = text.replace(old, 'target = "confirmatory.demo.engine:serve"\nbackend = "ray"\naddress = "local"\n'
-                             f"num_cpus = {CPUS}")
+    text = text.replace(
+        old, f'target = "confirmatory.demo.engine:serve"\nbackend = "ray"\naddress = "local"\nnum_cpus = {CPUS}'
+    )
     design = directory / "reference-ray.toml"
     design.write_text(text)
     return design
@@ -186,14 +198,19 @@ def test_the_reference_study_on_ray_completes_and_verifies(cluster, tmp_path):
     sim = SimProvider(FaultPlan.from_table(loaded.design.simulator)).start()
     try:
         llm.prepare(loaded.design.models)
-        result = Run(loaded, run_dir, install_signals=False, config=config,
-                     api_bases={m.name: sim.url for m in loaded.design.models}).execute()
+        result = Run(
+            loaded,
+            run_dir,
+            install_signals=False,
+            config=config,
+            api_bases={m.name: sim.url for m in loaded.design.models},
+        ).execute()
     finally:
         sim.stop()
     assert result.status == "completed", result
     verified(run_dir)
     backend = json.loads((run_dir / "manifest.json").read_text())["engine"]["backend"]
-    assert backend["name"] == "ray" and set(backend["pools"]) == {"careful", "sloppy", "truncates"}
+    assert backend["name"] == "ray" and set(backend["pools"]) == {"careful", "gemini", "sloppy", "truncates"}
     # The calculator arms' answers came through the actors' engine calls.
     tools = [json.loads(p.read_text()) for p in (run_dir / "models").rglob("calculator*/0.json")]
     assert tools and any(c["kind"] == "tool" for r in tools for c in r["calls"])
@@ -219,8 +236,10 @@ def test_a_run_on_ray_completes_verifies_and_records_its_backend(cluster, tmp_pa
     assert backend["name"] == "ray" and backend["ray_version"] == ray.__version__
     assert backend["nodes"] == 1 and backend["cpus"] == 2.0
     node = ray.get_runtime_context().get_node_id()
-    assert backend["pools"] == {m: {"actors": 2, "num_cpus_per_actor": CPUS, "cpus": pytest.approx(2 * CPUS),
-                                    "nodes": [node]} for m in ("m0", "m1")}
+    assert backend["pools"] == {
+        m: {"actors": 2, "num_cpus_per_actor": CPUS, "cpus": pytest.approx(2 * CPUS), "nodes": [node]}
+        for m in ("m0", "m1")
+    }
     cfg = json.loads((run.run_dir / "config.json").read_text())
     assert cfg["engine"]["backend"] == backend
     assert any("Ray" in line and "nodes" in line for line in cfg["not_pinned_down"])
@@ -251,10 +270,8 @@ def test_an_actor_killed_mid_run_stops_its_model_with_cause_pool(cluster, tmp_pa
 
 @pytest.mark.slow
 def test_an_engine_call_past_the_attempt_deadline_gives_the_deadline_stop(cluster, tmp_path):
-    households = [{"id": "hh-000", "plan": {"calculator/0": "engine-hang"}, "engine_hang_s": 20},
-                  {"id": "hh-001"}]
-    run = make_run(tmp_path, households=households, models=1, engine=RAY_ENGINE,
-                   rules={"attempt_deadline_s": 1.0})
+    households = [{"id": "hh-000", "plan": {"calculator/0": "engine-hang"}, "engine_hang_s": 20}, {"id": "hh-001"}]
+    run = make_run(tmp_path, households=households, models=1, engine=RAY_ENGINE, rules={"attempt_deadline_s": 1.0})
     result = run.execute()
     verified(run.run_dir)
     ev = events(run.run_dir, "m0")

@@ -63,7 +63,7 @@ def test_a_record_the_disk_refuses_ends_the_run_as_a_crash_and_continue_carries_
     With the disk back, continue carries the run on to a complete run."""
     import signal as signals
 
-    from confirmatory.cli.continue_run import continue_command
+    from confirmatory.cli.run import continue_command
 
     real_fsync = os.fsync
     on_record_fsync(monkeypatch, "hh-002", _eio)  # the disk fails for one record file
@@ -79,8 +79,10 @@ def test_a_record_the_disk_refuses_ends_the_run_as_a_crash_and_continue_carries_
     for m in ("m0", "m1"):
         ev = events(run_dir, m)
         assert of(ev, "stop", cause="runner-error") and not of(ev, "close")
-        recorded = {p.relative_to(run_dir / "models" / m).as_posix()
-                    for p in (run_dir / "models" / m / "records").rglob("*.json")}
+        recorded = {
+            p.relative_to(run_dir / "models" / m).as_posix()
+            for p in (run_dir / "models" / m / "records").rglob("*.json")
+        }
         unlined = {r.split("/")[1] for r in recorded - {a["record"] for a in of(ev, "attempt")}}
         assert unlined <= set(report.crash["under_way"].get(m, ())), (m, unlined, report.crash)
     saved = {s: signals.getsignal(s) for s in (signals.SIGINT, signals.SIGTERM, signals.SIGHUP)}
@@ -92,8 +94,9 @@ def test_a_record_the_disk_refuses_ends_the_run_as_a_crash_and_continue_carries_
     after = verified(run_dir)
     assert after.state == "complete" and "continued after a crash" in after.outcome
     # the runner error ended at the continuation: every household of both models ran
-    assert "m0: 6 of 6 households ended" in after.outcome and "m1: 6 of 6 households ended" in after.outcome, \
+    assert "m0: 6 of 6 households ended" in after.outcome and "m1: 6 of 6 households ended" in after.outcome, (
         after.outcome
+    )
     assert of(events(run_dir), "close")[0]["status"] == "completed"
 
 
@@ -124,7 +127,6 @@ def test_a_wall_clock_stepping_back_during_the_run_never_moves_run_time_backward
     assert all(a["end"] >= a["start"] for a in attempts)
 
 
-
 def _run_with_a_step_inside_a_call(tmp_path, monkeypatch, by_s: float, sample_interval_s: float):
     """One lane, one arm, rare anchors: the wall clock steps back ``by_s``
     inside hh-000's one fake call (nothing else reads the clock meanwhile
@@ -141,9 +143,15 @@ def _run_with_a_step_inside_a_call(tmp_path, monkeypatch, by_s: float, sample_in
     monkeypatch.setattr(time, "sleep", sleep)
     hh = [{"id": "hh-000", "latency_s": 0.0021}, {"id": "hh-001"}]
     try:
-        result, run_dir = execute(tmp_path, households=hh, models=[{"name": "m0", "lanes": 1}], arms=("alone",),
-                                  host={"sample_interval_s": sample_interval_s, "max_gap_s": 10.0},
-                                  anchors={"interval_s": 60.0}, **FAST)
+        result, run_dir = execute(
+            tmp_path,
+            households=hh,
+            models=[{"name": "m0", "lanes": 1}],
+            arms=("alone",),
+            host={"sample_interval_s": sample_interval_s, "max_gap_s": 10.0},
+            anchors={"interval_s": 60.0},
+            **FAST,
+        )
     finally:
         monkeypatch.setattr(time, "time", real_time)
         monkeypatch.setattr(time, "sleep", real_sleep)
@@ -161,10 +169,12 @@ def test_a_wall_clock_stepping_back_inside_a_call_begun_after_the_clocks_last_re
     verified(run_dir)
     assert result.status == "completed"
 
+
 @pytest.mark.slow
 def test_a_wall_clock_stepping_back_3_s_inside_a_call_after_1_5_s_unread_verifies(tmp_path, monkeypatch):
     """The attempt's first call takes 1.5 s (nothing reads the run's clock:
-    one lane, rare samples and anchors); the wall clock steps back 3 s inside
+    one lane, rare samples and anchors, calls that cost nothing, the start
+    anchor's push done before it); the wall clock steps back 3 s inside
     its second call. host.jsonl reports a step of about 1.6 s (the clock
     measures from its last reading), the call's end is 3 s before its start.
     verify widens the call slack by the samples' monotonic gap before the
@@ -173,7 +183,16 @@ def test_a_wall_clock_stepping_back_3_s_inside_a_call_after_1_5_s_unread_verifie
     real_time, real_sleep = time.time, time.sleep
     state = {"s": 0.0, "n": 0}
 
+    pushes = tmp_path / "run" / "anchor-pushes.jsonl"
+
     def sleep(seconds):
+        if seconds == 1.5:
+            # The start anchor's push ends with a clock reading: let it land
+            # before the slow call's silence, not inside it (on a loaded
+            # machine a git push can take a second).
+            give_up = real_time() + 60
+            while b'"event":"push"' not in (pushes.read_bytes() if pushes.exists() else b"") and real_time() < give_up:
+                real_sleep(0.01)
         real_sleep(seconds)
         if seconds == 0.0021:  # the latency of each fake call of hh-000
             state["n"] += 1
@@ -182,14 +201,26 @@ def test_a_wall_clock_stepping_back_3_s_inside_a_call_after_1_5_s_unread_verifie
 
     monkeypatch.setattr(time, "time", lambda: real_time() + state["s"])
     monkeypatch.setattr(time, "sleep", sleep)
-    hh = [{"id": "hh-000", "latency_s": 0.0021, "plan": {"alone/0": ["slow", "ok"]}, "slow_s": 1.5}, {"id": "hh-001"}]
-    result, run_dir = execute(tmp_path, households=hh, models=[{"name": "m0", "lanes": 1}], arms=("alone",),
-                              host={"sample_interval_s": 5.0, "max_gap_s": 10.0}, anchors={"interval_s": 60.0},
-                              **FAST)
+    # Calls that cost nothing: a cost is journaled as it is reported, with a clock reading.
+    hh = [
+        {"id": "hh-000", "latency_s": 0.0021, "plan": {"alone/0": ["slow", "ok"]}, "slow_s": 1.5, "cost_usd": 0.0},
+        {"id": "hh-001"},
+    ]
+    result, run_dir = execute(
+        tmp_path,
+        households=hh,
+        models=[{"name": "m0", "lanes": 1}],
+        arms=("alone",),
+        host={"sample_interval_s": 5.0, "max_gap_s": 10.0},
+        anchors={"interval_s": 60.0},
+        **FAST,
+    )
     monkeypatch.setattr(time, "time", real_time)
     monkeypatch.setattr(time, "sleep", real_sleep)
     calls = record(run_dir, "m0", "hh-000", "alone", 0)["calls"]
     assert calls[1]["end"] < calls[1]["start"] - 2.5  # the step did land inside the second call
+    reported = max(e.get("clock_back_max_s", 0.0) for e in events(run_dir, log="host.jsonl"))
+    assert 1.0 < reported < 2.5, f"the premise: the step reported short (as ~1.5 s), not {reported}"
     assert result.status == "completed"
     verified(run_dir)
 
@@ -210,6 +241,7 @@ def test_a_wall_clock_stepping_back_ten_minutes_inside_a_call_is_no_harness_erro
     assert call["end"] < call["start"] - 599  # the step did land inside the call
     assert result.status == "completed", result
     verified(run_dir)
+
 
 def test_a_wall_clock_stepped_back_just_after_a_resume_request_verifies(tmp_path):
     """A request's t is the resume command's raw wall time; the runner's
@@ -235,9 +267,11 @@ def test_a_wall_clock_stepped_back_just_after_a_resume_request_verifies(tmp_path
     verified(run.run_dir)
     assert result.status == "completed"
 
+
 def test_an_engine_pool_that_fails_to_start_stops_its_model_with_cause_pool(tmp_path):
-    result, run_dir = execute(tmp_path, households=3, models=1,
-                              engine_factory="confirmatory.testing.fakes:broken_engine")
+    result, run_dir = execute(
+        tmp_path, households=3, models=1, engine_factory="confirmatory.testing.fakes:broken_engine"
+    )
     verified(run_dir)
     ev = events(run_dir, "m0")
     (stop,) = of(ev, "stop")
@@ -252,8 +286,14 @@ def test_memory_readings_failing_longer_than_sampler_failure_s_stop_the_run_with
 
     readers = ScriptedReaders([0.0, 0.0, Fail()])
     hh = [{"id": f"hh-{i:03d}", "latency_s": 0.05} for i in range(40)]
-    result, run_dir = execute(tmp_path, households=hh, models=1, host_readers=readers,
-                              host={"sampler_failure_s": 0.5, "max_gap_s": 5.0}, **FAST)
+    result, run_dir = execute(
+        tmp_path,
+        households=hh,
+        models=1,
+        host_readers=readers,
+        host={"sampler_failure_s": 0.5, "max_gap_s": 5.0},
+        **FAST,
+    )
     verified(run_dir)
     assert result.status == "stopped" and result.stop_cause == "sampler"
     (stop,) = of(events(run_dir), "stop")
@@ -289,7 +329,7 @@ def test_a_key_echoed_in_a_provider_error_never_reaches_the_records(tmp_path, mo
 def test_a_witness_that_is_unreachable_at_the_end_is_reported_and_push_anchor_catches_up(tmp_path):
     import sys
 
-    from confirmatory.cli.push_anchor import push_anchor_command
+    from confirmatory.anchors.push import push_anchor_command
     from confirmatory.cli.run import run_command
     from confirmatory.testing.designs import write_design
     from confirmatory.verify import verify_run
@@ -316,8 +356,14 @@ def test_a_lane_stuck_in_a_call_that_never_returns_is_settled_and_the_run_still_
 
     fakes.STUCK_RELEASE.clear()
     hh = [{"id": "hh-000", "plan": {"m0:alone/0": "stuck"}}, {"id": "hh-001"}, {"id": "hh-002"}]
-    run = make_run(tmp_path, households=hh, models=[{"name": "m0", "timeout_s": 0.2}, {"name": "m1"}],
-                   arms=("alone", "calculator"), rules={"attempt_deadline_s": 0.3}, **FAST)
+    run = make_run(
+        tmp_path,
+        households=hh,
+        models=[{"name": "m0", "timeout_s": 0.2}, {"name": "m1"}],
+        arms=("alone", "calculator"),
+        rules={"attempt_deadline_s": 0.3},
+        **FAST,
+    )
     try:
         result = run.execute()
         assert result.abandoned_lanes == 1
@@ -353,8 +399,9 @@ def test_a_wall_clock_jumping_forward_does_not_abandon_attempts_before_their_dea
     # attempts of 0.1 s, a busy machine let the jumped attempts end unseen)
     real_time = _wall_clock_jump(monkeypatch, 0.8, 120.0)
     hh = [{"id": f"hh-{i:03d}", "latency_s": 1.0} for i in range(6)]
-    result, run_dir = execute(tmp_path, households=hh, models=1, arms=("alone",),
-                              rules={"attempt_deadline_s": 30.0}, **FAST)
+    result, run_dir = execute(
+        tmp_path, households=hh, models=1, arms=("alone",), rules={"attempt_deadline_s": 30.0}, **FAST
+    )
     monkeypatch.setattr(time, "time", real_time)
     verified(run_dir)
     ev = events(run_dir, "m0")
@@ -368,8 +415,9 @@ def test_a_wall_clock_stepping_back_does_not_hold_an_attempt_past_its_deadline(t
     real_time = _wall_clock_jump(monkeypatch, 0.2, -60.0)
     hh = [{"id": "hh-000", "plan": {"alone/0": "hang"}}, {"id": "hh-001"}]
     began = real_time()
-    result, run_dir = execute(tmp_path, households=hh, models=1, arms=("alone",),
-                              rules={"attempt_deadline_s": 0.5}, **FAST)
+    result, run_dir = execute(
+        tmp_path, households=hh, models=1, arms=("alone",), rules={"attempt_deadline_s": 0.5}, **FAST
+    )
     took = real_time() - began
     monkeypatch.setattr(time, "time", real_time)
     verified(run_dir)
@@ -403,11 +451,21 @@ def test_clean_attempts_that_end_as_the_ceiling_is_crossed_keep_their_class(tmp_
     without it a clean attempt would be judged `host` (no sample after it)."""
     from confirmatory.testing.hostfakes import ScriptedReaders
 
-    hh = [{"id": "hh-000", "plan": {"alone/0": ["slow"]}, "slow_s": 1.0},
-          {"id": "hh-001", "plan": {"alone/0": ["slow", "expensive"]}, "slow_s": 0.3, "expensive_usd": 5.0}]
-    result, run_dir = execute(tmp_path, host_readers=ScriptedReaders([0.0]), models=1, arms=("alone",),
-                              households=hh, overall_cap_usd=1.0, margin_usd=0.5,
-                              host={"sample_interval_s": 5.0, "max_gap_s": 10.0}, **FAST)
+    hh = [
+        {"id": "hh-000", "plan": {"alone/0": ["slow"]}, "slow_s": 1.0},
+        {"id": "hh-001", "plan": {"alone/0": ["slow", "expensive"]}, "slow_s": 0.3, "expensive_usd": 5.0},
+    ]
+    result, run_dir = execute(
+        tmp_path,
+        host_readers=ScriptedReaders([0.0]),
+        models=1,
+        arms=("alone",),
+        households=hh,
+        overall_cap_usd=1.0,
+        margin_usd=0.5,
+        host={"sample_interval_s": 5.0, "max_gap_s": 10.0},
+        **FAST,
+    )
     verified(run_dir)
     assert result.status == "ceiling"
     ev = events(run_dir, "m0")
@@ -442,6 +500,7 @@ def test_a_run_closed_without_its_main_loop_stops_its_lanes_instead_of_waiting_f
 
 # --- the disk ------------------------------------------------------------------------------
 
+
 def test_a_disk_below_the_floor_stops_the_run_while_its_end_can_still_be_written(tmp_path):
     # A floor above any disk's free space: the first look (real statvfs) stops the run.
     hh = [{"id": f"hh-{i:03d}", "latency_s": 0.05} for i in range(40)]
@@ -471,18 +530,26 @@ def test_logs_that_can_no_longer_be_written_end_the_run_with_a_report_not_a_trac
 
     from confirmatory.testing.designs import write_design
 
-    design = write_design(tmp_path / "design", households=[{"id": f"hh-{i:03d}"} for i in range(200)], models=2,
-                          anchors={"command": ["true"]}, **FAST)
-    code = ("import resource, sys\n"
-            "from pathlib import Path\n"
-            "import confirmatory.engine.run as r\n"
-            "from confirmatory.cli.run import run_command\n"
-            "r.DISK_FLOOR_BYTES = 0\n"  # this test is about the failure itself, not the floor that avoids it
-            "resource.setrlimit(resource.RLIMIT_FSIZE, (40000, 40000))\n"
-            "sys.exit(run_command(Path(sys.argv[1]), Path(sys.argv[2]), quiet=True))\n")
+    design = write_design(
+        tmp_path / "design",
+        households=[{"id": f"hh-{i:03d}"} for i in range(200)],
+        models=2,
+        anchors={"command": ["true"]},
+        **FAST,
+    )
+    code = (
+        "import resource, sys\n"
+        "from pathlib import Path\n"
+        "import confirmatory.engine.run as r\n"
+        "from confirmatory.cli.run import run_command\n"
+        "r.DISK_FLOOR_BYTES = 0\n"  # this test is about the failure itself, not the floor that avoids it
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (40000, 40000))\n"
+        "sys.exit(run_command(Path(sys.argv[1]), Path(sys.argv[2]), quiet=True))\n"
+    )
     run_dir = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-c", code, str(design), str(run_dir)],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(design), str(run_dir)], capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 4, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert "THE RUN'S FILES COULD NOT BE WRITTEN" in proc.stderr
@@ -533,23 +600,34 @@ def test_after_a_failed_write_the_table_and_the_summary_count_only_what_is_on_di
 
     from confirmatory.testing.designs import write_design
 
-    design = write_design(tmp_path / "design", households=[{"id": f"hh-{i:03d}"} for i in range(16)], models=2,
-                          arms=("alone", "calculator", "calculator_explain"), anchors={"command": ["true"]}, **FAST)
-    code = ("import resource, sys\n"
-            "from pathlib import Path\n"
-            "import confirmatory.engine.run as r\n"
-            "from confirmatory.cli.run import run_command\n"
-            "r.DISK_FLOOR_BYTES = 0\n"
-            "resource.setrlimit(resource.RLIMIT_FSIZE, (9000, 9000))\n"
-            "sys.exit(run_command(Path(sys.argv[1]), Path(sys.argv[2])))\n")  # not quiet: the table is shown
+    design = write_design(
+        tmp_path / "design",
+        households=[{"id": f"hh-{i:03d}"} for i in range(16)],
+        models=2,
+        arms=("alone", "calculator", "calculator_explain"),
+        anchors={"command": ["true"]},
+        **FAST,
+    )
+    code = (
+        "import resource, sys\n"
+        "from pathlib import Path\n"
+        "import confirmatory.engine.run as r\n"
+        "from confirmatory.cli.run import run_command\n"
+        "r.DISK_FLOOR_BYTES = 0\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (9000, 9000))\n"
+        "sys.exit(run_command(Path(sys.argv[1]), Path(sys.argv[2])))\n"
+    )  # not quiet: the table is shown
     run_dir = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-c", code, str(design), str(run_dir)],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(design), str(run_dir)], capture_output=True, text=True, timeout=120
+    )
     err = proc.stderr
     assert proc.returncode == 4 and "THE RUN'S FILES COULD NOT BE WRITTEN" in err, err[-3000:]
-    last_table = err[err.rindex("run spend "):]
-    rows = {m: (int(d), int(n), int(e)) for m, d, n, e in
-            re.findall(r"^  (\S+) +households +(\d+)/(\d+) decided, +(\d+) ended \|", last_table, re.M)}
+    last_table = err[err.rindex("run spend ") :]
+    rows = {
+        m: (int(d), int(n), int(e))
+        for m, d, n, e in re.findall(r"^  (\S+) +households +(\d+)/(\d+) decided, +(\d+) ended \|", last_table, re.M)
+    }
     summary = dict(re.findall(r"^  (\S+): (\d+) arm results", err, re.M))
     assert set(rows) == {"m0", "m1"} and set(summary) == {"m0", "m1"}, err[-3000:]
     for m in ("m0", "m1"):
@@ -571,20 +649,27 @@ def test_the_summary_leaves_out_the_attempt_lines_of_a_household_whose_household
     has two of its attempt lines, then a torn third. The summary counts the
     arm results of the households that ended on disk and says the rest apart;
     it counted all 5 before (1 household ended, 3 arms: 3 results)."""
-    from confirmatory.cli.run import result_lines
+    from confirmatory.commands.run import result_lines
 
-    result, run_dir = execute(tmp_path, households=2, models=[{"name": "m0", "lanes": 1}],
-                              arms=("alone", "calculator", "calculator_explain"), **FAST)
+    result, run_dir = execute(
+        tmp_path,
+        households=2,
+        models=[{"name": "m0", "lanes": 1}],
+        arms=("alone", "calculator", "calculator_explain"),
+        **FAST,
+    )
     assert result.status == "completed"
     log = run_dir / "models" / "m0" / "run.jsonl"
     lines = log.read_bytes().splitlines(keepends=True)
     kinds = [json.loads(line)["event"] for line in lines]
     second = [i for i, k in enumerate(kinds) if k == "household"][1]
-    assert kinds[second - 3:second] == ["attempt"] * 3, kinds
-    log.write_bytes(b"".join(lines[:second - 1]) + lines[second - 1][:40])  # a torn third attempt line
+    assert kinds[second - 3 : second] == ["attempt"] * 3, kinds
+    log.write_bytes(b"".join(lines[: second - 1]) + lines[second - 1][:40])  # a torn third attempt line
     (line,) = result_lines(run_dir)
-    assert line.startswith("  m0: 3 arm results: ok 3; 2 attempt line(s) of 1 household(s) whose household line "
-                           "is not on disk, not counted (hh-"), line
+    assert line.startswith(
+        "  m0: 3 arm results: ok 3; 2 attempt line(s) of 1 household(s) whose household line "
+        "is not on disk, not counted (hh-"
+    ), line
     assert "its run.jsonl was read up to byte" in line and "(TornTail)" in line, line
 
 
@@ -635,8 +720,9 @@ def test_a_model_whose_lane_end_line_the_disk_refuses_is_not_shown_done(tmp_path
 
 
 def test_an_engine_factory_that_returns_no_pool_stops_its_model_with_cause_pool(tmp_path):
-    result, run_dir = execute(tmp_path, households=3, models=1,
-                              engine_factory="confirmatory.testing.fakes:unusable_engine")
+    result, run_dir = execute(
+        tmp_path, households=3, models=1, engine_factory="confirmatory.testing.fakes:unusable_engine"
+    )
     verified(run_dir)  # closed properly: stops, close lines, the final anchor
     assert result.status == "stopped" and result.stop_cause == "pool"
     (stop,) = of(events(run_dir, "m0"), "stop")
@@ -653,8 +739,9 @@ def test_a_deadline_record_the_disk_refuses_is_a_runner_error_with_its_spend_kep
     real_fsync = os.fsync
     on_record_fsync(monkeypatch, "hh-000", _eio)
     hh = [{"id": "hh-000", "plan": {"alone/0": "hang"}}, {"id": "hh-001"}]
-    result, run_dir = execute(tmp_path, households=hh, models=1, arms=("alone",),
-                              rules={"attempt_deadline_s": 0.5}, **FAST)
+    result, run_dir = execute(
+        tmp_path, households=hh, models=1, arms=("alone",), rules={"attempt_deadline_s": 0.5}, **FAST
+    )
     monkeypatch.setattr(os, "fsync", real_fsync)
     verified(run_dir)
     assert result.status == "stopped" and result.stop_cause == "runner-error", result
@@ -678,8 +765,14 @@ def test_a_lane_stuck_past_its_deadline_whose_record_the_disk_refuses_is_still_s
     on_record_fsync(monkeypatch, "hh-000", _eio)
     fakes.STUCK_RELEASE.clear()
     hh = [{"id": "hh-000", "plan": {"m0:alone/0": "stuck"}}, {"id": "hh-001"}]
-    run = make_run(tmp_path, households=hh, models=[{"name": "m0", "timeout_s": 0.2}], arms=("alone",),
-                   rules={"attempt_deadline_s": 0.3}, **FAST)
+    run = make_run(
+        tmp_path,
+        households=hh,
+        models=[{"name": "m0", "timeout_s": 0.2}],
+        arms=("alone",),
+        rules={"attempt_deadline_s": 0.3},
+        **FAST,
+    )
     try:
         result = run.execute()
         monkeypatch.setattr(os, "fsync", real_fsync)
@@ -742,10 +835,17 @@ def test_a_ceiling_line_the_disk_refuses_stops_the_run_as_a_runner_error_not_a_h
         return real_write(fd, data)
 
     monkeypatch.setattr(os, "write", write)
-    hh = [{"id": "hh-000", "plan": {"m1:alone/0": "hang", "m0:alone/0": ["slow", "expensive"]}, "slow_s": 0.3,
-           "expensive_usd": 2.0}]
-    result, run_dir = execute(tmp_path, households=hh, models=2, arms=("alone",),
-                              overall_cap_usd=1.0, margin_usd=0.5, **FAST)
+    hh = [
+        {
+            "id": "hh-000",
+            "plan": {"m1:alone/0": "hang", "m0:alone/0": ["slow", "expensive"]},
+            "slow_s": 0.3,
+            "expensive_usd": 2.0,
+        }
+    ]
+    result, run_dir = execute(
+        tmp_path, households=hh, models=2, arms=("alone",), overall_cap_usd=1.0, margin_usd=0.5, **FAST
+    )
     monkeypatch.setattr(os, "write", real_write)
     crossing = record(run_dir, "m0", "hh-000", "alone", 0)
     assert crossing["status"] != "error" or "ChainWriteFailed" not in json.dumps(crossing["error"]), crossing
@@ -786,13 +886,13 @@ result = run.wait()
 print(result.status, result.stop_cause)
 """
     try:
-        proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True,
-                              timeout=20)  # (it ends in about a second)
+        proc = subprocess.run(
+            [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=20
+        )  # (it ends in about a second)
     except subprocess.TimeoutExpired:
         pytest.fail("the run hung: the signal handler waited for a lock its own thread held")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.split() == ["stopped", "interrupt"], proc.stdout
-
 
 
 def test_a_run_in_process_puts_the_signal_handlers_back_at_its_very_end_unless_its_caller_exits(tmp_path):
@@ -808,8 +908,9 @@ def test_a_run_in_process_puts_the_signal_handlers_back_at_its_very_end_unless_i
     run = make_run(tmp_path / "a", households=hh, models=1, install_signals=True, **FAST)
     assert run.execute().status == "completed"
     assert {s: signal.getsignal(s) for s in INTERRUPT_SIGNALS} == before
-    run = make_run(tmp_path / "b", households=hh, models=1, install_signals=True, restore_signals=False,
-                   **FAST)  # as runmain makes it for the CLI
+    run = make_run(
+        tmp_path / "b", households=hh, models=1, install_signals=True, restore_signals=False, **FAST
+    )  # as runmain makes it for the CLI
     try:
         assert run.execute().status == "completed"
         assert all(signal.getsignal(s) == run._on_signal for s in INTERRUPT_SIGNALS)
@@ -821,7 +922,8 @@ def test_a_run_in_process_puts_the_signal_handlers_back_at_its_very_end_unless_i
 
 
 def test_a_temporary_directory_that_cannot_take_a_pushs_output_is_a_failed_push_not_a_stopped_run(
-        tmp_path, monkeypatch):
+    tmp_path, monkeypatch
+):
     """The push command's output goes to a temporary file. A temporary
     directory that cannot make one (removed by a tmp cleaner, read-only,
     out of space or inodes) is a push that failed, logged and retried at the
@@ -847,9 +949,13 @@ def test_a_temporary_directory_that_cannot_take_a_pushs_output_is_a_failed_push_
     helper.start()
     hh = [{"id": f"hh-{i:03d}", "latency_s": 0.05} for i in range(6)]
     try:
-        result, run_dir = execute(tmp_path, households=hh, models=1,
-                                  anchors={"interval_s": 0.1, "command": [sys.executable, "-c", "print('pushed')"]},
-                                  **FAST)
+        result, run_dir = execute(
+            tmp_path,
+            households=hh,
+            models=1,
+            anchors={"interval_s": 0.1, "command": [sys.executable, "-c", "print('pushed')"]},
+            **FAST,
+        )
     finally:
         done.set()
         helper.join()
@@ -873,6 +979,7 @@ def test_a_stop_line_a_failed_log_refuses_still_reaches_every_other_log(tmp_path
     result, run_dir = execute(tmp_path, households=4, models=2, **FAST)
     monkeypatch.undo()
     assert failed and result.disk_failed and result.stop_cause == "runner-error", result
+
     def bare(o):
         return {k: v for k, v in o.items() if k not in ("seq", "prev")}
 

@@ -13,8 +13,22 @@ from runhelpers import make_run, verified
 
 from confirmatory.engine.resume import request_resume
 
-KINDS = ["ok", "ok", "ok", "provider", "unavailable", "timeout", "model", "truncated", "operator",
-         "forbidden", "harness", "inconclusive", "expensive", "hang"]
+KINDS = [
+    "ok",
+    "ok",
+    "ok",
+    "provider",
+    "unavailable",
+    "timeout",
+    "model",
+    "truncated",
+    "operator",
+    "forbidden",
+    "harness",
+    "inconclusive",
+    "expensive",
+    "hang",
+]
 ARMS = ["alone", "calculator", "explain"]
 
 
@@ -34,8 +48,12 @@ def designs(draw):
                     plan[key] = kind
         households.append({"id": f"hh-{i:03d}", "plan": plan, "latency_s": draw(st.sampled_from([0.0, 0.005]))})
     models = [
-        {"name": f"m{k}", "lanes": draw(st.integers(1, 2)),
-         "cap_usd": draw(st.sampled_from([0.004, 0.01, 10.0])), "reserve_usd": draw(st.sampled_from([0.001, 0.003]))}
+        {
+            "name": f"m{k}",
+            "lanes": draw(st.integers(1, 2)),
+            "cap_usd": draw(st.sampled_from([0.004, 0.01, 10.0])),
+            "reserve_usd": draw(st.sampled_from([0.001, 0.003])),
+        }
         for k in range(n_models)
     ]
     return {
@@ -44,8 +62,11 @@ def designs(draw):
         "arms": tuple(arms),
         "overall_cap_usd": draw(st.sampled_from([5.0, 100.0])),
         "margin_usd": 1.0,
-        "rules": {"max_reruns_per_arm": draw(st.integers(0, 2)), "attempt_deadline_s": 0.3,
-                  "inconclusive_household_limit": draw(st.integers(0, 2))},
+        "rules": {
+            "max_reruns_per_arm": draw(st.integers(0, 2)),
+            "attempt_deadline_s": 0.3,
+            "inconclusive_household_limit": draw(st.integers(0, 2)),
+        },
         "engine_factory": "confirmatory.testing.fakes:null_engine",
     }
 

@@ -9,6 +9,8 @@ payload (confirmatory.testing.fakes).
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 
 import pytest
@@ -39,7 +41,9 @@ def test_a_provider_failure_is_rerun_in_the_next_pass(tmp_path):
     verified(run_dir)
     ev = of(events(run_dir, "m0"), "attempt", household="hh-000", arm="calculator")
     assert [(e["pass"], e["class"], e["action"]) for e in sorted(ev, key=lambda e: e["pass"])] == [
-        (0, "provider", "rerun"), (1, "ok", "keep")]
+        (0, "provider", "rerun"),
+        (1, "ok", "keep"),
+    ]
     # The record it replaces was on disk before the rerun started.
     first = record(run_dir, "m0", "hh-000", "calculator", 0)
     second = record(run_dir, "m0", "hh-000", "calculator", 1)
@@ -70,8 +74,10 @@ def test_a_rerun_pass_waits_the_designs_rerun_wait_doubled_each_pass(tmp_path):
 def test_a_stop_ends_a_lanes_wait_before_a_rerun_pass_at_once(tmp_path):
     """A lane waiting 20 s before its rerun pass stops with its model:
     the household ends cut short at the stop, no rerun starts."""
-    hh = [{"id": "hh-000", "plan": {"alone/0": "provider", "calculator/0": "provider"}},
-          {"id": "hh-001", "slow_s": 1.0, "plan": {"alone/0": ["slow", "harness"], "calculator/0": ["slow", "harness"]}}]
+    hh = [
+        {"id": "hh-000", "plan": {"alone/0": "provider", "calculator/0": "provider"}},
+        {"id": "hh-001", "slow_s": 1.0, "plan": {"alone/0": ["slow", "harness"], "calculator/0": ["slow", "harness"]}},
+    ]
     result, run_dir = execute(tmp_path, households=hh, models=1, rules={"rerun_wait_s": 20}, **FAST)
     verified(run_dir)
     ev = events(run_dir, "m0")
@@ -91,7 +97,10 @@ def test_an_arm_gets_at_most_two_reruns_and_the_last_attempt_stands(tmp_path):
     verified(run_dir)
     ev = sorted(of(events(run_dir, "m0"), "attempt", arm="alone"), key=lambda e: e["pass"])
     assert [(e["pass"], e["class"], e["action"]) for e in ev] == [
-        (0, "provider", "rerun"), (1, "provider", "rerun"), (2, "provider", "keep")]
+        (0, "provider", "rerun"),
+        (1, "provider", "rerun"),
+        (2, "provider", "keep"),
+    ]
 
 
 def test_a_model_failure_is_kept_and_not_rerun(tmp_path):
@@ -100,7 +109,9 @@ def test_a_model_failure_is_kept_and_not_rerun(tmp_path):
     verified(run_dir)
     ev = of(events(run_dir, "m0"), "attempt")
     assert {(e["arm"], e["class"], e["action"]) for e in ev} == {
-        ("alone", "model", "keep"), ("calculator", "model", "keep")}
+        ("alone", "model", "keep"),
+        ("calculator", "model", "keep"),
+    }
 
 
 def test_an_operator_failure_pauses_until_a_fresh_resume_and_a_stale_one_is_rejected(tmp_path):
@@ -135,23 +146,28 @@ def test_an_operator_failure_pauses_until_a_fresh_resume_and_a_stale_one_is_reje
 
 @pytest.mark.slow
 def test_a_harness_failure_stops_its_model_within_five_seconds(tmp_path):
-    # m0's other households take 0.5 s an attempt, so its other lane is in
-    # the middle of an attempt (with more to run) when the trigger comes a
-    # few tens of ms in: an attempt started after it is then the lane's
-    # doing, not the timing's (with 30 ms attempts a loaded machine let a
-    # lane that ignored the stop pass, once in several runs).
+    # m0's other households take 1 s an attempt and the failing conversation
+    # takes 0.3 s to fail, so m0's other lane is in the middle of an attempt
+    # (with more arms to run) when the trigger comes: an attempt started
+    # after it is then the lane's doing, not the timing's. (With the trigger
+    # a few ms in, a loaded machine let the other lane reach its first
+    # attempt only after the stop, and a lane that ignored the stop passed.)
     slow = {f"m0:{arm}/0": "slow" for arm in ("alone", "calculator", "explain")}
-    hh = [{"id": f"hh-{i:03d}", "latency_s": 0.01, "slow_s": 0.5,
-           "plan": {"m0:alone/0": "harness"} if i == 0 else slow} for i in range(6)]
-    result, run_dir = execute(tmp_path, households=hh, models=2, arms=("alone", "calculator", "explain"),
-                              **FAST)
+    failing = {"m0:alone/0": ["slow", "harness"]}
+    hh = [
+        {"id": f"hh-{i:03d}", "slow_s": 0.3 if i == 0 else 1.0, "plan": failing if i == 0 else slow} for i in range(6)
+    ]
+    result, run_dir = execute(tmp_path, households=hh, models=2, arms=("alone", "calculator", "explain"), **FAST)
     verified(run_dir)
     ev = events(run_dir, "m0")
     (trigger,) = of(ev, "trigger")
     (stop,) = of(ev, "stop")
     assert trigger["cause"] == stop["cause"] == "harness" and stop["scope"] == "model"
     assert 0 <= stop["t"] - trigger["t"] < 5
-    assert all(a["start"] < trigger["t"] for a in of(ev, "attempt"))
+    attempts = of(ev, "attempt")
+    # The premise: another household's attempt was under way at the trigger.
+    assert any(a["household"] != "hh-000" and a["start"] < trigger["t"] < a["end"] for a in attempts), attempts
+    assert all(a["start"] < trigger["t"] for a in attempts)
     # The other model is not touched by m0's stop.
     assert not of(events(run_dir, "m1"), "stop")
     assert result.status == "stopped" and result.stop_cause == "harness"
@@ -159,8 +175,9 @@ def test_a_harness_failure_stops_its_model_within_five_seconds(tmp_path):
 
 def test_one_inconclusive_signature_in_more_than_five_households_stops_the_model(tmp_path):
     hh = [{"id": f"hh-{i:03d}", "plan": {"alone/*": "inconclusive"}} for i in range(9)]
-    result, run_dir = execute(tmp_path, households=hh, models=1, arms=("alone",),
-                              rules={"max_reruns_per_arm": 0}, **FAST)
+    result, run_dir = execute(
+        tmp_path, households=hh, models=1, arms=("alone",), rules={"max_reruns_per_arm": 0}, **FAST
+    )
     verified(run_dir)
     ev = events(run_dir, "m0")
     triggers = of(ev, "trigger")
@@ -176,8 +193,9 @@ def test_one_inconclusive_signature_in_more_than_five_households_stops_the_model
 
 def test_an_attempt_past_its_deadline_is_abandoned_and_its_late_costs_counted(tmp_path):
     hh = [{"id": "hh-000", "plan": {"alone/0": "hang"}}, {"id": "hh-001"}]
-    result, run_dir = execute(tmp_path, households=hh, models=1, arms=("alone",),
-                              rules={"attempt_deadline_s": 0.5}, **FAST)
+    result, run_dir = execute(
+        tmp_path, households=hh, models=1, arms=("alone",), rules={"attempt_deadline_s": 0.5}, **FAST
+    )
     verified(run_dir)
     ev = events(run_dir, "m0")
     assert of(ev, "trigger", cause="deadline") and of(ev, "stop", cause="deadline")
@@ -200,10 +218,13 @@ def test_a_dead_engine_pool_stops_its_model_with_cause_pool(tmp_path):
 
 
 def test_crossing_the_ceiling_mid_pass_ends_conversations_under_way(tmp_path):
-    hh = [{"id": "hh-000", "plan": {"alone/0": "hang"}},
-          {"id": "hh-001", "plan": {"alone/0": ["slow", "expensive"]}, "slow_s": 0.3, "expensive_usd": 2.0}]
-    result, run_dir = execute(tmp_path, households=hh, models=1, arms=("alone", "calculator"),
-                              overall_cap_usd=1.0, margin_usd=0.5, **FAST)
+    hh = [
+        {"id": "hh-000", "plan": {"alone/0": "hang"}},
+        {"id": "hh-001", "plan": {"alone/0": ["slow", "expensive"]}, "slow_s": 0.3, "expensive_usd": 2.0},
+    ]
+    result, run_dir = execute(
+        tmp_path, households=hh, models=1, arms=("alone", "calculator"), overall_cap_usd=1.0, margin_usd=0.5, **FAST
+    )
     verified(run_dir)
     assert result.status == "ceiling"
     run_ev = events(run_dir)
@@ -223,8 +244,9 @@ def test_crossing_the_ceiling_mid_pass_ends_conversations_under_way(tmp_path):
 
 def test_admission_refuses_past_the_cap_and_then_refuses_forever(tmp_path):
     # Each household costs 0.002 (2 arms x 0.001); reserve 0.003; cap 0.008.
-    result, run_dir = execute(tmp_path, households=8, models=[{"name": "m0", "cap_usd": 0.008, "reserve_usd": 0.003}],
-                              **FAST)
+    result, run_dir = execute(
+        tmp_path, households=8, models=[{"name": "m0", "cap_usd": 0.008, "reserve_usd": 0.003}], **FAST
+    )
     verified(run_dir)
     decisions = sorted(of(events(run_dir, "m0", "admission.jsonl"), "decision"), key=lambda d: d["t"])
     admits = [d["admit"] for d in decisions]
@@ -239,8 +261,7 @@ def test_admission_refuses_past_the_cap_and_then_refuses_forever(tmp_path):
 
 
 def test_a_household_cut_short_by_a_stop_is_written_unfinished(tmp_path):
-    hh = [{"id": f"hh-{i:03d}", "latency_s": 0.02,
-           "plan": {"alone/0": "harness"} if i == 3 else {}} for i in range(8)]
+    hh = [{"id": f"hh-{i:03d}", "latency_s": 0.02, "plan": {"alone/0": "harness"} if i == 3 else {}} for i in range(8)]
     result, run_dir = execute(tmp_path, households=hh, models=1, **FAST)
     verified(run_dir)
     ev = events(run_dir, "m0")
@@ -260,6 +281,23 @@ def test_an_interrupt_from_inside_a_provider_call_stops_every_lane(tmp_path):
     # The conversation that received the signal ended at its next turn.
     rec = record(run_dir, "m0", "hh-001", "alone", 0)
     assert rec["status"] == "budget_stop"
+
+
+def test_the_stop_line_names_the_first_of_two_signals(tmp_path):
+    # Both signals are sent from the main thread, so both handlers have run
+    # before the main loop's first look: the stop line must name the first
+    # (SIGTERM), not the one handled last.
+    hh = [{"id": f"hh-{i:03d}", "latency_s": 0.2} for i in range(4)]
+    run = make_run(tmp_path, households=hh, models=1, install_signals=True, **FAST)
+    run.start()
+    assert callable(signal.getsignal(signal.SIGTERM)), "the run did not take SIGTERM"
+    os.kill(os.getpid(), signal.SIGTERM)
+    os.kill(os.getpid(), signal.SIGINT)
+    result = run.wait()
+    verified(run.run_dir)
+    assert result.status == "stopped" and result.stop_cause == "interrupt"
+    (stop,) = of(events(run.run_dir), "stop")
+    assert (stop["cause"], stop.get("detail")) == ("interrupt", f"signal {int(signal.SIGTERM)}"), stop
 
 
 @pytest.mark.parametrize("lanes", [1, 2])
@@ -298,8 +336,9 @@ def test_memory_pressure_inside_an_attempt_makes_it_host_and_reruns_it(tmp_path)
     hh = [{"id": "hh-000", "plan": {"alone/0": "slow"}, "slow_s": 0.4}]
     run = make_run(tmp_path, households=hh, models=1, arms=("alone",), host_readers=readers, **FAST)
     run.start()
-    watcher = _when_running(run, "hh-000/alone/0", lambda: readers.set_pressure(80.0),
-                            lambda: readers.set_pressure(0.0))
+    watcher = _when_running(
+        run, "hh-000/alone/0", lambda: readers.set_pressure(80.0), lambda: readers.set_pressure(0.0)
+    )
     run.wait()
     watcher.join(5)
     verified(run.run_dir)
@@ -313,8 +352,9 @@ def test_a_sampler_stalled_past_max_gap_during_an_attempt_makes_it_host(tmp_path
 
     readers = ScriptedReaders([0.0])
     hh = [{"id": "hh-000", "plan": {"alone/0": "slow"}, "slow_s": 0.3}]
-    run = make_run(tmp_path, households=hh, models=1, arms=("alone",), host_readers=readers,
-                   host={"max_gap_s": 0.5}, **FAST)
+    run = make_run(
+        tmp_path, households=hh, models=1, arms=("alone",), host_readers=readers, host={"max_gap_s": 0.5}, **FAST
+    )
     run.start()
     watcher = _when_running(run, "hh-000/alone/0", lambda: readers.set_script(Stall(0.8), 0.0))
     run.wait()

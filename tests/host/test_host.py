@@ -39,8 +39,7 @@ from confirmatory.testing.hostfakes import (
     open_host_log,
 )
 
-FAST = dict(sample_interval_s=0.05, max_gap_s=0.5, sampler_failure_s=30.0, read_tries=5,
-            pressure_threshold=10.0)
+FAST = dict(sample_interval_s=0.05, max_gap_s=0.5, sampler_failure_s=30.0, read_tries=5, pressure_threshold=10.0)
 
 
 class Fatals:
@@ -71,8 +70,9 @@ def wait_for(predicate, timeout=3.0):
 
 
 def samples(monitor, **match):
-    return [line for line in monitor.lines if line["event"] == "sample"
-            and all(line.get(k) == v for k, v in match.items())]
+    return [
+        line for line in monitor.lines if line["event"] == "sample" and all(line.get(k) == v for k, v in match.items())
+    ]
 
 
 @pytest.fixture
@@ -83,8 +83,15 @@ def make_monitor(tmp_path):
         clock = clock or Clock()
         writer = open_host_log(tmp_path / "host.jsonl", clock)
         fatals = Fatals()
-        monitor = HostMonitor(writer, clock, HostParams(**{**FAST, **params}), on_fatal=fatals,
-                              readers=readers, window=window, retry_pause_s=0.005)
+        monitor = HostMonitor(
+            writer,
+            clock,
+            HostParams(**{**FAST, **params}),
+            on_fatal=fatals,
+            readers=readers,
+            window=window,
+            retry_pause_s=0.005,
+        )
         made.append((monitor, readers))
         monitor.start()
         return monitor, clock, fatals
@@ -301,7 +308,7 @@ def test_the_lanes_and_verify_see_the_same_log(make_monitor, tmp_path):
     times = sorted({line["t"] for line in on_disk})
     seen = set()
     for a in times:
-        for b in times[times.index(a):]:
+        for b in times[times.index(a) :]:
             for n in range(len(on_disk) + 1):
                 want = attempt_host_verdict(on_disk[:n], a, b, **params)
                 assert monitor.verdict(a, b, limit=n) == want, (a, b, n)
@@ -327,8 +334,9 @@ def test_the_real_psi_file_is_parsed_on_this_machine():
 
 def test_psi_pressure_is_the_some_line_avg10(tmp_path):
     psi = tmp_path / "memory"
-    psi.write_text("some avg10=42.50 avg60=1.00 avg300=0.00 total=123\n"
-                   "full avg10=3.00 avg60=0.00 avg300=0.00 total=45\n")
+    psi.write_text(
+        "some avg10=42.50 avg60=1.00 avg300=0.00 total=123\nfull avg10=3.00 avg60=0.00 avg300=0.00 total=45\n"
+    )
     assert RealReaders(psi_path=psi).memory().pressure == 42.5
 
 
@@ -466,8 +474,10 @@ def test_a_file_line_that_passes_64_kib_is_reported_at_once_cut_and_its_rest_dro
     append(log, message)
     read = source.read_new()
     assert read.lines == (message[:CAP],)
-    assert read.notes == (f"a line of {log} was cut at 65,536 bytes (MAX_LINE_BYTES): its start is "
-                          "reported as a line, the rest of it up to its newline dropped",)
+    assert read.notes == (
+        f"a line of {log} was cut at 65,536 bytes (MAX_LINE_BYTES): its start is "
+        "reported as a line, the rest of it up to its newline dropped",
+    )
     append(log, "y" * 100_000)
     assert source.read_new() == SourceRead()  # still dropping, nothing kept
     append(log, "y\nnext\n" + "z" * 70_000 + "\n" + "w" * CAP + "\n")
@@ -517,9 +527,11 @@ def test_a_command_output_line_past_64_kib_is_cut_with_a_note(tmp_path):
     append(state, "Wake " + "z" * 100_000 + "\nSleep 10:00\n")
     read = source.read_new()
     assert read.lines == (("Wake " + "z" * 100_000)[:CAP], "Sleep 10:00")
-    assert read.notes == (f"a line of command {command_printing(state)[0]!r}'s output was cut at 65,536 bytes "
-                          "(MAX_LINE_BYTES): its start is reported as a line, the rest of it up to its newline "
-                          "dropped",)
+    assert read.notes == (
+        f"a line of command {command_printing(state)[0]!r}'s output was cut at 65,536 bytes "
+        "(MAX_LINE_BYTES): its start is reported as a line, the rest of it up to its newline "
+        "dropped",
+    )
     assert source.read_new() == SourceRead()  # seen before: no line, no note
 
 
@@ -532,8 +544,9 @@ def test_a_command_that_fails_exits_nonzero_or_hangs_is_a_failed_read(tmp_path):
         CommandSource("x", [str(tmp_path / "no-such-command")]).read_new()
 
 
-def read_fails_and_leaves_no_child(tmp_path, script: str, *, timeout_s: float, match: str,
-                                   within: float, gone_within: float = 5) -> None:
+def read_fails_and_leaves_no_child(
+    tmp_path, script: str, *, timeout_s: float, match: str, within: float, gone_within: float = 5
+) -> None:
     """`sh -c script` as a command source, where `{pid}` in the script is a
     file it writes the pid of a child of the shell to: the read fails
     (`match`) within `within` s, and that child is gone `gone_within` s later."""
@@ -552,16 +565,23 @@ def test_a_command_behind_a_shell_that_times_out_is_stopped_with_every_process_i
     """`sh -c "a | b"` that runs past its timeout: stopping the shell alone
     left its pipeline running (for good, with a follow-mode command), one
     more stray process at every step. Its whole process group is stopped."""
-    read_fails_and_leaves_no_child(tmp_path, "sh -c 'echo $$ > {pid}; exec sleep 30' | cat",
-                                   timeout_s=0.5, match="TimeoutExpired", within=5)
+    read_fails_and_leaves_no_child(
+        tmp_path, "sh -c 'echo $$ > {pid}; exec sleep 30' | cat", timeout_s=0.5, match="TimeoutExpired", within=5
+    )
 
 
 @pytest.mark.slow
 def test_a_commands_child_that_ignores_sigterm_is_killed_after_the_grace(tmp_path):
     """The group gets SIGTERM, and SIGKILL 3 s later for what is left of it:
     here a child that outlived the shell, ignoring SIGTERM."""
-    read_fails_and_leaves_no_child(tmp_path, "sh -c 'trap \"\" TERM; echo $$ > {pid}; exec sleep 30' | cat",
-                                   timeout_s=0.5, match="TimeoutExpired", within=10, gone_within=1)
+    read_fails_and_leaves_no_child(
+        tmp_path,
+        "sh -c 'trap \"\" TERM; echo $$ > {pid}; exec sleep 30' | cat",
+        timeout_s=0.5,
+        match="TimeoutExpired",
+        within=10,
+        gone_within=1,
+    )
 
 
 @pytest.mark.slow
@@ -569,9 +589,13 @@ def test_a_command_that_floods_its_output_is_stopped_at_16_mib_and_is_a_failed_r
     """Its output was all held in memory until the command ended or its
     timeout came (10 s of `yes`: gigabytes). Past 16 MiB of stdout the
     command is stopped with its process group and the read fails, saying why."""
-    read_fails_and_leaves_no_child(tmp_path, "sleep 30 & echo $! > {pid}; head -c 40000000 /dev/zero; wait",
-                                   timeout_s=5, match="its output exceeded the bound of 16,777,216 bytes",
-                                   within=4)  # stopped at the bound, not at its timeout
+    read_fails_and_leaves_no_child(
+        tmp_path,
+        "sleep 30 & echo $! > {pid}; head -c 40000000 /dev/zero; wait",
+        timeout_s=5,
+        match="its output exceeded the bound of 16,777,216 bytes",
+        within=4,
+    )  # stopped at the bound, not at its timeout
 
 
 def test_a_command_whose_output_stays_past_the_bound_ends_the_run_as_an_evidence_failure(make_monitor):
@@ -587,8 +611,9 @@ def test_a_command_whose_output_stays_past_the_bound_ends_the_run_as_an_evidence
 
 
 def test_sources_are_built_from_the_design_entries(tmp_path):
-    built = sources_from_spec([Evidence(name="guard", path=str(tmp_path / "g.log")),
-                               {"name": "power", "command": ["pmset", "-g", "log"]}])
+    built = sources_from_spec(
+        [Evidence(name="guard", path=str(tmp_path / "g.log")), {"name": "power", "command": ["pmset", "-g", "log"]}]
+    )
     assert [(type(s).__name__, s.name) for s in built] == [("FileSource", "guard"), ("CommandSource", "power")]
     with pytest.raises(ValueError):
         sources_from_spec([{"name": "both", "path": "a", "command": ["b"]}])
@@ -606,8 +631,18 @@ def test_the_real_sampler_writes_full_samples_and_file_evidence(make_monitor, tm
     end = clock.now()
     assert monitor.wait_complete(end, threading.Event())
     first = samples(monitor)[0]
-    assert set(first) == {"event", "t", "wall", "mono", "mem_pressure", "mem_available",
-                          "swap_used", "load1", "clock_back_max_s", "reads_began"}
+    assert set(first) == {
+        "event",
+        "t",
+        "wall",
+        "mono",
+        "mem_pressure",
+        "mem_available",
+        "swap_used",
+        "load1",
+        "clock_back_max_s",
+        "reads_began",
+    }
     assert first["reads_began"] < first["t"]  # the step read its sources, then sampled
     assert [line["line"] for line in monitor.lines if line["event"] == "evidence"] == ["oom-kill: pid 4242"]
     assert any(r.startswith("evidence guard: oom-kill: pid 4242") for r in monitor.verdict(start, end).reasons)
@@ -659,8 +694,10 @@ def test_a_fifo_as_a_file_source_fails_its_read_at_once_instead_of_waiting_for_a
 
     fifo = tmp_path / "guard.fifo"
     os.mkfifo(fifo)
-    code = ("import sys; from confirmatory.host.sources import FileSource, probe_source; "
-            "print(probe_source(FileSource('guard', sys.argv[1]), tries=2, pause_s=0))")
+    code = (
+        "import sys; from confirmatory.host.sources import FileSource, probe_source; "
+        "print(probe_source(FileSource('guard', sys.argv[1]), tries=2, pause_s=0))"
+    )
     done = subprocess.run([sys.executable, "-c", code, str(fifo)], capture_output=True, text=True, timeout=30)
     assert done.stdout.strip() == "failed 2 reads: OSError: [Errno 29] Illegal seek", done
     assert probe_source(FileSource("guard", tmp_path / "plain.log"), tries=2, pause_s=0) is None

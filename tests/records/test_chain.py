@@ -219,7 +219,7 @@ def test_truncating_the_last_two_lines_at_every_byte_is_described_exactly(tmp_pa
                 assert w.snapshot() == (k, heads[k])
             continue
         k = max(i for i, s in enumerate(starts) if s < cut)
-        partial = raw[starts[k]:cut]
+        partial = raw[starts[k] : cut]
         assert not result.ok and (result.lines, result.head, result.problem_line) == (k, heads[k], k)
         assert (result.torn.offset, result.torn.length, result.torn.sha256) == (starts[k], len(partial), sha(partial))
         if cut == starts[k + 1] - 1:
@@ -320,13 +320,23 @@ def test_iter_lines_yields_every_line_with_offsets_that_tile_the_file(tmp_path):
     assert (info.value.offset, info.value.length) == (sum(map(len, lines)), 4)
 
 
+@pytest.mark.slow
 def test_check_chain_reads_a_large_log_whole(tmp_path):
     # (its speed is measured by benchmarks/bench_verify.py, not asserted here)
     path = tmp_path / "big.jsonl"
     head, out = SEED, []
     for i in range(60_000):
-        line = dumps({"event": "sample", "t": 1_800_000_000.125 + i, "mem_pressure": 1.5, "load1": 0.25,
-                      "clock_back_max_s": 0.0, "seq": i, "prev": head})
+        line = dumps(
+            {
+                "event": "sample",
+                "t": 1_800_000_000.125 + i,
+                "mem_pressure": 1.5,
+                "load1": 0.25,
+                "clock_back_max_s": 0.0,
+                "seq": i,
+                "prev": head,
+            }
+        )
         head = sha256_hex(line)
         out.append(line)
     path.write_bytes(b"\n".join(out) + b"\n")
@@ -354,7 +364,9 @@ def test_write_json_durable_replaces_atomically_and_fsyncs_file_and_directory(tm
 
 PAYLOAD = st.dictionaries(
     st.text(max_size=4).filter(lambda k: k not in ("seq", "prev")),
-    st.one_of(st.integers(), st.text(max_size=6), st.floats(allow_nan=False, allow_infinity=False), st.booleans(), st.none()),
+    st.one_of(
+        st.integers(), st.text(max_size=6), st.floats(allow_nan=False, allow_infinity=False), st.booleans(), st.none()
+    ),
     max_size=3,
 )
 NAMES = ("run.jsonl", "models/m/run.jsonl")
@@ -414,7 +426,10 @@ class ChainMachine(RuleBasedStateMachine):
             with pytest.raises(TornTail) as info:
                 ChainWriter(self.dir / name, self.seeds[name])
             assert (info.value.offset, info.value.length, info.value.sha256) == (
-                self.acked_bytes[name], len(torn), sha(torn))
+                self.acked_bytes[name],
+                len(torn),
+                sha(torn),
+            )
             os.truncate(self.dir / name, self.acked_bytes[name])  # the operator's explicit recovery
             self.torn[name] = None
         self.open_writer(name)
@@ -451,7 +466,7 @@ class ChainMachine(RuleBasedStateMachine):
 
 
 ChainMachine.TestCase.settings = settings(max_examples=50, stateful_step_count=25, deadline=None)
-test_acknowledged_lines_survive_appends_reopens_power_cuts_and_torn_writes = ChainMachine.TestCase
+test_acknowledged_lines_survive_appends_reopens_power_cuts_and_torn_writes = pytest.mark.slow(ChainMachine.TestCase)
 
 
 def test_a_log_read_in_spans_gives_what_one_pass_gives(tmp_path):
@@ -496,15 +511,22 @@ def test_no_secret_value_is_written_by_a_log_or_a_durable_file_whatever_the_call
     assert b"[redacted:WITNESS_DEPLOY_TOKEN]" in logged and b"[redacted:WITNESS_DEPLOY_TOKEN]" in record
     assert sha == hashlib.sha256(record).hexdigest()
     assert check_chain(tmp_path / "run.jsonl", SEED).ok  # the chain links the lines as written
-    assert json.loads(logged.splitlines()[2]) == {"event": "clean", "t": 3.0, "seq": 2,
-                                                  "prev": hashlib.sha256(logged.splitlines()[1]).hexdigest()}
+    assert json.loads(logged.splitlines()[2]) == {
+        "event": "clean",
+        "t": 3.0,
+        "seq": 2,
+        "prev": hashlib.sha256(logged.splitlines()[1]).hexdigest(),
+    }
 
 
 def test_the_writers_guard_removes_only_the_secret_value_and_leaves_the_study_data(tmp_path, monkeypatch):
     secret = "a1b2c3d4e5f6a7b8c9d0"
     monkeypatch.setenv("WITNESS_DEPLOY_TOKEN", secret)
-    record = {"answer": "Basic allowance 12570", "extra": {"author": "x", "cache_key": "k1", "echo": secret},
-              "calls": [{"note": "Bearer abcdefgh12345 sk-abcdefghijkl"}]}
+    record = {
+        "answer": "Basic allowance 12570",
+        "extra": {"author": "x", "cache_key": "k1", "echo": secret},
+        "calls": [{"note": "Bearer abcdefgh12345 sk-abcdefghijkl"}],
+    }
     write_json_durable(tmp_path / "rec.json", record)
     written = json.loads((tmp_path / "rec.json").read_bytes())
     expected = json.loads(json.dumps(record).replace(secret, "[redacted:WITNESS_DEPLOY_TOKEN]"))
@@ -512,8 +534,11 @@ def test_the_writers_guard_removes_only_the_secret_value_and_leaves_the_study_da
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.sampled_from([b"\n", b"a", b"{", b"\\", b"e+", b"0.0000", b"1"]), max_size=80),
-       st.integers(1, 9), st.integers(0, 40))
+@given(
+    st.lists(st.sampled_from([b"\n", b"a", b"{", b"\\", b"e+", b"0.0000", b"1"]), max_size=80),
+    st.integers(1, 9),
+    st.integers(0, 40),
+)
 def test_batches_hand_out_every_line_once_at_its_offset_whatever_the_chunk_size(tokens, chunk, start_at):
     """reader._batches, with chunks from 1 byte up: lines longer than a chunk
     are whole, each line once, at its byte offset, the unterminated tail

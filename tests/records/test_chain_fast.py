@@ -59,16 +59,36 @@ def fast_accepts(line: bytes):
 # Floats from every magnitude, with the borders between the two encoders'
 # formats weighted in; strings with escapes, controls, separators and
 # astral characters; integers past 64 bits.
-BORDERS = [1e-4, 1e-5, 9.999999999999999e-5, 1e-7, 1e-10, 1e15, 1e16, 9999999999999998.0, 1e17, 1e22,
-           5e-324, 1.7976931348623157e308, 0.1, 0.30000000000000004, 1764420000.123456, 0.0]
-floats = st.one_of(st.floats(allow_nan=False, allow_infinity=False),
-                   st.sampled_from(BORDERS).map(lambda x: x),
-                   st.builds(lambda m, e: m * 10.0 ** e, st.floats(1, 10), st.integers(-12, 20)))
+BORDERS = [
+    1e-4,
+    1e-5,
+    9.999999999999999e-5,
+    1e-7,
+    1e-10,
+    1e15,
+    1e16,
+    9999999999999998.0,
+    1e17,
+    1e22,
+    5e-324,
+    1.7976931348623157e308,
+    0.1,
+    0.30000000000000004,
+    1764420000.123456,
+    0.0,
+]
+floats = st.one_of(
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.sampled_from(BORDERS).map(lambda x: x),
+    st.builds(lambda m, e: m * 10.0**e, st.floats(1, 10), st.integers(-12, 20)),
+)
 texts = st.text(st.characters(codec="utf-8"), max_size=12) | st.sampled_from(
-    ["", "e5,", "x\"y", "a\\b", "\n", "\u2028", "\x7f", "😀", "0.0000", "1e16", "true", "e-3]"])
+    ["", "e5,", 'x"y', "a\\b", "\n", "\u2028", "\x7f", "😀", "0.0000", "1e16", "true", "e-3]"]
+)
 scalars = st.none() | st.booleans() | st.integers(-(2**70), 2**70) | floats | texts
-values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4)
-                      | st.dictionaries(texts, inner, max_size=4), max_leaves=12)
+values = st.recursive(
+    scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(texts, inner, max_size=4), max_leaves=12
+)
 objects = st.dictionaries(texts, values, max_size=8)
 
 
@@ -103,9 +123,19 @@ def test_parse_document_is_json_loads(obj):
             assert same(chain.parse_document(data), json.loads(data))
 
 
-@pytest.mark.parametrize("data", [b'{"a":1,"a":2}\n', b'{"a":123456789012345678901234567890}\n',
-                                  b'{"a":NaN}\n', b'{"a":"\\ud800"}\n', b'{"a":1e16}\n', b'{ "a": 1 }\n',
-                                  b'{"b":1,"a":2}', b'{"a":"\\u00e9"}\n'])
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"a":1,"a":2}\n',
+        b'{"a":123456789012345678901234567890}\n',
+        b'{"a":NaN}\n',
+        b'{"a":"\\ud800"}\n',
+        b'{"a":1e16}\n',
+        b'{ "a": 1 }\n',
+        b'{"b":1,"a":2}',
+        b'{"a":"\\u00e9"}\n',
+    ],
+)
 def test_parse_document_on_texts_orjson_reads_otherwise(data):
     assert same(chain.parse_document(data), json.loads(data))
 
@@ -120,7 +150,7 @@ def test_every_plain_float_is_written_alike():
     checked = signed = 0
     for e in range(-325, 309):
         for _ in range(2000 if -7 <= e <= 17 else 20):
-            x = rng.uniform(1, 10) * 10.0 ** e
+            x = rng.uniform(1, 10) * 10.0**e
             if rng.random() < 0.4:
                 x = float(f"{x:.{rng.randint(1, 9)}g}")
             if not math.isfinite(x):
@@ -138,8 +168,15 @@ def test_every_plain_float_is_written_alike():
     assert signed > 1000 or not chain._SIGNED_EXPONENTS
 
 
-GUARDED = [{"x": 1e16}, {"x": -1.5e17}, {"x": 1e-7}, {"x": 1e-5}, {"x": [2.5e-6]}, {"x": {"y": 1e300}},
-           {"x": 3.2e-05, "y": "e5,"}]
+GUARDED = [
+    {"x": 1e16},
+    {"x": -1.5e17},
+    {"x": 1e-7},
+    {"x": 1e-5},
+    {"x": [2.5e-6]},
+    {"x": {"y": 1e300}},
+    {"x": 3.2e-05, "y": "e5,"},
+]
 
 
 def test_the_guards_are_needed():
@@ -163,13 +200,44 @@ def test_the_guards_are_needed():
 def test_the_runners_lines_take_the_fast_path():
     t = 1764420000.123456
     lines = [
-        {"event": "sample", "t": t, "wall": t, "mono": 1234.5, "mem_pressure": 0.0, "mem_available": 123456789,
-         "swap_used": 0, "load1": 0.52, "clock_back_max_s": 0.0},
-        {"event": "attempt", "lane": 1, "household": "h00012", "arm": "calculator", "pass": 0, "start": t,
-         "end": t + 4.25, "cost_nusd": 1234567, "record": "records/h00012/calculator/0.json",
-         "record_sha256": "3e5" + "0" * 61, "class": "ok", "action": "done", "signature": None, "host_lines": 812},
-        {"event": "decision", "lane": 0, "household": "h00013", "t": t, "admit": True, "finished_nusd": 10,
-         "under_way": 2, "reserve_nusd": 5, "cap_nusd": 100},
+        {
+            "event": "sample",
+            "t": t,
+            "wall": t,
+            "mono": 1234.5,
+            "mem_pressure": 0.0,
+            "mem_available": 123456789,
+            "swap_used": 0,
+            "load1": 0.52,
+            "clock_back_max_s": 0.0,
+        },
+        {
+            "event": "attempt",
+            "lane": 1,
+            "household": "h00012",
+            "arm": "calculator",
+            "pass": 0,
+            "start": t,
+            "end": t + 4.25,
+            "cost_nusd": 1234567,
+            "record": "records/h00012/calculator/0.json",
+            "record_sha256": "3e5" + "0" * 61,
+            "class": "ok",
+            "action": "done",
+            "signature": None,
+            "host_lines": 812,
+        },
+        {
+            "event": "decision",
+            "lane": 0,
+            "household": "h00013",
+            "t": t,
+            "admit": True,
+            "finished_nusd": 10,
+            "under_way": 2,
+            "reserve_nusd": 5,
+            "cap_nusd": 100,
+        },
     ]
     for i, obj in enumerate(lines):
         obj = {**obj, "seq": i, "prev": "e5" * 32}
@@ -178,10 +246,13 @@ def test_the_runners_lines_take_the_fast_path():
         assert fast_accepts(line) is not None
 
 
-@pytest.mark.parametrize("signed, lines", [
-    (True, [b'{"x":1e+16}', b'{"x":-1e-7}', b'{"a":{"b":[2.5e+300]}}', b'{"x":1.5e-6,"y":1}']),
-    (False, [b'{"x":1e16}', b'{"x":-1e-7}', b'{"a":{"b":[2.5e300]}}', b'{"x":1.5e-6,"y":1}', b'{"x":1e+16}']),
-])
+@pytest.mark.parametrize(
+    "signed, lines",
+    [
+        (True, [b'{"x":1e+16}', b'{"x":-1e-7}', b'{"a":{"b":[2.5e+300]}}', b'{"x":1.5e-6,"y":1}']),
+        (False, [b'{"x":1e16}', b'{"x":-1e-7}', b'{"a":{"b":[2.5e300]}}', b'{"x":1.5e-6,"y":1}', b'{"x":1e+16}']),
+    ],
+)
 def test_both_exponent_tests_find_every_exponent(signed, lines):
     """Each exponent test, on the exponents the orjson it serves writes."""
     no_exponent = chain._no_signed_exponent if signed else chain._no_exponent_found
@@ -199,12 +270,41 @@ def test_mutated_lines_are_never_accepted_by_the_fast_test_alone():
     rng = random.Random(3)
     t = 1764420000.123456
     base = [
-        {"event": "sample", "t": t, "wall": t, "mono": 12.5, "mem_pressure": 0.25, "mem_available": 10**10,
-         "swap_used": 0, "load1": 1.5, "clock_back_max_s": 0.0, "seq": 7, "prev": "0e5" * 21 + "a"},
-        {"event": "attempt", "household": "h00012", "arm": "explain", "pass": 1, "start": t, "end": t + 0.001,
-         "cost_nusd": 120, "signature": None, "ok": True, "calls": [1.5, -2, "é"], "seq": 3, "prev": "ab" * 32},
-        {"event": "anchor", "final": False, "logs": {"a.jsonl": {"lines": 10, "head": "cd" * 32}}, "t": 2.5e-3,
-         "seq": 1, "prev": "ef" * 32},
+        {
+            "event": "sample",
+            "t": t,
+            "wall": t,
+            "mono": 12.5,
+            "mem_pressure": 0.25,
+            "mem_available": 10**10,
+            "swap_used": 0,
+            "load1": 1.5,
+            "clock_back_max_s": 0.0,
+            "seq": 7,
+            "prev": "0e5" * 21 + "a",
+        },
+        {
+            "event": "attempt",
+            "household": "h00012",
+            "arm": "explain",
+            "pass": 1,
+            "start": t,
+            "end": t + 0.001,
+            "cost_nusd": 120,
+            "signature": None,
+            "ok": True,
+            "calls": [1.5, -2, "é"],
+            "seq": 3,
+            "prev": "ab" * 32,
+        },
+        {
+            "event": "anchor",
+            "final": False,
+            "logs": {"a.jsonl": {"lines": 10, "head": "cd" * 32}},
+            "t": 2.5e-3,
+            "seq": 1,
+            "prev": "ef" * 32,
+        },
     ]
     lines = [chain.dumps(obj) for obj in base]
     alphabet = b'0123456789.eE+-",:{}[] \\tfalsnu/x\xc3\xa9'

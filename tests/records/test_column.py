@@ -43,15 +43,20 @@ def same_as_list(column: Column, values: list[float]) -> None:
             column[k]
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.lists(FLOATS, max_size=60), st.integers(1, 7), st.integers(1, 9))
 def test_a_column_holds_what_was_appended(values, block, settle_every):
     same_as_list(filled(values, block, settle_every), values)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.sampled_from([0.0, 1.0, 1.5, 2.0, 7.0, 7.0, 9.0]), max_size=60), st.integers(1, 6),
-       st.lists(st.sampled_from([-1.0, 0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 7.0, 8.0, 9.0, 10.0]), min_size=1, max_size=20))
+@given(
+    st.lists(st.sampled_from([0.0, 1.0, 1.5, 2.0, 7.0, 7.0, 9.0]), max_size=60),
+    st.integers(1, 6),
+    st.lists(st.sampled_from([-1.0, 0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 7.0, 8.0, 9.0, 10.0]), min_size=1, max_size=20),
+)
 def test_rank_is_bisect_right_on_a_column_that_never_decreases(values, block, probes):
     values.sort()  # ties across block edges included
     column = filled(values, block)
@@ -59,6 +64,7 @@ def test_rank_is_bisect_right_on_a_column_that_never_decreases(values, block, pr
         assert column.rank(x) == bisect.bisect_right(values, x), (x, values)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.lists(FLOATS, max_size=40), st.integers(1, 5), FLOATS, st.integers(0, 45), st.integers(0, 45))
 def test_the_generic_bisect_on_any_column_answers_as_on_a_list(values, block, x, lo, hi):

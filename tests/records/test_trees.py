@@ -48,10 +48,14 @@ def _joined(trees: list[merkle.Range], counts: list[int]) -> dict[int, str]:
 
 
 @settings(max_examples=15, deadline=None)
-@given(st.integers(min_value=1, max_value=3000), st.lists(st.integers(min_value=0, max_value=3000), max_size=8),
-       st.integers(min_value=1, max_value=3))
-def test_the_readers_tree_cut_at_the_anchored_counts_gives_each_root_in_one_pass_or_in_spans(tmp_path_factory, n, counts,
-                                                                                           spans):
+@given(
+    st.integers(min_value=1, max_value=3000),
+    st.lists(st.integers(min_value=0, max_value=3000), max_size=8),
+    st.integers(min_value=1, max_value=3),
+)
+def test_the_readers_tree_cut_at_the_anchored_counts_gives_each_root_in_one_pass_or_in_spans(
+    tmp_path_factory, n, counts, spans
+):
     path = tmp_path_factory.mktemp("trees") / "log.jsonl"
     head, out = SEED, []
     for i in range(n):  # as ChainWriter writes them, without an fsync a line

@@ -29,8 +29,13 @@ FAST = {"engine_factory": "confirmatory.testing.fakes:null_engine"}
 def demo_run(tmp_path_factory) -> tuple[Path, str]:
     """``confirmatory demo`` as a person runs it: its run directory and its output."""
     tmp = tmp_path_factory.mktemp("demo")
-    done = subprocess.run([sys.executable, str(SCRIPT), "demo", "--out", "runs/demo"], cwd=tmp,
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "demo", "--out", "runs/demo"],
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return tmp / "runs" / "demo", done.stdout
 
@@ -38,10 +43,13 @@ def demo_run(tmp_path_factory) -> tuple[Path, str]:
 @pytest.fixture(scope="module")
 def ceiling_run(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("ceiling")
-    hh = [{"id": "hh-000", "plan": {"alone/0": "hang"}},
-          {"id": "hh-001", "plan": {"alone/0": ["slow", "expensive"]}, "slow_s": 0.3, "expensive_usd": 2.0}]
-    result, run_dir = execute(tmp, households=hh, models=1, arms=("alone", "calculator"),
-                              overall_cap_usd=1.0, margin_usd=0.5, **FAST)
+    hh = [
+        {"id": "hh-000", "plan": {"alone/0": "hang"}},
+        {"id": "hh-001", "plan": {"alone/0": ["slow", "expensive"]}, "slow_s": 0.3, "expensive_usd": 2.0},
+    ]
+    result, run_dir = execute(
+        tmp, households=hh, models=1, arms=("alone", "calculator"), overall_cap_usd=1.0, margin_usd=0.5, **FAST
+    )
     assert result.status == "ceiling"
     verified(run_dir)
     return run_dir
@@ -75,8 +83,7 @@ def pause_run(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def harness_run(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("harness")
-    hh = [{"id": f"hh-{i:03d}", "latency_s": 0.02, "plan": {"alone/0": "harness"} if i == 3 else {}}
-          for i in range(8)]
+    hh = [{"id": f"hh-{i:03d}", "latency_s": 0.02, "plan": {"alone/0": "harness"} if i == 3 else {}} for i in range(8)]
     result, run_dir = execute(tmp, households=hh, models=1, **FAST)
     assert result.status == "stopped" and result.stop_cause == "harness"
     verified(run_dir)
@@ -103,12 +110,15 @@ def crashed_run(tmp_path_factory) -> Path:
     hh = [{"id": f"hh-{i:03d}", "latency_s": 0.02} for i in range(30)]
     design = write_design(tmp / "design", households=hh, models=2, anchors={"interval_s": 0.3}, **FAST)
     run_dir = tmp / "run"
-    proc = subprocess.Popen([sys.executable, str(SCRIPT), "run", str(design), "--out", str(run_dir), "--quiet"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(SCRIPT), "run", str(design), "--out", str(run_dir), "--quiet"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     try:
-        while sum(p.read_bytes().count(b'"event":"household"')
-                  for p in run_dir.glob("models/*/run.jsonl")) < 10:
+        while sum(p.read_bytes().count(b'"event":"household"') for p in run_dir.glob("models/*/run.jsonl")) < 10:
             assert proc.poll() is None, "the run ended before it could be killed"
             assert time.monotonic() < deadline, "a third of the households never ended"
             time.sleep(0.002)

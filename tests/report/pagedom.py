@@ -14,11 +14,21 @@ import pytest
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_chromium = pytest.mark.skipif(
-    CHROMIUM is None, reason="needs Debian's chromium package (apt-get install -y chromium); .ci/run installs it")
+    CHROMIUM is None, reason="needs Debian's chromium package (apt-get install -y chromium); .ci/run installs it"
+)
 
-BROWSER_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--disable-default-apps", "--hide-scrollbars")
+BROWSER_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-extensions",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-default-apps",
+    "--hide-scrollbars",
+)
 
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
 
@@ -41,8 +51,11 @@ class Node:
         stack = list(reversed(self.children))
         while stack:
             n = stack.pop()
-            if ((tag is None or n.tag == tag) and (cls is None or cls in n.classes)
-                    and all(n.attrs.get(k.replace("_", "-")) == v for k, v in attrs.items())):
+            if (
+                (tag is None or n.tag == tag)
+                and (cls is None or cls in n.classes)
+                and all(n.attrs.get(k.replace("_", "-")) == v for k, v in attrs.items())
+            ):
                 out.append(n)
             stack.extend(reversed(n.children))
         return out
@@ -95,14 +108,22 @@ def parse(html: str) -> Node:
 
 def render(page: Path, fragment: str = "") -> Node:
     """The page's DOM after chromium loaded it (at ``#fragment``) and ran its script."""
-    done = subprocess.run([CHROMIUM, *BROWSER_FLAGS, "--dump-dom", page.resolve().as_uri() + fragment],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [CHROMIUM, *BROWSER_FLAGS, "--dump-dom", page.resolve().as_uri() + fragment],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0 and "<body" in done.stdout, done.stderr[-2000:]
     return parse(done.stdout)
 
 
 def screenshot(page: Path, png: Path, width: int = 1280, height: int = 2600) -> Path:
-    done = subprocess.run([CHROMIUM, *BROWSER_FLAGS, f"--window-size={width},{height}", f"--screenshot={png}",
-                           page.resolve().as_uri()], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [CHROMIUM, *BROWSER_FLAGS, f"--window-size={width},{height}", f"--screenshot={png}", page.resolve().as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0 and png.exists(), done.stderr[-2000:]
     return png

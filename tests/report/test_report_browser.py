@@ -18,7 +18,7 @@ import pytest
 from pagedom import Node, needs_chromium, render, screenshot
 from runhelpers import events, of
 
-from confirmatory.cli.run import result_lines
+from confirmatory.commands.run import result_lines
 from confirmatory.report import write_report
 from confirmatory.report.charts import LEFT, WIDTH
 from confirmatory.testing.rungen import Plan, generate_run
@@ -82,13 +82,18 @@ def check_page(dom: Node, run_dir: Path, report, *, summary: bool = True) -> Non
         # every bar's hover names its attempt (the page's JSON, read by its script)
         assert len(svg.all("rect", "a")) == len(lines)
         results = dom.one("table", "results").one("tr", data_model=model)
-        shown = {td.attrs["data-class"]: int(td.attrs["data-n"]) for td in results.all("td") if "data-class" in td.attrs}
+        shown = {
+            td.attrs["data-class"]: int(td.attrs["data-n"]) for td in results.all("td") if "data-class" in td.attrs
+        }
         assert {c: n for c, n in shown.items() if n} == tallies[model]["results"]
         if summary:
             assert tallies[model]["results"] == summary_counts(run_dir)[model]
         reruns = dom.one("table", "reruns").one("tr", data_model=model)
-        assert {td.attrs["data-class"]: int(td.attrs["data-n"]) for td in reruns.all("td")
-                if "data-class" in td.attrs and td.attrs["data-n"] != "0"} == tallies[model]["reruns"]
+        assert {
+            td.attrs["data-class"]: int(td.attrs["data-n"])
+            for td in reruns.all("td")
+            if "data-class" in td.attrs and td.attrs["data-n"] != "0"
+        } == tallies[model]["reruns"]
     verdict = dom.one("section", id="verdict")
     assert verdict.attrs["data-state"] == report.state
     assert [tr.attrs["data-status"] for tr in verdict.all("tr", "inv")] == [str(r.status) for r in report.results]
@@ -105,13 +110,15 @@ def test_the_demo_writes_its_report_beside_the_run_and_it_renders(demo_run, tmp_
     assert f"Report:        runs/{page.name}" in stdout
     assert "confirmatory report runs/demo" in stdout  # verify's table names the command
     households = Path(__file__).resolve().parents[2] / "confirmatory" / "demo" / "households.jsonl"
-    dom, report = render(page), verify_run(run_dir, witness=run_dir.parent / ".witness" / "clone",
-                                           households=households)
+    dom, report = (
+        render(page),
+        verify_run(run_dir, witness=run_dir.parent / ".witness" / "clone", households=households),
+    )
     check_page(dom, run_dir, report)
     verdict = dom.one("section", id="verdict")
     assert "ok" in verdict.classes and verdict.one("h2").content() == "ALL INVARIANTS HOLD"
     assert "holds every anchor of the run, unchanged" in verdict.one("p", "witness").content()
-    assert len(dom.all("svg", "timeline")) == 3
+    assert len(dom.all("svg", "timeline")) == 4  # a timeline per model of the demo
     not_pinned = dom.one("div", "not-pinned")
     config = json.loads((run_dir / "config.json").read_text())
     assert int(not_pinned.attrs["data-n"]) == len(config["not_pinned_down"]) == len(not_pinned.all("li"))
@@ -128,15 +135,23 @@ def test_the_ceiling_marker_is_where_the_records_put_the_crossing(ceiling_run):
     assert float(marker.attrs["data-t"]) == ceiling["t"]
     assert float(marker.one("line").attrs["x1"]) == x_at(svg, ceiling["t"])
     # ... inside the bar of the attempt whose call crossed it
-    crossing = next(a for a in attempt_lines(ceiling_run, "m0") if a["start"] <= ceiling["t"] <= a["end"]
-                    and a["household"] == "hh-001")
+    crossing = next(
+        a
+        for a in attempt_lines(ceiling_run, "m0")
+        if a["start"] <= ceiling["t"] <= a["end"] and a["household"] == "hh-001"
+    )
     i = json.loads(dom.one("script", "attempts", data_model="m0").content())
     bar = next(r for r in svg.all("rect", "a") if i[int(r.attrs["data-i"])][1:4] == ["hh-001", crossing["arm"], 0])
-    assert float(bar.attrs["x"]) <= float(marker.one("line").attrs["x1"]) <= float(bar.attrs["x"]) + float(bar.attrs["width"])
+    assert (
+        float(bar.attrs["x"])
+        <= float(marker.one("line").attrs["x1"])
+        <= float(bar.attrs["x"]) + float(bar.attrs["width"])
+    )
     spend = dom.one("svg", "spend-total")
     assert float(spend.one("g", "m-ceiling").attrs["data-t"]) == ceiling["t"]
     assert float(spend.one("g", "level", data_name="ceiling").attrs["data-value"]) * 1e9 == pytest.approx(
-        ceiling["ceiling_nusd"])
+        ceiling["ceiling_nusd"]
+    )
     assert "ceiling" in dom.one("p", "outcome").content()
 
 
@@ -165,9 +180,10 @@ def test_a_harness_stop_shows_its_trigger_and_stop_at_their_times(harness_run):
     assert float(svg.one("g", "m-trigger").attrs["data-t"]) == trigger["t"]
     marker = svg.one("g", "m-stop")
     assert float(marker.attrs["data-t"]) == stop["t"] and "stop: harness" in marker.content()
-    assert [g.attrs["data-lane"] for g in svg.all("g", "m-lane-end")] == [
-        str(e["lane"]) for e in of(ev, "lane-end")]
-    assert "ok" in dom.one("section", id="verdict").classes
+    assert [g.attrs["data-lane"] for g in svg.all("g", "m-lane-end")] == [str(e["lane"]) for e in of(ev, "lane-end")]
+    verdict = dom.one("section", id="verdict")  # a stopped run is not shown in a completed run's green
+    assert "incomplete" in verdict.classes and verdict.one("h2").content().endswith("THE RUN WAS STOPPED")
+    assert "stopped" in verdict.one("ul", "headline").content()
 
 
 def test_a_tampered_run_says_verify_failed_and_names_the_invariant(tampered_run):
@@ -207,7 +223,12 @@ def test_an_attempts_hover_shows_its_line_and_links_to_its_record_file(harness_r
     fields = dict(tuple(td.content() for td in tr.all("td")) for tr in tip.all("tr"))
     line = next(a for a in attempt_lines(harness_run, "m0") if a["class"] == "harness")
     assert (fields["household"], fields["arm"], fields["pass"], fields["class"], fields["action"]) == (
-        line["household"], line["arm"], str(line["pass"]), "harness", line["action"])
+        line["household"],
+        line["arm"],
+        str(line["pass"]),
+        "harness",
+        line["action"],
+    )
     assert fields["cost"] == f"${line['cost_nusd'] / 1e9:.6f}"
     href = tip.one("a", "record").attrs["href"]
     assert not SCHEME.match(href) and (out.parent / href).resolve() == (harness_run / "models" / "m0" / line["record"])
@@ -217,8 +238,10 @@ def test_markup_planted_in_the_records_stays_text_and_fetches_nothing(harness_ru
     run_dir = tmp_path / "run"
     shutil.copytree(harness_run, run_dir)
     log = run_dir / "models" / "m0" / "run.jsonl"
-    planted = ('</script><img src="http://127.0.0.1:9/x"><script src="http://127.0.0.1:9/s"></script>'
-               '<!--<script>fetch("http://127.0.0.1:9/")</script>')
+    planted = (
+        '</script><img src="http://127.0.0.1:9/x"><script src="http://127.0.0.1:9/s"></script>'
+        '<!--<script>fetch("http://127.0.0.1:9/")</script>'
+    )
     lines = log.read_text().splitlines()
     k = next(i for i, line in enumerate(lines) if '"event":"attempt"' in line)
     obj = json.loads(lines[k])
@@ -248,12 +271,16 @@ def test_every_section_counts_what_the_records_hold(tmp_path):
     assert int(counts.attrs["data-samples"]) == sum(1 for o in host if o["event"] == "sample")
     links = [a.attrs["href"] for a in dom.one("table", "host-attempts").all("a", "record")]
     assert sorted((run_dir.parent / h).resolve() for h in links) == sorted(
-        (run_dir / "models" / m / a["record"]).resolve() for m, a in hosts)
+        (run_dir / "models" / m / a["record"]).resolve() for m, a in hosts
+    )
     anchors = of(events(run_dir, log="anchors.jsonl"), "anchor")
     pushes = of(events(run_dir, log="anchor-pushes.jsonl"), "push")
     said = dom.one("p", "anchor-counts").attrs
     assert (int(said["data-anchors"]), int(said["data-pushes"]), int(said["data-failed"])) == (
-        len(anchors), len(pushes), sum(1 for p in pushes if p["rc"] != 0))
+        len(anchors),
+        len(pushes),
+        sum(1 for p in pushes if p["rc"] != 0),
+    )
     strip = dom.one("svg", "anchors")
     assert len(strip.all("g", "anchor")) == len(anchors) and len(strip.all("g", "push")) == len(pushes)
     (close,) = of(events(run_dir), "close")
@@ -265,7 +292,9 @@ def test_every_section_counts_what_the_records_hold(tmp_path):
         decisions = of(events(run_dir, m, "admission.jsonl"), "decision")
         said = dom.one("p", "admission-counts", data_model=m).attrs
         assert (int(said["data-admitted"]), int(said["data-refused"])) == (
-            sum(d["admit"] for d in decisions), sum(not d["admit"] for d in decisions))
+            sum(d["admit"] for d in decisions),
+            sum(not d["admit"] for d in decisions),
+        )
     assert "config.json missing" in dom.one("section", id="config").content()
     gamma = dom.one("svg", "timeline", data_model="gamma")
     assert "stop: harness" in gamma.one("g", "m-stop").content()

@@ -24,8 +24,9 @@ SCRIPT = ROOT / "scripts" / "confirmatory_run.py"
 
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPT), "report", *args], capture_output=True, text=True,
-                          timeout=300, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), "report", *args], capture_output=True, text=True, timeout=300, cwd=cwd
+    )
 
 
 def tree(root: Path) -> dict[str, tuple[int, int]]:
@@ -52,7 +53,8 @@ def test_an_out_inside_the_run_directory_is_refused_in_one_line(harness_run):
 def test_a_directory_that_is_not_a_run_is_refused_in_one_line(tmp_path):
     done = cli(str(tmp_path))
     assert done.returncode == 1 and done.stderr == (
-        f"report: {tmp_path} is not a run directory (it has no manifest.json, run.jsonl or anchors.jsonl)\n")
+        f"report: {tmp_path} is not a run directory (it has no manifest.json, run.jsonl or anchors.jsonl)\n"
+    )
     assert not list(tmp_path.parent.glob(f"{tmp_path.name}.report.html"))
 
 
@@ -76,17 +78,21 @@ def test_a_tampered_run_still_gets_its_page_exit_0_the_verdict_is_on_it(tampered
 
 
 def test_building_the_page_never_imports_litellm(harness_run, tmp_path):
-    code = ("import sys\nfrom confirmatory.cli.report import report_command\n"
-            f"assert report_command({str(harness_run)!r}, {str(tmp_path / 'p.html')!r}, quiet=True) == 0\n"
-            "print('litellm' in sys.modules)\n")
+    code = (
+        "import sys\nfrom confirmatory.report.command import report_command\n"
+        f"assert report_command({str(harness_run)!r}, {str(tmp_path / 'p.html')!r}, quiet=True) == 0\n"
+        "print('litellm' in sys.modules)\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     assert out.stdout.strip() == "False"
 
 
 @pytest.mark.slow
 def test_a_large_model_is_drawn_in_time_bins_whose_counts_are_verifys(tmp_path):
-    run_dir = generate_run(tmp_path / "run", Plan(models=("alpha",), households=1100, operator=None, harness=None,
-                                                  cap_usd=1e6, reserve_usd=0.001))
+    run_dir = generate_run(
+        tmp_path / "run",
+        Plan(models=("alpha",), households=1100, operator=None, harness=None, cap_usd=1e6, reserve_usd=0.001),
+    )
     out, _ = write_report(run_dir)
     dom = parse(out.read_text())
     svg = dom.one("svg", "timeline", data_model="alpha")

@@ -181,4 +181,3 @@ def test_the_fake_clock_loses_no_advance_between_threads():
 
     racing([work] * 8)
     assert clock.now() == 8 * 2000 * 0.5
-

@@ -54,7 +54,9 @@ def _pids(base: Path, suffixes: tuple[str, ...], timeout_s: float = 60) -> dict[
             return {s: int(Path(f"{base}{s}").read_text()) for s in suffixes}
         except (FileNotFoundError, ValueError):
             if time.monotonic() > deadline:
-                raise AssertionError(f"the runner did not say its children's pids: {sorted(base.parent.iterdir())}") from None
+                raise AssertionError(
+                    f"the runner did not say its children's pids: {sorted(base.parent.iterdir())}"
+                ) from None
             time.sleep(0.05)
 
 
@@ -69,8 +71,12 @@ def _kill_all(pids) -> None:
 @pytest.mark.slow
 def test_a_runner_killed_with_sigkill_leaves_no_engine_worker_or_command_running(tmp_path):
     base = tmp_path / "pids"
-    runner = subprocess.Popen([sys.executable, "-c", RUNNER.format(here=str(HERE), tests=str(HERE.parent)), str(base)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    runner = subprocess.Popen(
+        [sys.executable, "-c", RUNNER.format(here=str(HERE), tests=str(HERE.parent)), str(base)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     pids = {}
     try:
         pids = _pids(base, (".w0", ".w1", ".bg", ".cmd", ".reaper"))
@@ -99,9 +105,11 @@ def test_the_reaper_forgets_a_command_that_ended_and_stops_one_left_at_the_runne
     assert reaper is not None and not process_gone(reaper, timeout=0)
     # A runner that exits normally while a command's background child still
     # runs: the reaper sees the pipe end and stops that child too.
-    code = ("import subprocess, sys\nfrom confirmatory.runtime import children\n"
-            f"p = children.start(['sh', '-c', 'sleep 600 & echo $! > {tmp_path}/bg'], cwd='.', "
-            "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\np.wait()\n")
+    code = (
+        "import subprocess, sys\nfrom confirmatory.runtime import children\n"
+        f"p = children.start(['sh', '-c', 'sleep 600 & echo $! > {tmp_path}/bg'], cwd='.', "
+        "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\np.wait()\n"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
     bg = int((tmp_path / "bg").read_text())
     try:

@@ -34,8 +34,11 @@ def test_a_basic_rate_earner_pays_twenty_percent_and_eight_percent_above_the_all
     # 30,000: taxable 17,430 at 20 % = 3,486; SI 8 % of 17,430 = 1,394.40.
     r = calculate(single(employment=30_000))
     assert r["breakdown"] == {
-        "gross_income": 30_000.0, "income_tax": 3_486.0, "social_insurance": 1_394.40,
-        "child_benefit": 0.0, "housing_support": 0.0,
+        "gross_income": 30_000.0,
+        "income_tax": 3_486.0,
+        "social_insurance": 1_394.40,
+        "child_benefit": 0.0,
+        "housing_support": 0.0,
     }
     assert r["net_income"] == 25_119.60
 
@@ -82,11 +85,17 @@ def test_explain_traces_the_same_net_income_that_calculate_returns():
     assert e["trace"].splitlines()[-1].endswith(f"{e['net_income']:,.2f}")
 
 
-@pytest.mark.parametrize("bad", [
-    None, {}, {"adults": []}, {"adults": [{"age": 30, "employment_income": -1}], "region": "north"},
-    {"adults": [{"age": 30, "employment_income": True}], "region": "north"},
-    {"adults": [{"age": 30}], "region": "atlantis"},
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        None,
+        {},
+        {"adults": []},
+        {"adults": [{"age": 30, "employment_income": -1}], "region": "north"},
+        {"adults": [{"age": 30, "employment_income": True}], "region": "north"},
+        {"adults": [{"age": 30}], "region": "atlantis"},
+    ],
+)
 def test_a_malformed_household_is_refused_with_invalid_household(bad):
     with pytest.raises(InvalidHousehold):
         calculate(bad)
@@ -102,23 +111,32 @@ def test_the_bundled_households_are_exactly_what_the_generator_makes():
 
 
 def test_the_calculator_answers_known_values_for_two_bundled_households():
-    rows = {json.loads(line)["id"]: json.loads(line) for line in households.to_jsonl(households.generate()).splitlines()}
+    rows = {
+        json.loads(line)["id"]: json.loads(line) for line in households.to_jsonl(households.generate()).splitlines()
+    }
     assert calculate(rows["hh-001"])["net_income"] == 19_003.60
     assert calculate(rows["hh-011"])["net_income"] == 28_610.80
 
 
 incomes = st.floats(min_value=0, max_value=400_000, allow_nan=False).map(lambda x: round(x, 2))
-adult = st.fixed_dictionaries({
-    "age": st.integers(18, 90), "employment_income": incomes, "self_employment_income": incomes,
-})
-household = st.fixed_dictionaries({
-    "adults": st.lists(adult, min_size=1, max_size=2),
-    "children": st.lists(st.fixed_dictionaries({"age": st.integers(0, 18)}), max_size=4),
-    "housing_cost": st.floats(min_value=0, max_value=30_000, allow_nan=False).map(lambda x: round(x, 2)),
-    "region": st.sampled_from(sorted(calculator.HOUSING_CAPS)),
-})
+adult = st.fixed_dictionaries(
+    {
+        "age": st.integers(18, 90),
+        "employment_income": incomes,
+        "self_employment_income": incomes,
+    }
+)
+household = st.fixed_dictionaries(
+    {
+        "adults": st.lists(adult, min_size=1, max_size=2),
+        "children": st.lists(st.fixed_dictionaries({"age": st.integers(0, 18)}), max_size=4),
+        "housing_cost": st.floats(min_value=0, max_value=30_000, allow_nan=False).map(lambda x: round(x, 2)),
+        "region": st.sampled_from(sorted(calculator.HOUSING_CAPS)),
+    }
+)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(household, st.floats(min_value=1, max_value=50_000, allow_nan=False))
 def test_earning_more_never_lowers_net_income(hh, raise_by):
@@ -129,15 +147,25 @@ def test_earning_more_never_lowers_net_income(hh, raise_by):
 
 
 # Where the schedule has kinks, a random income rarely lands: probe each one.
-THRESHOLDS = (calculator.SI_LOWER, calculator.PERSONAL_ALLOWANCE + calculator.BASIC_BAND, calculator.SI_UPPER,
-              calculator.CB_TAPER_START, calculator.CB_TAPER_START + 100 * calculator.CB_TAPER_STEP,
-              calculator.ALLOWANCE_TAPER_START, calculator.ADDITIONAL_START)
+THRESHOLDS = (
+    calculator.SI_LOWER,
+    calculator.PERSONAL_ALLOWANCE + calculator.BASIC_BAND,
+    calculator.SI_UPPER,
+    calculator.CB_TAPER_START,
+    calculator.CB_TAPER_START + 100 * calculator.CB_TAPER_STEP,
+    calculator.ALLOWANCE_TAPER_START,
+    calculator.ADDITIONAL_START,
+)
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
-@given(household, st.sampled_from(THRESHOLDS),
-       st.one_of(st.floats(-1_500, 1_500), st.integers(-5, 105).map(lambda k: k * 200 - 0.01)),
-       st.floats(0.01, 600))
+@given(
+    household,
+    st.sampled_from(THRESHOLDS),
+    st.one_of(st.floats(-1_500, 1_500), st.integers(-5, 105).map(lambda k: k * 200 - 0.01)),
+    st.floats(0.01, 600),
+)
 def test_earning_a_little_more_near_a_threshold_never_lowers_net_income(hh, threshold, offset, raise_by):
     hh = json.loads(json.dumps(hh))
     hh["adults"][0]["employment_income"] = round(max(threshold + offset, 0.0), 2)
@@ -159,6 +187,7 @@ def test_components_are_never_negative_and_add_up_to_the_net_income(hh):
     assert b["housing_support"] <= min(hh["housing_cost"], calculator.HOUSING_CAPS[hh["region"]]) + 0.005
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(household, st.integers(0, 15))
 def test_another_young_child_never_lowers_net_income(hh, age):

@@ -36,8 +36,15 @@ EXPECTED = calculator.calculate(HH.payload)["net_income"]
 
 
 def model(served: str, url: str, *, timeout_s: float = 3.0, max_tokens: int = 400) -> ModelSpec:
-    return ModelSpec(name=served, litellm_model=f"openai/{served}", cap_usd=1.0, reserve_usd=0.01,
-                     params={"temperature": 0.0, "max_tokens": max_tokens}, timeout_s=timeout_s, api_base=url)
+    return ModelSpec(
+        name=served,
+        litellm_model=f"openai/{served}",
+        cap_usd=1.0,
+        reserve_usd=0.01,
+        params={"temperature": 0.0, "max_tokens": max_tokens},
+        timeout_s=timeout_s,
+        api_base=url,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -58,8 +65,15 @@ def serve(*faults: dict, hang_s: float = 5.0) -> SimProvider:
 
 def attempt(arm: str, *, stop: str | None = None, pass_index: int = 0) -> AttemptSpend:
     spend = Spend(ceiling_nusd=10**12, before_nusd=0, clock=Clock())
-    return AttemptSpend(spend, model="m", household=HH.id, arm=arm, pass_index=pass_index,
-                        stop_reason=lambda: stop, on_late_cost=lambda nusd: None)
+    return AttemptSpend(
+        spend,
+        model="m",
+        household=HH.id,
+        arm=arm,
+        pass_index=pass_index,
+        stop_reason=lambda: stop,
+        on_late_cost=lambda nusd: None,
+    )
 
 
 def converse(served: str, arm: str, pool, *faults: dict, hang_s: float = 5.0, timeout_s: float = 3.0, stop=None):
@@ -131,8 +145,15 @@ def test_a_responses_turn_that_truncates_is_escalated_too(pool):
 
 @pytest.mark.slow
 def test_a_timeout_on_the_escalated_request_is_escalated_timeout(pool):
-    result, calls, _ = converse("sim-careful", "alone", pool, {"kind": "truncate", "call": 0},
-                                {"kind": "hang", "call": 1}, hang_s=3.0, timeout_s=1.0)
+    result, calls, _ = converse(
+        "sim-careful",
+        "alone",
+        pool,
+        {"kind": "truncate", "call": 0},
+        {"kind": "hang", "call": 1},
+        hang_s=3.0,
+        timeout_s=1.0,
+    )
     assert isinstance(result, EscalatedTimeout)
     assert type(result.__cause__).__name__ == "Timeout"
     assert calls[1]["escalated_after_truncation"] and calls[1]["error"]["type"].endswith("Timeout")
@@ -184,17 +205,30 @@ def test_a_conversation_the_runner_ended_makes_no_call(pool):
     assert isinstance(result, BudgetStop) and calls == []
 
 
-@pytest.mark.parametrize("text, expected", [
-    ('{"net_income": 41000.5}', 41000.5),
-    ('Answer: {"net_income": 12}', 12.0),
-    ('Sure.\n```json\n{"net_income": 3e4}\n```', 30000.0),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ('{"net_income": 41000.5}', 41000.5),
+        ('Answer: {"net_income": 12}', 12.0),
+        ('Sure.\n```json\n{"net_income": 3e4}\n```', 30000.0),
+    ],
+)
 def test_a_final_answer_parses_from_json_prose_or_a_fenced_block(text, expected):
     assert harness.parse_answer(text) == {"net_income": expected}
 
 
-@pytest.mark.parametrize("text", [None, "", "about forty thousand", '{"net_income": "41000"}',
-                                  '{"net_income": true}', '{"income": 5}', '{"net_income": NaN}'])
+@pytest.mark.parametrize(
+    "text",
+    [
+        None,
+        "",
+        "about forty thousand",
+        '{"net_income": "41000"}',
+        '{"net_income": true}',
+        '{"income": 5}',
+        '{"net_income": NaN}',
+    ],
+)
 def test_an_answer_without_a_finite_net_income_number_is_unparseable(text):
     with pytest.raises(UnparseableAnswer):
         harness.parse_answer(text)
@@ -211,9 +245,16 @@ def test_describe_lists_every_prompt_document_and_tool_schema_as_json():
 # --- the bundled designs' fault plans do what their comments promise ---------
 
 PROMISED = {
-    "rate_limit": "provider", "unavailable": "provider", "server_error": "provider", "hang": "provider",
-    "malformed": "provider", "truncate": "model", "bad_answer": "model", "auth": "operator",
-    "empty_choices": "provider", "null_choices": "provider",
+    "rate_limit": "provider",
+    "unavailable": "provider",
+    "server_error": "provider",
+    "hang": "provider",
+    "malformed": "provider",
+    "truncate": "model",
+    "bad_answer": "model",
+    "auth": "operator",
+    "empty_choices": "provider",
+    "null_choices": "provider",
 }
 
 
@@ -246,8 +287,15 @@ def test_each_planned_fault_gets_its_promised_class_and_its_rerun_goes_through(d
             seen = []
             for pass_index in (0, 1):
                 spend = Spend(ceiling_nusd=10**12, before_nusd=0, clock=Clock())
-                a = AttemptSpend(spend, model=spec.name, household=fault.household, arm=fault.arm,
-                                 pass_index=pass_index, stop_reason=lambda: None, on_late_cost=lambda n: None)
+                a = AttemptSpend(
+                    spend,
+                    model=spec.name,
+                    household=fault.household,
+                    arm=fault.arm,
+                    pass_index=pass_index,
+                    stop_reason=lambda: None,
+                    on_late_cost=lambda n: None,
+                )
                 try:
                     outcome = harness.run(spec, by_id[fault.household], arms[fault.arm], pool, a, Clock())
                 except Exception as exc:  # classified below
@@ -274,7 +322,9 @@ def test_the_real_provider_design_loads_with_the_same_pins_and_no_api_base():
 def test_the_demo_names_a_fresh_run_directory_after_the_study(tmp_path):
     import datetime as dt
 
-    from confirmatory.cli.demo import REFERENCE_DESIGN, default_run_dir
+    from confirmatory.commands.demo import REFERENCE_DESIGN, default_run_dir
 
     when = dt.datetime(2026, 11, 29, 8, 30, 5, tzinfo=dt.UTC)
-    assert default_run_dir(REFERENCE_DESIGN, when, tmp_path) == tmp_path / "runs" / "reference-calculator-20261129T083005Z"
+    assert (
+        default_run_dir(REFERENCE_DESIGN, when, tmp_path) == tmp_path / "runs" / "reference-calculator-20261129T083005Z"
+    )

@@ -18,13 +18,11 @@ import pytest
 from runhelpers import events, of, verified
 
 from confirmatory.anchors.witness import init_local_witness
-from confirmatory.cli.demo import REFERENCE_DESIGN
-from confirmatory.core.money import to_nusd
+from confirmatory.commands.demo import REFERENCE_DESIGN
 from confirmatory.design.load import load_design
 from confirmatory.engine import llm
 from confirmatory.engine.resume import request_resume
 from confirmatory.engine.run import Run
-from confirmatory.sim.behaviour import SIM_PRICES
 from confirmatory.sim.faults import FaultPlan
 from confirmatory.sim.server import SimProvider
 
@@ -39,8 +37,7 @@ def run_bundled(design: Path, run_dir: Path, *, operator: bool = False):
     sim = SimProvider(FaultPlan.from_table(loaded.design.simulator)).start()
     try:
         llm.prepare(loaded.design.models)
-        run = Run(loaded, run_dir, install_signals=False,
-                  api_bases={m.name: sim.url for m in loaded.design.models})
+        run = Run(loaded, run_dir, install_signals=False, api_bases={m.name: sim.url for m in loaded.design.models})
         run.start()
         done = threading.Event()
 
@@ -61,14 +58,14 @@ def run_bundled(design: Path, run_dir: Path, *, operator: bool = False):
             result = run.wait()
         finally:
             done.set()
-        return result, sim.usage()
+        return result, sim.invoice()
     finally:
         sim.stop()
 
 
 @pytest.mark.slow
 def test_the_reference_study_completes_verifies_and_shows_reruns_and_keeps(tmp_path):
-    result, usage = run_bundled(DEMO / "reference.toml", tmp_path / "runs" / "ref")
+    result, invoice = run_bundled(DEMO / "reference.toml", tmp_path / "runs" / "ref")
     run_dir = tmp_path / "runs" / "ref"
     assert result.status == "completed"
     verified(run_dir)
@@ -99,13 +96,9 @@ def test_the_reference_study_completes_verifies_and_shows_reruns_and_keeps(tmp_p
     else:
         raise AssertionError("the fault plan's 429 was not met")
 
-    # The costs add up: the run's spend is the provider's own usage times the registered prices.
-    expected = 0
-    for served, counts in usage.items():
-        in_price, out_price = SIM_PRICES[served]
-        expected += counts["prompt_tokens"] * to_nusd(in_price) + counts["completion_tokens"] * to_nusd(out_price)
+    # The costs add up: the run's spend is the simulator's invoice (usage by kind times its prices).
     (close,) = of(events(run_dir), "close")
-    assert close["spend_total_nusd"] == expected > 0
+    assert close["spend_total_nusd"] == sum(m["nusd"] for m in invoice.values()) > 0
 
 
 @pytest.mark.slow
@@ -154,9 +147,18 @@ def test_the_real_provider_design_names_dated_snapshots_litellm_prices_and_model
 def test_the_refusal_names_the_missing_environment_variable(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "confirmatory_run.py"), "run", str(DEMO / "real-provider.toml"),
-         "--out", str(tmp_path / "run")],
-        capture_output=True, text=True, env=env, timeout=120,
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "confirmatory_run.py"),
+            "run",
+            str(DEMO / "real-provider.toml"),
+            "--out",
+            str(tmp_path / "run"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
     )
     assert proc.returncode == 3
     assert "ANTHROPIC_API_KEY" in proc.stderr and "OPENAI_API_KEY" in proc.stderr
@@ -170,19 +172,25 @@ def test_check_says_which_keys_this_environment_lacks_though_it_passes(tmp_path)
     # run runs, so check still passes, with a note naming each.
     script = [sys.executable, str(ROOT / "scripts" / "confirmatory_run.py"), "check", str(DEMO / "real-provider.toml")]
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
-    proc = subprocess.run(script, capture_output=True, text=True, env={**env, "OPENAI_API_KEY": "sk-set-here"},
-                          timeout=120)
+    proc = subprocess.run(
+        script, capture_output=True, text=True, env={**env, "OPENAI_API_KEY": "sk-set-here"}, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     notes = [line for line in proc.stdout.splitlines() if "API_KEY" in line]
-    assert notes == ["note: models[0].litellm_model: anthropic/claude-sonnet-4-5-20250929 needs ANTHROPIC_API_KEY "
-                     "in the environment, and it is not set here: run refuses to start without it"], proc.stdout
+    assert notes == [
+        "note: models[0].litellm_model: anthropic/claude-sonnet-4-5-20250929 needs ANTHROPIC_API_KEY "
+        "in the environment, and it is not set here: run refuses to start without it"
+    ], proc.stdout
 
 
 @pytest.mark.slow
 def test_the_main_job_with_no_arguments_runs_the_demo_and_verifies_it(tmp_path):
     proc = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "confirmatory_run.py")],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
     assert "ALL INVARIANTS HOLD" in proc.stdout + proc.stderr
@@ -193,12 +201,26 @@ def test_the_main_job_with_no_arguments_runs_the_demo_and_verifies_it(tmp_path):
     assert len(runs) == 1 and (runs[0] / "manifest.json").is_file()
     # ... and its page for a reviewer beside it (docs/REPORT.md)
     page = runs[0].parent / f"{runs[0].name}.report.html"
-    assert sorted(p for p in (tmp_path / "runs").iterdir() if not p.name.startswith(".")) == sorted([runs[0], page])
+    # ... and the simulator's invoice, which every model's spend equals (its closing lines say so)
+    invoice_file = runs[0].parent / f"{runs[0].name}.sim-invoice.json"
+    listed = sorted(p for p in (tmp_path / "runs").iterdir() if not p.name.startswith("."))
+    assert listed == sorted([runs[0], page, invoice_file])
+    invoice = json.loads(invoice_file.read_text())
+    for model, served in (("careful", "sim-careful"), ("gemini", "sim-gemini")):
+        (close,) = of(events(runs[0], model), "close")
+        assert close["spend_nusd"] == invoice[served]["nusd"] > 0
+        assert f"  {model} ({served}): spent " in proc.stdout
+    tokens = invoice["sim-gemini"]["tokens"]
+    assert tokens["cached_input"] > 0 and tokens["reasoning"] > 0  # the demo caches and thinks
+    assert proc.stdout.rstrip().endswith("every model's spend equals the simulator's invoice, to the nano-dollar")
     # The same again into that directory: refused, and the finished run (the
     # witness beside it holds its anchors) is not reported on as this demo's.
     again = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "confirmatory_run.py"), "demo", "--out", str(runs[0])],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert again.returncode == 3, again.stderr[-3000:]
     assert "the run directory already exists" in again.stderr
@@ -225,7 +247,10 @@ def test_the_demo_refuses_a_run_directory_the_run_would_refuse_before_making_a_w
     before = sorted((p.relative_to(tmp_path), p.read_bytes() if p.is_file() else None) for p in tmp_path.rglob("*"))
     proc = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "confirmatory_run.py"), "demo", "--out", str(out)],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 3, proc.stderr[-3000:]
     assert problem in proc.stderr, proc.stderr
@@ -233,8 +258,10 @@ def test_the_demo_refuses_a_run_directory_the_run_would_refuse_before_making_a_w
     assert "Traceback" not in proc.stderr
     # Nothing verified, no guide, nothing made or changed.
     assert proc.stdout == "" and "INVARIANT" not in proc.stderr, proc.stdout[-3000:]
-    assert sorted((p.relative_to(tmp_path), p.read_bytes() if p.is_file() else None)
-                  for p in tmp_path.rglob("*")) == before
+    assert (
+        sorted((p.relative_to(tmp_path), p.read_bytes() if p.is_file() else None) for p in tmp_path.rglob("*"))
+        == before
+    )
 
 
 @pytest.mark.slow
@@ -248,7 +275,7 @@ def test_the_minimal_design_runs_and_its_careful_model_answers_every_attempt(tmp
 
 
 def test_the_demo_guide_offers_the_pause_demo_only_to_a_run_that_did_not_pause(tmp_path, monkeypatch):
-    from confirmatory.cli.demo import guide
+    from confirmatory.commands.demo import guide
 
     log = tmp_path / "run" / "models" / "careful" / "run.jsonl"
     log.parent.mkdir(parents=True)
@@ -262,7 +289,9 @@ def test_the_demo_guide_offers_the_pause_demo_only_to_a_run_that_did_not_pause(t
     shown = text.split("See a pause:   confirmatory demo --design ")[1].split("\n")[0]
     assert Path(shown).is_absolute() and Path(shown).is_file(), shown
     assert Path(shown) == DEMO / "operator-pause.toml"
-    log.write_text(log.read_text() + '{"arm":"alone","event":"pause","household":"h","pass":0,"prev":"y","seq":1,"t":2.0}\n')
+    log.write_text(
+        log.read_text() + '{"arm":"alone","event":"pause","household":"h","pass":0,"prev":"y","seq":1,"t":2.0}\n'
+    )
     text = guide(tmp_path / "run", run_rc=0, verify_rc=0)
     assert "See a pause" not in text and "its pause and resume lines are in models/careful/run.jsonl" in text
 
@@ -273,12 +302,22 @@ def test_the_demo_refusing_an_existing_run_directory_also_lists_the_designs_prob
     out = tmp_path / "runs" / "old"
     out.mkdir(parents=True)
     design = tmp_path / "bad.toml"
-    design.write_text('[study]\nid = 3\n')
+    design.write_text("[study]\nid = 3\n")
     before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "confirmatory_run.py"), "demo", "--design", str(design),
-         "--out", str(out)],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "confirmatory_run.py"),
+            "demo",
+            "--design",
+            str(design),
+            "--out",
+            str(out),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 3, proc.stderr[-3000:]
     lines = proc.stderr.splitlines()
@@ -288,3 +327,25 @@ def test_the_demo_refusing_an_existing_run_directory_also_lists_the_designs_prob
     assert lines[-1] == "confirmatory demo: the run did not start (exit status 3)", proc.stderr
     assert "Traceback" not in proc.stderr and proc.stdout == ""
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before  # no witness made
+
+
+def test_the_demos_invoice_lines_say_by_how_much_a_spend_differs_from_the_invoice(tmp_path):
+    from confirmatory.commands.demo import invoice_lines, invoice_path
+
+    run_dir = tmp_path / "runs" / "r"
+    for model, spend in (("careful", 1_500), ("gemini", 2_000)):
+        (run_dir / "models" / model).mkdir(parents=True)
+        line = json.dumps({"event": "close", "spend_nusd": spend}, separators=(",", ":"))  # as the runner writes
+        (run_dir / "models" / model / "run.jsonl").write_text(line + "\n")
+    design = tmp_path / "d.toml"
+    design.write_text(
+        '[[models]]\nname = "careful"\nlitellm_model = "openai/sim-careful"\napi_base = "simulator"\n'
+        '[[models]]\nname = "gemini"\nlitellm_model = "gemini/sim-gemini"\napi_base = "simulator"\n'
+    )
+    assert invoice_lines(run_dir, design)[1].startswith("Invoice: the simulator's invoice was not written")
+    bill = {"calls": 1, "tokens": {"input": 3}, "nusd": 1_500}
+    invoice_path(run_dir).write_text(json.dumps({"sim-careful": bill, "sim-gemini": {**bill, "nusd": 1_990}}))
+    lines = invoice_lines(run_dir, design)
+    assert lines[2].endswith(": equal (input 3 tokens)")
+    assert "gemini (sim-gemini): spent $0.000002, invoiced $0.000002: DIFFERS by +10 nano-dollars" in lines[3]
+    assert lines[-1] == "  1 model(s) whose spend is not the simulator's invoice"

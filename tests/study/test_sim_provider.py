@@ -31,14 +31,18 @@ HOUSEHOLD = {"adults": [{"age": 40, "employment_income": 30000}], "children": 1,
 USER = f"Household:\n```json\n{json.dumps(HOUSEHOLD)}\n```\nWhat is its annual net income?"
 CALCULATE = {
     "type": "function",
-    "function": {"name": "calculate", "parameters": {"type": "object", "properties": {"household": {"type": "object"}}}},
+    "function": {
+        "name": "calculate",
+        "parameters": {"type": "object", "properties": {"household": {"type": "object"}}},
+    },
 }
 RESPONSES_CALCULATE = {"type": "function", "name": "calculate", "parameters": CALCULATE["function"]["parameters"]}
 
 
 def model_spec(name: str, litellm_model: str, api_base: str | None) -> llm.AdHocModel:
-    return llm.AdHocModel(name=name, litellm_model=litellm_model, api_base=api_base, timeout_s=5.0,
-                          params={"temperature": 0.0, "seed": 7})
+    return llm.AdHocModel(
+        name=name, litellm_model=litellm_model, api_base=api_base, timeout_s=5.0, params={"temperature": 0.0, "seed": 7}
+    )
 
 
 @pytest.fixture(scope="module")
@@ -69,8 +73,17 @@ def test_chat_with_tools_calls_calculate_then_reports_the_tool_result(sim):
     assert first.usage["input_tokens"] > 0 and first.start <= first.end
 
     messages += [
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": call["id"], "type": "function", "function": {"name": "calculate", "arguments": call["arguments"]}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": call["id"],
+                    "type": "function",
+                    "function": {"name": "calculate", "arguments": call["arguments"]},
+                }
+            ],
+        },
         {"role": "tool", "tool_call_id": call["id"], "content": json.dumps({"net_income": 27123.5})},
     ]
     second = llm.chat(spec, messages, tools=[CALCULATE], extra_headers=header("h1/calculator/0"))
@@ -105,10 +118,10 @@ def test_responses_api_calls_the_tool_then_answers_with_its_result(sim):
     assert second.usage["output_tokens"] > 0
 
 
-def test_models_endpoint_lists_the_three_sim_models(sim):
+def test_models_endpoint_lists_the_catalogues_models(sim):
     with urllib.request.urlopen(f"{sim.url}/models", timeout=5) as resp:
         ids = [m["id"] for m in json.load(resp)["data"]]
-    assert ids == ["sim-careful", "sim-sloppy", "sim-truncates"]
+    assert ids == ["sim-careful", "sim-sloppy", "sim-truncates", "sim-reasoner", "sim-claude", "sim-gemini"]
 
 
 def test_summed_call_costs_equal_the_servers_token_counts_times_the_prices():
@@ -117,8 +130,12 @@ def test_summed_call_costs_equal_the_servers_token_counts_times_the_prices():
         total_nusd = 0
         for i in range(12):
             spec = specs[i % len(specs)]
-            reply = llm.chat(spec, [{"role": "user", "content": USER + " " * i}],
-                             tools=[CALCULATE] if i % 2 else None, extra_headers=header(f"h{i}/a/0"))
+            reply = llm.chat(
+                spec,
+                [{"role": "user", "content": USER + " " * i}],
+                tools=[CALCULATE] if i % 2 else None,
+                extra_headers=header(f"h{i}/a/0"),
+            )
             total_nusd += to_nusd(reply.cost_usd)
         expected = 0
         for served, counts in fresh.usage().items():
@@ -145,8 +162,10 @@ def test_sim_truncates_stops_at_the_length_limit_first_and_finishes_when_the_req
 def test_sim_sloppy_is_sometimes_wrong_or_unparseable_but_deterministic():
     def answers(seed: int) -> list[str]:
         conv = Conversation(texts=(("user", USER),), tool_names=(), tool_results=(), json_mode=True)
-        return [decide(conv, model="sim-sloppy", seed=seed, attempt=f"h{i}/alone/0", call=0, first_try=True).content
-                for i in range(60)]
+        return [
+            decide(conv, model="sim-sloppy", seed=seed, attempt=f"h{i}/alone/0", call=0, first_try=True).content
+            for i in range(60)
+        ]
 
     right = json.dumps({"net_income": rule_of_thumb(HOUSEHOLD)})
     got = answers(3)
@@ -163,9 +182,21 @@ def test_household_is_found_in_a_fence_a_whole_message_or_inline_text():
 
 
 def test_a_fault_applies_only_where_every_selector_matches():
-    plan = FaultPlan.from_table({"seed": 1, "faults": [
-        {"kind": "rate_limit", "model": "openai/sim-careful", "household": "h1", "arm": "a", "pass": 0, "call": 1},
-    ]})
+    plan = FaultPlan.from_table(
+        {
+            "seed": 1,
+            "faults": [
+                {
+                    "kind": "rate_limit",
+                    "model": "openai/sim-careful",
+                    "household": "h1",
+                    "arm": "a",
+                    "pass": 0,
+                    "call": 1,
+                },
+            ],
+        }
+    )
     assert plan.fault_for("sim-careful", "h1/a/0", 1).kind == "rate_limit"
     assert plan.fault_for("sim-careful", "h1/a/0", 0) is None
     assert plan.fault_for("sim-careful", "h1/a/1", 1) is None
@@ -188,7 +219,8 @@ def test_a_fault_plan_refuses_an_unknown_kind_naming_the_entry():
 def test_a_fault_plan_reads_the_design_modules_pydantic_table_too():
     design = pytest.importorskip("confirmatory.design.model")
     table = design.Simulator.model_validate(
-        {"seed": 4, "hang_s": 2.0, "faults": [{"kind": "hang", "pass": 1, "call": 0, "hang_s": 0.5}]})
+        {"seed": 4, "hang_s": 2.0, "faults": [{"kind": "hang", "pass": 1, "call": 0, "hang_s": 0.5}]}
+    )
     plan = FaultPlan.from_table(table)
     assert plan.seed == 4 and plan.hang_s == 2.0
     (fault,) = plan.faults
@@ -203,23 +235,42 @@ def test_the_sim_package_never_imports_litellm():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sig, ignored", [(signal.SIGINT, False), (signal.SIGINT, True), (signal.SIGTERM, False)],
-                         ids=["ctrl-c", "ctrl-c-started-with-sigint-ignored", "sigterm"])
+@pytest.mark.parametrize(
+    "sig, ignored",
+    [(signal.SIGINT, False), (signal.SIGINT, True), (signal.SIGTERM, False)],
+    ids=["ctrl-c", "ctrl-c-started-with-sigint-ignored", "sigterm"],
+)
 def test_the_sim_provider_command_prints_its_url_serves_and_stops_on_ctrl_c(sig, ignored):
     # Started with SIGINT ignored, as a shell starts a background job (and so
     # a CI script run with &): Python then never raises KeyboardInterrupt,
     # and the simulator used to serve on. SIGUSR1 makes the child print every
     # thread's stack (faulthandler), so a failure shows where it was.
-    code = ("import faulthandler, signal, sys; faulthandler.register(signal.SIGUSR1, all_threads=True); "
-            "from confirmatory.sim.server import serve_command; sys.exit(serve_command(0, None))")
+    code = (
+        "import faulthandler, signal, sys; faulthandler.register(signal.SIGUSR1, all_threads=True); "
+        "from confirmatory.sim.server import serve_command; sys.exit(serve_command(0, None))"
+    )
     ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if ignored else None
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=ignore)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ignore
+    )
     try:
         url = proc.stdout.readline().strip()
         assert url.startswith("http://127.0.0.1:") and url.endswith("/v1")
         with urllib.request.urlopen(f"{url}/models", timeout=5) as resp:
             assert resp.status == 200
+        # It bills as the in-process simulator does, and serves the invoice.
+        gemini = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
+        request = urllib.request.Request(
+            f"{url}/models/sim-gemini:generateContent",
+            data=json.dumps(gemini).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=5) as resp:
+            meta = json.load(resp)["usageMetadata"]
+        with urllib.request.urlopen(url.removesuffix("/v1") + "/_sim/invoice", timeout=5) as resp:
+            invoice = json.load(resp)
+        assert invoice["sim-gemini"]["calls"] == 1
+        assert invoice["sim-gemini"]["tokens"]["reasoning"] == meta["thoughtsTokenCount"] > 0
         proc.send_signal(sig)
         try:
             rc = proc.wait(timeout=10)
@@ -243,8 +294,12 @@ def test_the_sim_provider_command_says_in_one_line_that_its_port_is_in_use():
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "confirmatory_run.py"), "sim-provider",
-                               "--port", str(port)], capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(
+            [sys.executable, str(ROOT / "scripts" / "confirmatory_run.py"), "sim-provider", "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     finally:
         taken.close()
     assert proc.returncode == 3, proc.stderr  # as for a design whose [simulator] table it refuses
@@ -265,9 +320,11 @@ def test_prepare_prices_a_simulator_model_with_the_sims_own_prices_by_default():
     spec = model_spec(name="truncates", litellm_model="openai/sim-truncates", api_base="simulator")
     llm.prepare([spec])
     prompt_usd, completion_usd = llm._lib().cost_per_token(
-        model="openai/sim-truncates", prompt_tokens=1000, completion_tokens=1000)
-    assert (prompt_usd, completion_usd) == pytest.approx((1000 * SIM_PRICES["sim-truncates"][0],
-                                                          1000 * SIM_PRICES["sim-truncates"][1]))
+        model="openai/sim-truncates", prompt_tokens=1000, completion_tokens=1000
+    )
+    assert (prompt_usd, completion_usd) == pytest.approx(
+        (1000 * SIM_PRICES["sim-truncates"][0], 1000 * SIM_PRICES["sim-truncates"][1])
+    )
 
 
 def test_a_call_refuses_the_unresolved_simulator_marker():
@@ -280,8 +337,10 @@ def test_the_fault_plan_is_read_from_a_design_files_simulator_table(tmp_path):
     from confirmatory.sim.server import plan_from_design
 
     design = tmp_path / "design.toml"
-    design.write_text('[study]\nid = "x"\n\n[simulator]\nseed = 8\nhang_s = 1.0\n'
-                      '[[simulator.faults]]\nkind = "auth"\nmodel = "sim-sloppy"\npass = 0\nrate = 0.5\n')
+    design.write_text(
+        '[study]\nid = "x"\n\n[simulator]\nseed = 8\nhang_s = 1.0\n'
+        '[[simulator.faults]]\nkind = "auth"\nmodel = "sim-sloppy"\npass = 0\nrate = 0.5\n'
+    )
     plan = plan_from_design(design)
     assert plan.seed == 8 and plan.hang_s == 1.0
     (fault,) = plan.faults
@@ -295,16 +354,22 @@ def test_sixteen_threads_of_calls_each_get_an_answer_and_spend_matches_the_token
         specs = [model(fresh, served) for served in SIM_PRICES]
 
         def one(i: int) -> int:
-            reply = llm.chat(specs[i % 3], [{"role": "user", "content": USER}],
-                             tools=[CALCULATE] if i % 2 else None, extra_headers=header(f"h{i}/a/0"))
+            reply = llm.chat(
+                specs[i % 3],
+                [{"role": "user", "content": USER}],
+                tools=[CALCULATE] if i % 2 else None,
+                extra_headers=header(f"h{i}/a/0"),
+            )
             assert reply.content or reply.tool_calls
             return to_nusd(reply.cost_usd)
 
         with ThreadPoolExecutor(16) as pool:
             total = sum(pool.map(one, range(160)))
         usage = fresh.usage()
-    expected = sum(c["prompt_tokens"] * to_nusd(SIM_PRICES[m][0]) + c["completion_tokens"] * to_nusd(SIM_PRICES[m][1])
-                   for m, c in usage.items())
+    expected = sum(
+        c["prompt_tokens"] * to_nusd(SIM_PRICES[m][0]) + c["completion_tokens"] * to_nusd(SIM_PRICES[m][1])
+        for m, c in usage.items()
+    )
     assert sum(c["calls"] for c in usage.values()) == 160
     assert total == expected
 
@@ -316,8 +381,9 @@ def test_the_responses_api_refuses_a_seed_and_llm_never_sends_one(sim):
     import urllib.request
 
     body = {"model": "sim-careful", "input": [{"role": "user", "content": USER}], "seed": 7}
-    request = urllib.request.Request(f"{sim.url}/responses", data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        f"{sim.url}/responses", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(request, timeout=10)
     assert refused.value.code == 400 and "Unknown parameter: 'seed'" in refused.value.read().decode()
@@ -329,21 +395,31 @@ def test_the_responses_api_refuses_a_seed_and_llm_never_sends_one(sim):
     assert json.loads(chat.content) == {"net_income": 0.75 * 32000}
 
 
-@pytest.mark.parametrize("text, said", [
-    ("[simulator\nseed = 7\n",
-     "not valid TOML: Expected ']' at the end of a table declaration (at line 1, column 11)"),
-    ("[simulator]\nseed = [1]\n", "simulator.seed: [1] is not a number"),
-    ("[simulator]\nfaults = 5\n", "simulator.faults: 5 is not a list of tables ([[simulator.faults]])"),
-    ('[[simulator.faults]]\nkind = "hang"\npass = "a"\n', "simulator.faults[0].pass: 'a' is not a number"),
-], ids=["a TOML syntax error", "a seed that is a list", "faults that are a number", "a pass that is a word"])
+@pytest.mark.parametrize(
+    "text, said",
+    [
+        (
+            "[simulator\nseed = 7\n",
+            "not valid TOML: Expected ']' at the end of a table declaration (at line 1, column 11)",
+        ),
+        ("[simulator]\nseed = [1]\n", "simulator.seed: [1] is not a number"),
+        ("[simulator]\nfaults = 5\n", "simulator.faults: 5 is not a list of tables ([[simulator.faults]])"),
+        ('[[simulator.faults]]\nkind = "hang"\npass = "a"\n', "simulator.faults[0].pass: 'a' is not a number"),
+    ],
+    ids=["a TOML syntax error", "a seed that is a list", "faults that are a number", "a pass that is a word"],
+)
 def test_the_sim_provider_command_names_the_design_file_and_its_problem_in_one_line(tmp_path, text, said):
     # A syntax error said "sim-provider: Expected ']' ... (at line 1, column 11)": no file; a seed
     # given as a list, or faults as a number, ended in a TypeError traceback (exit 1); a pass given
     # as a word said "invalid literal for int() with base 10: 'a'": neither file nor key.
     design = tmp_path / "bad.toml"
     design.write_text(text)
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "confirmatory_run.py"), "sim-provider",
-                           "--design", str(design)], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "confirmatory_run.py"), "sim-provider", "--design", str(design)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 3, proc.stderr  # as for the port it cannot listen on
     assert proc.stdout == ""
     assert proc.stderr == f"sim-provider: {design}: {said}\n"

@@ -44,8 +44,12 @@ def continued(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("lines")
     run_dir, ended = states.kill_at(tmp, "a third of the households ended")
     assert not ended
-    done = subprocess.run([sys.executable, str(states.SCRIPT), "continue", str(run_dir), "--reason", "r",
-                           "--quiet"], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, str(states.SCRIPT), "continue", str(run_dir), "--reason", "r", "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return run_dir
 

@@ -52,10 +52,15 @@ def test_the_households_file_of_the_run_passes_and_the_report_says_so(run, tmp_p
     pin(run, f)
     report = verify_run(run, workers=1, households=f)
     assert report.ok, report.to_table()
-    assert report.households_line() == (f"households: every model's draw is {f}'s {len(draw(run))} households, "
-                                        "in their seeded order")
-    assert json.loads(report.to_json())["households"] == {"checked": True, "file": str(f),
-                                                          "count": len(draw(run)), "problems": 0}
+    assert report.households_line() == (
+        f"households: every model's draw is {f}'s {len(draw(run))} households, in their seeded order"
+    )
+    assert json.loads(report.to_json())["households"] == {
+        "checked": True,
+        "file": str(f),
+        "count": len(draw(run)),
+        "problems": 0,
+    }
     assert report.households_line() in report.to_table()
 
 
@@ -63,8 +68,12 @@ def test_without_the_file_the_report_says_the_households_were_not_checked(run):
     report = verify_run(run, workers=1)
     assert report.ok
     assert report.households_line().startswith("households: not checked (verify --households FILE")
-    assert json.loads(report.to_json())["households"] == {"checked": False, "file": None, "count": None,
-                                                          "problems": None}
+    assert json.loads(report.to_json())["households"] == {
+        "checked": False,
+        "file": None,
+        "count": None,
+        "problems": None,
+    }
 
 
 def test_a_study_whose_draws_all_left_out_households_fails_invariant_11(run, tmp_path):
@@ -88,8 +97,10 @@ def test_a_study_whose_draws_all_left_out_households_fails_invariant_11(run, tmp
     assert 11 in report.failed(), report.to_table()
     messages = [(v.file, v.message) for v in report.result(11).first]
     for model in ("alpha", "beta", "gamma"):
-        assert (f"models/{model}/manifest.json", f"draw is not the seeded shuffle of {f}'s {len(ids)} households "
-                "(2 of its households missing, 0 not in it)") in messages
+        assert (
+            f"models/{model}/manifest.json",
+            f"draw is not the seeded shuffle of {f}'s {len(ids)} households (2 of its households missing, 0 not in it)",
+        ) in messages
     assert report.households_problems == 3
     assert report.households_line() == f"households: {f}: 3 problem(s), listed under invariant 11"
 
@@ -117,11 +128,19 @@ def test_an_unreadable_households_file_is_a_violation_not_a_traceback(run, tmp_p
 def test_the_verify_command_takes_the_households_file(run, tmp_path):
     f = households_file(tmp_path / "households.jsonl", sorted(draw(run)))
     pin(run, f)
-    out = subprocess.run([sys.executable, str(SCRIPT), "verify", str(run), "--households", str(f)],
-                         capture_output=True, text=True, check=False)
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), "verify", str(run), "--households", str(f)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert f"households: every model's draw is {f}'s" in out.stdout
     wrong = households_file(tmp_path / "wrong.jsonl", sorted(draw(run))[1:])
-    out = subprocess.run([sys.executable, str(SCRIPT), "verify", str(run), "--households", str(wrong)],
-                         capture_output=True, text=True, check=False)
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), "verify", str(run), "--households", str(wrong)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert out.returncode == 1 and "VERIFY FAILED: 11" in out.stdout, out.stdout

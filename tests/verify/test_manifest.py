@@ -61,12 +61,25 @@ def test_the_pristine_run_verifies(pristine):
 
 # -- the manifest's rules, of the wrong kind -------------------------------------------------------
 WRONG_RULES = [
-    (("max_reruns_per_arm",), None), (("max_reruns_per_arm",), "two"), (("max_reruns_per_arm",), "2"),
-    (("max_reruns_per_arm",), 2.9), (("max_reruns_per_arm",), True), (("max_reruns_per_arm",), float("inf")),
-    (("inconclusive_household_limit",), []), (("stop_follow_s",), {}), (("stop_follow_s",), "5"),
-    (("rerun_wait_s",), -1), (("rerun_wait_s",), "15"), (("rerun_wait_s",), float("nan")),
-    (("precedence",), []), (("precedence",), ["ok"] * 8), (("class_lists",), {}),
-    (("host", "max_gap_s"), "45s"), (("host", "pressure_threshold"), 101), (("host",), {}), ((), "rules"),
+    (("max_reruns_per_arm",), None),
+    (("max_reruns_per_arm",), "two"),
+    (("max_reruns_per_arm",), "2"),
+    (("max_reruns_per_arm",), 2.9),
+    (("max_reruns_per_arm",), True),
+    (("max_reruns_per_arm",), float("inf")),
+    (("inconclusive_household_limit",), []),
+    (("stop_follow_s",), {}),
+    (("stop_follow_s",), "5"),
+    (("rerun_wait_s",), -1),
+    (("rerun_wait_s",), "15"),
+    (("rerun_wait_s",), float("nan")),
+    (("precedence",), []),
+    (("precedence",), ["ok"] * 8),
+    (("class_lists",), {}),
+    (("host", "max_gap_s"), "45s"),
+    (("host", "pressure_threshold"), 101),
+    (("host",), {}),
+    ((), "rules"),
 ]
 
 
@@ -80,6 +93,7 @@ def test_a_rule_of_the_wrong_kind_fails_invariant_11_by_name_and_is_not_used(run
         for key in path[:-1]:
             table = table[key]
         table[path[-1]] = value
+
     edit_json(run / "manifest.json", plant)
     reseal(run)
     report = verify_run(run)  # a report, whatever the value: never a traceback
@@ -90,8 +104,9 @@ def test_a_rule_of_the_wrong_kind_fails_invariant_11_by_name_and_is_not_used(run
 def test_the_verify_command_reports_a_rule_of_the_wrong_kind_without_a_traceback(run):
     edit_json(run / "manifest.json", lambda man: man["rules"].update(max_reruns_per_arm=None))
     reseal(run)
-    out = subprocess.run([sys.executable, "-m", "confirmatory.cli.main", "verify", str(run)],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "confirmatory.cli.main", "verify", str(run)], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 1 and "Traceback" not in out.stdout + out.stderr, out.stderr[-2000:]
     assert "rules.max_reruns_per_arm is None" in out.stdout
 
@@ -107,7 +122,7 @@ def test_run_manifest_arms_that_are_not_a_list_of_names_fail_invariant_11(run, a
 MISMATCHES = [
     ("manifest.json", ("ceiling_nusd",), 2 * 10**12, "ceiling_nusd"),
     ("manifest.json", ("spend_before_nusd",), 0, "spend_before_nusd"),
-    ("manifest.json", ("spend_before_nusd",), 5e8, "spend_before_nusd"),      # money is an integer
+    ("manifest.json", ("spend_before_nusd",), 5e8, "spend_before_nusd"),  # money is an integer
     ("manifest.json", ("spend_before_nusd",), "500000000", "spend_before_nusd"),
     ("manifest.json", ("rules", "max_reruns_per_arm"), 3, "rules.max_reruns_per_arm"),
     ("manifest.json", ("rules", "attempt_deadline_s"), 10, "rules.attempt_deadline_s"),
@@ -122,19 +137,27 @@ MISMATCHES = [
 ]
 
 
-@pytest.mark.parametrize("rel,path,value,name", MISMATCHES,
-                         ids=[f"{r.split('/')[-2] if '/' in r else 'run'}:{n}={v!r}" for r, _, v, n in MISMATCHES])
+@pytest.mark.parametrize(
+    "rel,path,value,name",
+    MISMATCHES,
+    ids=[f"{r.split('/')[-2] if '/' in r else 'run'}:{n}={v!r}" for r, _, v, n in MISMATCHES],
+)
 def test_a_manifest_field_that_is_not_the_designs_fails_invariant_11(run, rel, path, value, name):
     def plant(man):
         table = man
         for key in path[:-1]:
             table = table[key]
         table[path[-1]] = value
+
     edit_json(run / rel, plant)
     reseal(run)
     report = verify_run(run)
-    assert any(v.file == rel and v.message.startswith(f"{name} is") and "the design gives" in v.message
-               for r in report.results if r.invariant == 11 for v in r.first), report.to_table()
+    assert any(
+        v.file == rel and v.message.startswith(f"{name} is") and "the design gives" in v.message
+        for r in report.results
+        if r.invariant == 11
+        for v in r.first
+    ), report.to_table()
 
 
 def test_a_design_edited_to_match_a_forged_manifest_fails_on_its_hash(run):
@@ -147,11 +170,16 @@ def test_a_design_edited_to_match_a_forged_manifest_fails_on_its_hash(run):
 def test_a_design_that_does_not_validate_fails_invariant_11(run):
     text = (run / "design.toml").read_text()
     (run / "design.toml").write_text(text.replace("stop_follow_s = 5", "stop_follow_s = -5"))
-    edit_json(run / "manifest.json", lambda man: man.update(
-        design_sha256=__import__("hashlib").sha256((run / "design.toml").read_bytes()).hexdigest()))
+    edit_json(
+        run / "manifest.json",
+        lambda man: man.update(
+            design_sha256=__import__("hashlib").sha256((run / "design.toml").read_bytes()).hexdigest()
+        ),
+    )
     reseal(run)
-    assert any(m.startswith("not a valid design: rules.stop_follow_s")
-               for m in messages(verify_run(run), 11)), verify_run(run).to_table()
+    assert any(m.startswith("not a valid design: rules.stop_follow_s") for m in messages(verify_run(run), 11)), (
+        verify_run(run).to_table()
+    )
 
 
 def test_numbers_of_equal_value_match_except_money_which_is_an_integer():
@@ -167,13 +195,14 @@ def test_numbers_of_equal_value_match_except_money_which_is_an_integer():
 def test_a_household_name_that_is_not_a_slug_fails_invariant_11(run):
     edit_json(run / "models/alpha/manifest.json", lambda man: man["draw"].__setitem__(0, "../h 0"))
     reseal(run)
-    assert any(m.startswith("household name must be a slug") and "'../h 0'" in m
-               for m in messages(verify_run(run), 11))
+    assert any(m.startswith("household name must be a slug") and "'../h 0'" in m for m in messages(verify_run(run), 11))
 
 
 def test_model_and_arm_names_that_are_not_slugs_fail_invariant_11(run):
-    edit_json(run / "manifest.json", lambda man: man.update(arms=["alöne", *man["arms"][1:]],
-                                                              models=["al pha", *man["models"][1:]]))
+    edit_json(
+        run / "manifest.json",
+        lambda man: man.update(arms=["alöne", *man["arms"][1:]], models=["al pha", *man["models"][1:]]),
+    )
     (run / "models" / "alpha").rename(run / "models" / "al pha")
     edit_json(run / "models" / "al pha" / "manifest.json", lambda man: man.update(model="al pha"))
     anchors = run / "anchors.jsonl"
@@ -199,8 +228,12 @@ def verify_in_child(root, workers=1):
     blocks for ever (a FIFO) or reads for ever (a device)."""
     limit = "import resource; resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))\n"
     try:
-        out = subprocess.run([sys.executable, "-c", limit + VERIFY_CHILD, str(root), str(workers)],
-                             capture_output=True, text=True, timeout=90)
+        out = subprocess.run(
+            [sys.executable, "-c", limit + VERIFY_CHILD, str(root), str(workers)],
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
     except subprocess.TimeoutExpired:
         pytest.fail("verify did not return within 90 s")
     assert out.returncode == 0, out.stderr[-3000:]
@@ -235,9 +268,18 @@ def test_a_record_that_is_a_folder_is_reported(run):
     assert "is not a regular file" in out, out
 
 
-@pytest.mark.parametrize("rel,workers", [("models/alpha/run.jsonl", 1), ("models/beta/admission.jsonl", 1),
-                                         ("host.jsonl", 1), ("host.jsonl", 2), ("run.jsonl", 2),
-                                         ("models/alpha/manifest.json", 1), ("design.toml", 1)])
+@pytest.mark.parametrize(
+    "rel,workers",
+    [
+        ("models/alpha/run.jsonl", 1),
+        ("models/beta/admission.jsonl", 1),
+        ("host.jsonl", 1),
+        ("host.jsonl", 2),
+        ("run.jsonl", 2),
+        ("models/alpha/manifest.json", 1),
+        ("design.toml", 1),
+    ],
+)
 def test_a_log_manifest_or_design_that_is_a_fifo_is_reported_not_read(run, rel, workers):
     (run / rel).unlink()
     os.mkfifo(run / rel)

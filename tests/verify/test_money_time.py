@@ -23,8 +23,9 @@ from confirmatory.testing.rungen import Plan, generate_run
 from confirmatory.verify import verify_run
 from confirmatory.verify.clocks import ClockDrift
 
-DEADLINE_PLAN = Plan(households=16, anchor_every_s=120, cap_usd=0.3, deadline=("alpha", 5), inconclusive=None,
-                     harness=None)
+DEADLINE_PLAN = Plan(
+    households=16, anchor_every_s=120, cap_usd=0.3, deadline=("alpha", 5), inconclusive=None, harness=None
+)
 LOG = "models/alpha/run.jsonl"
 
 
@@ -38,6 +39,7 @@ def pristines(tmp_path_factory):
             generate_run(root, plan)
             made[repr(plan)] = root
         return made[repr(plan)]
+
     return get
 
 
@@ -47,6 +49,7 @@ def fresh(pristines, tmp_path):
         root = tmp_path / "run"
         shutil.copytree(pristines(plan), root)
         return root
+
     return copy
 
 
@@ -79,6 +82,7 @@ def fix_totals(root):
                 if o.get("event") == "close":
                     o["spend_nusd"] = share
             return objs
+
         edit_log(root, rel, close)
         total += sum(o["cost_nusd"] for o in read(root / rel) if o.get("event") in ("attempt", "late-cost"))
 
@@ -86,6 +90,7 @@ def fix_totals(root):
         for o in objs:
             if o.get("event") == "close":
                 o["spend_total_nusd"] = total
+
     edit_log(root, "run.jsonl", run_close)
 
 
@@ -115,12 +120,16 @@ def test_the_generated_deadline_run_verifies(fresh):
 
 # -- invariant 6: the ceiling's crossing --------------------------------------------------
 
+
 def _ceiling_at(root, ceiling, t_of, total_of=None):
     """The ceiling lowered to ``ceiling`` and one ceiling event, dated ``t_of(calls, man)`` where
     calls are every call's (end, cost) in time order. Its total is ``total_of(calls, man)``,
     by default what the runner writes: the running total at the count that crossed."""
-    man = set_design(root, lambda s: s.replace("overall_cap_usd = 1000.0", f"overall_cap_usd = {ceiling / 1e9}"),
-                     lambda m: m.update(ceiling_nusd=ceiling))
+    man = set_design(
+        root,
+        lambda s: s.replace("overall_cap_usd = 1000.0", f"overall_cap_usd = {ceiling / 1e9}"),
+        lambda m: m.update(ceiling_nusd=ceiling),
+    )
     calls = []
     for m in man["models"]:
         for a in attempts(read(root / f"models/{m}/run.jsonl")):
@@ -132,8 +141,9 @@ def _ceiling_at(root, ceiling, t_of, total_of=None):
     for rel in ["run.jsonl"] + [f"models/{m}/run.jsonl" for m in man["models"]]:
         edit_log(root, rel, lambda objs: objs[:-1] + [line] + objs[-1:])
     # a run that crossed its ceiling closes so (Run._finish)
-    edit_log(root, "run.jsonl", lambda objs: [o.update(status="ceiling") for o in objs if o.get("event") == "close"]
-             and None)
+    edit_log(
+        root, "run.jsonl", lambda objs: [o.update(status="ceiling") for o in objs if o.get("event") == "close"] and None
+    )
     return line
 
 
@@ -203,6 +213,7 @@ def test_a_ceiling_event_dated_before_its_crossing_call_fails_invariant_6(fresh,
 
 # -- invariants 7 and 5: costs never negative, an attempt never ends before it starts ------
 
+
 def test_a_negative_call_cost_fails_invariant_7(fresh):
     root = fresh()
     objs = read(root / LOG)
@@ -211,6 +222,7 @@ def test_a_negative_call_cost_fails_invariant_7(fresh):
     def neg(rec):
         rec["calls"][0]["cost_nusd"] = -1_000_000
         rec["cost_nusd"] = sum(c["cost_nusd"] for c in rec["calls"])
+
     rewrite_record(root, "alpha", a, neg)
     a["cost_nusd"] = json.loads((root / "models/alpha" / a["record"]).read_bytes())["cost_nusd"]
     set_household_spend(objs, "h00000")
@@ -222,8 +234,7 @@ def test_a_negative_call_cost_fails_invariant_7(fresh):
 
 def test_a_negative_late_cost_fails_invariant_7(fresh):
     root = fresh(DEADLINE_PLAN)
-    edit_log(root, LOG, lambda objs: [{**o, "cost_nusd": -777} if o.get("event") == "late-cost" else o
-                                      for o in objs])
+    edit_log(root, LOG, lambda objs: [{**o, "cost_nusd": -777} if o.get("event") == "late-cost" else o for o in objs])
     fix_totals(root)
     fails_with(root, 7, "cost_nusd is -777, not a non-negative integer")
 
@@ -237,6 +248,7 @@ def test_an_attempt_that_ends_before_it_starts_fails_invariant_5(fresh):
     def back(rec):
         rec["end"] = s - 0.5
         rec["calls"] = [{**rec["calls"][0], "start": s - 0.9, "end": s - 0.8, "cost_nusd": rec["cost_nusd"]}]
+
     rewrite_record(root, "alpha", a, back)
     a["end"] = s - 0.5
     (root / LOG).write_bytes(b"".join(dumps(o) + b"\n" for o in objs))
@@ -244,6 +256,7 @@ def test_an_attempt_that_ends_before_it_starts_fails_invariant_5(fresh):
 
 
 # -- invariant 1: a record's and its calls' contract fields --------------------------------
+
 
 def _edit_record(root, fn):
     objs = read(root / LOG)
@@ -269,6 +282,7 @@ def test_a_record_without_calls_error_and_answer_fails_invariant_1(fresh):
         for k in ("calls", "error", "answer"):
             rec.pop(k)
         rec["cost_nusd"] = 0
+
     rewrite_record(root, "alpha", a, strip)
     a["cost_nusd"] = 0
     set_household_spend(objs, "h00000")
@@ -292,6 +306,7 @@ def test_a_record_that_disagrees_with_its_attempt_line_on_one_field_fails_invari
             rec[name] = v + "x" if isinstance(v, str) else v + 1
             if lacking:  # noqa: B023
                 rec.pop(lacking)  # noqa: B023
+
         _edit_record(root, change)
         fails_with(root, 1, "record disagrees with its attempt line")
         shutil.rmtree(root)
@@ -323,6 +338,7 @@ def test_an_error_without_its_fields_fails_invariant_1(fresh):
 
     def strip(rec):
         rec["error"].pop("mro")
+
     rewrite_record(root, "alpha", a, strip)
     (root / LOG).write_bytes(b"".join(dumps(o) + b"\n" for o in objs))
     fails_with(root, 1, "record error is not null or an object with type, mro")
@@ -330,10 +346,14 @@ def test_an_error_without_its_fields_fails_invariant_1(fresh):
 
 # -- invariant 2: the deadline ----------------------------------------------------------
 
+
 def test_attempts_past_a_short_deadline_not_abandoned_fail_invariant_2(fresh):
     root = fresh()
-    set_design(root, lambda s: s.replace("attempt_deadline_s = 3600", "attempt_deadline_s = 10"),
-               lambda m: m["rules"].update(attempt_deadline_s=10))
+    set_design(
+        root,
+        lambda s: s.replace("attempt_deadline_s = 3600", "attempt_deadline_s = 10"),
+        lambda m: m["rules"].update(attempt_deadline_s=10),
+    )
     fails_with(root, 2, "past the deadline of 10 s")
 
 
@@ -341,8 +361,11 @@ def test_attempts_within_the_deadline_and_its_slack_pass(fresh):
     # rungen's attempts last 4-20 s: a 20 s deadline leaves them (its 5 s of
     # watcher slack included) clear of it
     root = fresh()
-    set_design(root, lambda s: s.replace("attempt_deadline_s = 3600", "attempt_deadline_s = 16"),
-               lambda m: m["rules"].update(attempt_deadline_s=16))
+    set_design(
+        root,
+        lambda s: s.replace("attempt_deadline_s = 3600", "attempt_deadline_s = 16"),
+        lambda m: m["rules"].update(attempt_deadline_s=16),
+    )
     passes(root)
 
 
@@ -350,12 +373,21 @@ def test_a_forward_clock_drift_in_host_samples_widens_the_deadline(fresh):
     # the wall clock ran 10 s ahead of the monotonic one (host.jsonl's wall -
     # mono rises by 10): a 10 s deadline's watcher may have let 20 s pass
     root = fresh()
-    set_design(root, lambda s: s.replace("attempt_deadline_s = 3600", "attempt_deadline_s = 10"),
-               lambda m: m["rules"].update(attempt_deadline_s=10))
+    set_design(
+        root,
+        lambda s: s.replace("attempt_deadline_s = 3600", "attempt_deadline_s = 10"),
+        lambda m: m["rules"].update(attempt_deadline_s=10),
+    )
     samples = [k for k, o in enumerate(read(root / "host.jsonl")) if o.get("event") == "sample"]
     cut = samples[len(samples) // 2]
-    edit_log(root, "host.jsonl", lambda objs: [{**o, "mono": o["mono"] - 10.0} if k >= cut and
-                                               o.get("event") == "sample" else o for k, o in enumerate(objs)])
+    edit_log(
+        root,
+        "host.jsonl",
+        lambda objs: [
+            {**o, "mono": o["mono"] - 10.0} if k >= cut and o.get("event") == "sample" else o
+            for k, o in enumerate(objs)
+        ],
+    )
     passes(root)
     # ... and so when host.jsonl is read by span workers, whose drifts are joined
     report = verify_run(root, workers=3)
@@ -372,6 +404,7 @@ def test_a_deadline_record_short_of_the_deadline_fails_invariant_2(fresh):
         rec["end"] = new_end
         for i, c in enumerate(rec["calls"]):
             c["start"], c["end"] = a["start"] + 1 + 100 * i, a["start"] + 100 * (i + 1)
+
     rewrite_record(root, "alpha", a, shorten)
     for o in objs:
         if o is a:
@@ -386,6 +419,7 @@ def test_a_deadline_record_short_of_the_deadline_fails_invariant_2(fresh):
 
 # -- invariant 2: budget_stop needs a halt ---------------------------------------------------
 
+
 def test_a_budget_stop_with_nothing_stopped_fails_invariant_2(fresh):
     root = fresh()
     objs = read(root / LOG)
@@ -396,6 +430,7 @@ def test_a_budget_stop_with_nothing_stopped_fails_invariant_2(fresh):
         rec["error"] = None
         for c in rec["calls"]:
             c["error"] = None
+
     rewrite_record(root, "alpha", a, relabel)
     a.update({"class": "stopped", "action": "keep", "signature": None})
     (root / "models/alpha/records/h00013/alone/1.json").unlink()
@@ -419,6 +454,7 @@ def test_a_budget_stop_within_a_second_before_its_models_stop_passes_that_check(
 
     def relabel(rec):
         rec["status"] = "budget_stop"
+
     rewrite_record(root, "gamma", a, relabel)
     a.update({"class": "stopped", "action": "keep"})
     objs.insert(-1, {"event": "stop", "cause": "pool", "scope": "model", "t": a["end"] + 0.5})
@@ -434,6 +470,7 @@ def test_a_budget_stop_within_a_second_before_its_models_stop_passes_that_check(
 
 # -- the host samples' clock drift, joined from spans -----------------------------------------
 
+
 def test_clock_drift_joined_from_spans_is_the_drift_of_the_whole():
     rng = random.Random(7)
     for _ in range(200):
@@ -441,8 +478,9 @@ def test_clock_drift_joined_from_spans_is_the_drift_of_the_whole():
         whole = ClockDrift()
         for w, m in pts:
             whole.add(w, m)
-        want = max([0.0] + [(pts[k][0] - pts[k][1]) - (pts[j][0] - pts[j][1])
-                            for k in range(len(pts)) for j in range(k)])
+        want = max(
+            [0.0] + [(pts[k][0] - pts[k][1]) - (pts[j][0] - pts[j][1]) for k in range(len(pts)) for j in range(k)]
+        )
         assert whole.rise == pytest.approx(want)
         cuts = sorted(rng.sample(range(len(pts) + 1), min(3, len(pts) + 1)))
         joined = ClockDrift()

@@ -26,8 +26,9 @@ from confirmatory.testing.rungen import Plan, generate_run
 from confirmatory.verify import verify_run
 
 # a deadline (with its late cost) in alpha, an inconclusive stop in beta
-PLAN2 = Plan(households=16, anchor_every_s=120, cap_usd=0.3, deadline=("alpha", 5), inconclusive=("beta", 2),
-             harness=None)
+PLAN2 = Plan(
+    households=16, anchor_every_s=120, cap_usd=0.3, deadline=("alpha", 5), inconclusive=("beta", 2), harness=None
+)
 
 
 @pytest.fixture(scope="module")
@@ -39,6 +40,7 @@ def pristines(tmp_path_factory):
             made[plan] = tmp_path_factory.mktemp("procedure") / "run"
             generate_run(made[plan], plan)
         return made[plan]
+
     return get
 
 
@@ -48,6 +50,7 @@ def fresh(pristines, tmp_path):
         root = tmp_path / f"run{len(list(tmp_path.iterdir()))}"
         shutil.copytree(pristines(plan), root)
         return root
+
     return copy
 
 
@@ -82,6 +85,7 @@ def fix_totals(root):
         for o in objs:
             if o.get("event") == "close":
                 o["spend_total_nusd"] = total
+
     edit_log(root, "run.jsonl", close)
 
 
@@ -93,6 +97,7 @@ def test_the_pristine_runs_verify(fresh):
 
 # -- invariant 6: an attempt with action pause paused its model ------------------------------
 
+
 def test_a_paused_attempt_without_its_pause_line_fails_invariant_6(fresh):
     run = fresh()
     rel = "models/beta/run.jsonl"
@@ -102,8 +107,12 @@ def test_a_paused_attempt_without_its_pause_line_fails_invariant_6(fresh):
     report = verify(run)
     assert report.failed() == {6}, report.to_table()
     key = f"{paused['household']}/{paused['arm']}/{paused['pass']}"
-    assert messages(report, 6) == [(f"attempt {key} has action pause but no pause line dated from its end "
-                                   f"({paused['end']}) to its household's end ({paused_household_t(run, rel, paused)})")]
+    assert messages(report, 6) == [
+        (
+            f"attempt {key} has action pause but no pause line dated from its end "
+            f"({paused['end']}) to its household's end ({paused_household_t(run, rel, paused)})"
+        )
+    ]
 
 
 def paused_household_t(run, rel, a):
@@ -130,14 +139,20 @@ def test_a_pause_line_for_an_attempt_that_did_not_pause_fails_invariant_6(fresh,
     rel = "models/alpha/run.jsonl"
     objs = read(run / rel)
     plain = next(a for a in attempts(objs) if a["action"] == "keep")
-    line = {"event": "pause", "household": plain["household"], "arm": plain["arm"], "pass": plain["pass"],
-            "t": plain["end"]}
+    line = {
+        "event": "pause",
+        "household": plain["household"],
+        "arm": plain["arm"],
+        "pass": plain["pass"],
+        "t": plain["end"],
+    }
     edit_log(run, rel, lambda objs: objs[:-1] + [line] + objs[-1:])
     report = verify(run)
     assert 6 in report.failed(), report.to_table()
     key = f"{plain['household']}/{plain['arm']}/{plain['pass']}"
     assert messages(report, 6, "pause line names") == [
-        f"pause line names {key}, which has no attempt line with action pause"]
+        f"pause line names {key}, which has no attempt line with action pause"
+    ]
 
 
 def test_a_second_pause_of_a_paused_attempt_after_its_household_ended_fails_invariant_6(fresh, monkeypatch):
@@ -155,10 +170,12 @@ def test_a_second_pause_of_a_paused_attempt_after_its_household_ended_fails_inva
     assert not messages(report, 6, "has action pause but no pause line")  # its own pause still explains it
     key = f"{paused['household']}/{paused['arm']}/{paused['pass']}"
     assert messages(report, 6, "pause line at") == [
-        f"pause line at {late} names {key}, but is not dated from that attempt's end to its household's end"]
+        f"pause line at {late} names {key}, but is not dated from that attempt's end to its household's end"
+    ]
 
 
 # -- invariants 3 and 4: when a lane asks for a decision ---------------------------------------
+
 
 def lane_households(run, model):
     """Per lane, its admitted households as (decision, household line), in decision order."""
@@ -176,17 +193,22 @@ def admitted(run, model, lane):
 def test_a_decision_before_its_lanes_previous_household_ended_fails_invariant_3(fresh):
     run = fresh()
     (_, first), (second, _) = admitted(run, "alpha", 1)[:2]
+
     def move(objs):
         for o in objs:
             if o.get("event") == "decision" and o["household"] == second["household"]:
                 o["t"] = first["t"] - 1.0  # while the lane's first household still ran
+
     edit_log(run, "models/alpha/admission.jsonl", move)
     replay_decisions(run, "alpha")
     report = verify(run)
     assert report.failed() == {3}, report.to_table()
     assert messages(report, 3) == [
-        (f"lane 1 decided on {second['household']} at {first['t'] - 1.0}, before its previous household "
-        f"{first['household']} ended ({first['t']!r})")]
+        (
+            f"lane 1 decided on {second['household']} at {first['t'] - 1.0}, before its previous household "
+            f"{first['household']} ended ({first['t']!r})"
+        )
+    ]
 
 
 def test_a_decision_at_a_households_end_time_fails_invariant_4(fresh):
@@ -196,15 +218,26 @@ def test_a_decision_at_a_households_end_time_fails_invariant_4(fresh):
     its household ended (3)."""
     run = fresh()
     (_, first), (second, _) = admitted(run, "alpha", 1)[:2]
-    edit_log(run, "models/alpha/admission.jsonl",
-             lambda objs: [o.update(t=first["t"]) for o in objs if o.get("household") == second["household"]] and None)
+    edit_log(
+        run,
+        "models/alpha/admission.jsonl",
+        lambda objs: [o.update(t=first["t"]) for o in objs if o.get("household") == second["household"]] and None,
+    )
     replay_decisions(run, "alpha")
     report = verify(run)
     assert report.failed() == {3, 4}, report.to_table()
-    assert messages(report, 4) == [(f"decision at {first['t']}, the end time of household {first['household']}: a "
-                                   "decision and a household's end are strictly ordered")]
-    assert messages(report, 3) == [(f"lane 1 decided on {second['household']} at {first['t']}, before its previous "
-                                   f"household {first['household']} ended ({first['t']!r})")]
+    assert messages(report, 4) == [
+        (
+            f"decision at {first['t']}, the end time of household {first['household']}: a "
+            "decision and a household's end are strictly ordered"
+        )
+    ]
+    assert messages(report, 3) == [
+        (
+            f"lane 1 decided on {second['household']} at {first['t']}, before its previous "
+            f"household {first['household']} ended ({first['t']!r})"
+        )
+    ]
 
 
 # -- invariant 3: a rerun pass waits the design's rerun_wait_s -----------------------------------
@@ -241,30 +274,43 @@ def test_a_rerun_pass_started_before_the_designs_wait_fails_invariant_3(fresh):
     assert report.failed() == {3}, report.to_table()
     found = messages(report, 3)
     assert found and all(" s after the pass before it ended; the design waits " in m for m in found), found
-    assert any(m.startswith("pass 1 starts 15.") and m.endswith("the design waits 40 s before it (rerun_wait_s 40, "
-                                                                "doubled each pass)") for m in found), found
+    assert any(
+        m.startswith("pass 1 starts 15.")
+        and m.endswith("the design waits 40 s before it (rerun_wait_s 40, doubled each pass)")
+        for m in found
+    ), found
 
 
 # -- invariant 3: a household cut short by something -------------------------------------------
 
+
 def cut(run, model, household, finished=False, halt_t=float("inf")):
     rel = f"models/{model}/run.jsonl"
-    edit_log(run, rel, lambda objs: [o.update(finished=finished) for o in objs
-                                     if o.get("event") == "household" and o["household"] == household] and None)
+    edit_log(
+        run,
+        rel,
+        lambda objs: (
+            [o.update(finished=finished) for o in objs if o.get("event") == "household" and o["household"] == household]
+            and None
+        ),
+    )
     replay_decisions(run, model, halt_t)
 
 
 def test_a_household_cut_short_in_a_model_that_never_stopped_fails_invariant_3(fresh):
     run = fresh()
-    (_, last), = admitted(run, "alpha", 0)[-1:]
+    ((_, last),) = admitted(run, "alpha", 0)[-1:]
     assert not events(run, "models/alpha/run.jsonl", "stop") and not events(run, "run.jsonl", "ceiling")
     cut(run, "alpha", last["household"])
     report = verify(run)
     assert report.failed() == {3}, report.to_table()
     # (its lane's refusal after it is a decision the lane would not have asked for: also 3)
     assert messages(report, 3, "ended unfinished") == [
-        (f"household {last['household']} ended unfinished at {last['t']} with no attempt "
-                                   "of action stop and no stop, trigger or ceiling by 5.0 s after it")]
+        (
+            f"household {last['household']} ended unfinished at {last['t']} with no attempt "
+            "of action stop and no stop, trigger or ceiling by 5.0 s after it"
+        )
+    ]
 
 
 def test_a_lane_that_runs_on_after_a_household_cut_short_fails_invariant_3(fresh):
@@ -274,8 +320,11 @@ def test_a_lane_that_runs_on_after_a_household_cut_short_fails_invariant_3(fresh
     report = verify(run)
     assert report.failed() == {3}, report.to_table()
     assert messages(report, 3, "cut short") == [
-        (f"lane 0 decided on {after['household']} after its household {mid['household']} was cut short (a lane "
-        "ends with a household it did not finish)")]
+        (
+            f"lane 0 decided on {after['household']} after its household {mid['household']} was cut short (a lane "
+            "ends with a household it did not finish)"
+        )
+    ]
 
 
 def test_a_household_cut_short_long_before_its_models_stop_fails_invariant_3(fresh):
@@ -284,38 +333,52 @@ def test_a_household_cut_short_long_before_its_models_stop_fails_invariant_3(fre
     (stop,) = events(run, rel, "stop")
     (trigger,) = events(run, rel, "trigger")
     # a lane's last household, finished more than stop_follow_s before the trigger
-    early = [e for lane in (0, 1) for _, e in admitted(run, "gamma", lane)[-1:]
-             if e["finished"] and e["t"] < trigger["t"] - 5]
+    early = [
+        e
+        for lane in (0, 1)
+        for _, e in admitted(run, "gamma", lane)[-1:]
+        if e["finished"] and e["t"] < trigger["t"] - 5
+    ]
     assert early
     h = early[0]
     cut(run, "gamma", h["household"], halt_t=stop["t"])
     report = verify(run)
     assert 3 in report.failed(), report.to_table()
     assert messages(report, 3, "ended unfinished") == [
-        (f"household {h['household']} ended unfinished at {h['t']} with no attempt of action stop and no stop, "
-        f"trigger or ceiling by 5.0 s after it (the first at {trigger['t']})")]
+        (
+            f"household {h['household']} ended unfinished at {h['t']} with no attempt of action stop and no stop, "
+            f"trigger or ceiling by 5.0 s after it (the first at {trigger['t']})"
+        )
+    ]
 
 
 def test_a_finished_flag_that_is_not_a_bool_fails_invariant_3(fresh):
     run = fresh()
-    (_, last), = admitted(run, "alpha", 1)[-1:]
+    ((_, last),) = admitted(run, "alpha", 1)[-1:]
     cut(run, "alpha", last["household"], finished="yes")
     report = verify(run)
-    assert messages(report, 3, "finished is") == [f"household {last['household']}: finished is 'yes', not true or false"]
+    assert messages(report, 3, "finished is") == [
+        f"household {last['household']}: finished is 'yes', not true or false"
+    ]
 
 
 # -- invariant 9: a trigger is its attempt's -------------------------------------------------
 
+
 def recause(old, new):
-    return lambda objs: [o.update(cause=new) for o in objs
-                         if o.get("event") in ("trigger", "stop") and o.get("cause") == old] and None
+    return lambda objs: (
+        [o.update(cause=new) for o in objs if o.get("event") in ("trigger", "stop") and o.get("cause") == old] and None
+    )
 
 
-@pytest.mark.parametrize("plan, model, old, new", [
-    (PLAN2, "alpha", "deadline", "harness"),      # an AttemptDeadline record
-    (PLAN, "gamma", "harness", "deadline"),       # a harness error, 20 s long
-    (PLAN2, "beta", "inconclusive", "harness"),   # the inconclusive stop
-])
+@pytest.mark.parametrize(
+    "plan, model, old, new",
+    [
+        (PLAN2, "alpha", "deadline", "harness"),  # an AttemptDeadline record
+        (PLAN, "gamma", "harness", "deadline"),  # a harness error, 20 s long
+        (PLAN2, "beta", "inconclusive", "harness"),  # the inconclusive stop
+    ],
+)
 def test_a_trigger_whose_cause_is_not_its_attempts_fails_invariant_9(fresh, plan, model, old, new):
     run = fresh(plan)
     rel = f"models/{model}/run.jsonl"
@@ -323,8 +386,9 @@ def test_a_trigger_whose_cause_is_not_its_attempts_fails_invariant_9(fresh, plan
     edit_log(run, rel, recause(old, new))
     report = verify(run)
     assert report.failed() == {9}, report.to_table()
-    assert messages(report, 9) == [f"trigger cause {new!r}, the rules give {old!r} for its attempt {key}"
-                                   for key in named]
+    assert messages(report, 9) == [
+        f"trigger cause {new!r}, the rules give {old!r} for its attempt {key}" for key in named
+    ]
 
 
 def test_a_trigger_dated_before_its_attempt_ended_fails_invariant_9(fresh):
@@ -332,8 +396,14 @@ def test_a_trigger_dated_before_its_attempt_ended_fails_invariant_9(fresh):
     rel = "models/gamma/run.jsonl"
     (a,) = [a for a in attempts(read(run / rel)) if a["action"] == "stop"]
     t = round((a["start"] + a["end"]) / 2, 6)
-    edit_log(run, rel, lambda objs: [o.update(t=t + (o["event"] == "stop") * 0.001) for o in objs
-                                     if o.get("event") in ("trigger", "stop")] and None)
+    edit_log(
+        run,
+        rel,
+        lambda objs: (
+            [o.update(t=t + (o["event"] == "stop") * 0.001) for o in objs if o.get("event") in ("trigger", "stop")]
+            and None
+        ),
+    )
     report = verify(run)
     assert 9 in report.failed(), report.to_table()
     key = (a["household"], a["arm"], a["pass"])
@@ -342,14 +412,29 @@ def test_a_trigger_dated_before_its_attempt_ended_fails_invariant_9(fresh):
 
 # -- invariant 7: a late cost is an abandoned attempt's ---------------------------------------
 
+
 def test_late_costs_of_no_abandoned_attempt_fail_invariant_7(fresh):
     run = fresh()
     rel = "models/alpha/run.jsonl"
     ok = [a for a in attempts(read(run / rel)) if a["class"] == "ok"][:2]
-    late = [{"event": "late-cost", "household": ok[0]["household"], "arm": ok[0]["arm"], "pass": ok[0]["pass"],
-             "cost_nusd": 5_000, "t": ok[0]["end"] + 1},
-            {"event": "late-cost", "household": "h99999", "arm": "nonesuch", "pass": 7, "cost_nusd": 5_000,
-             "t": ok[0]["end"] + 2}]
+    late = [
+        {
+            "event": "late-cost",
+            "household": ok[0]["household"],
+            "arm": ok[0]["arm"],
+            "pass": ok[0]["pass"],
+            "cost_nusd": 5_000,
+            "t": ok[0]["end"] + 1,
+        },
+        {
+            "event": "late-cost",
+            "household": "h99999",
+            "arm": "nonesuch",
+            "pass": 7,
+            "cost_nusd": 5_000,
+            "t": ok[0]["end"] + 2,
+        },
+    ]
     edit_log(run, rel, lambda objs: objs[:-1] + late + objs[-1:])
     fix_totals(run)
     report = verify(run)
@@ -357,8 +442,11 @@ def test_late_costs_of_no_abandoned_attempt_fail_invariant_7(fresh):
     key = f"{ok[0]['household']}/{ok[0]['arm']}/{ok[0]['pass']}"
     assert messages(report, 7) == [
         f"late cost names {key}, an attempt not abandoned at its deadline",
-        ("late cost names h99999/nonesuch/7, no attempt of the model (nor one whose record was lost: a reason, an "
-        "unfinished household, a runner-error stop)")]
+        (
+            "late cost names h99999/nonesuch/7, no attempt of the model (nor one whose record was lost: a reason, an "
+            "unfinished household, a runner-error stop)"
+        ),
+    ]
 
 
 def test_a_negative_late_cost_fails_invariant_7(fresh):
@@ -385,14 +473,26 @@ def test_a_late_cost_of_a_lost_record_needs_its_reason_and_runner_error(fresh, r
     rel = "models/alpha/run.jsonl"
     last = max(events(run, rel, "household"), key=lambda o: o["t"])
     stop = {"event": "stop", "cause": "runner-error", "scope": "run", "t": round(last["t"] + 1, 6)}
-    late = {"event": "late-cost", "household": last["household"], "arm": "alone", "pass": 9, "cost_nusd": 4_000,
-            "t": round(last["t"] - 0.5, 6)}
+    late = {
+        "event": "late-cost",
+        "household": last["household"],
+        "arm": "alone",
+        "pass": 9,
+        "cost_nusd": 4_000,
+        "t": round(last["t"] - 0.5, 6),
+    }
     if reason:
         late["reason"] = reason
     cut(run, "alpha", last["household"], halt_t=stop["t"])
     # its lane failed: it ends stopped (Lane.run_lane), before the run's stop
-    edit_log(run, rel, lambda objs: [o.update(reason="stopped") for o in objs
-                                     if o.get("event") == "lane-end" and o["lane"] == last["lane"]] and None)
+    edit_log(
+        run,
+        rel,
+        lambda objs: (
+            [o.update(reason="stopped") for o in objs if o.get("event") == "lane-end" and o["lane"] == last["lane"]]
+            and None
+        ),
+    )
     edit_log(run, rel, lambda objs: objs[:-1] + [late, stop] + objs[-1:])
     edit_log(run, "run.jsonl", lambda objs: objs[:-1] + [stop] + [{**objs[-1], "status": "stopped"}])
     fix_totals(run)
@@ -403,7 +503,8 @@ def test_a_late_cost_of_a_lost_record_needs_its_reason_and_runner_error(fresh, r
         assert report.failed() == {7}, report.to_table()
         assert messages(report, 7) == [
             f"late cost names {last['household']}/alone/9, no attempt of the model (nor one whose record was lost: "
-            "a reason, an unfinished household, a runner-error stop)"]
+            "a reason, an unfinished household, a runner-error stop)"
+        ]
 
 
 # -- plans whose lanes run their draws to the end, or whose spend crosses the ceiling ----------
@@ -429,6 +530,7 @@ def drop_household(root, model, h):
                 if a.get("event") == "anchor" and rel in a["logs"]:
                     n = a["logs"][rel]["lines"]
                     a["logs"][rel]["lines"] = n - sum(k < n for k in gone)
+
         edit_log(root, "anchors.jsonl", lower)
     shutil.rmtree(root / "models" / model / "records" / h, ignore_errors=True)
 
@@ -440,6 +542,7 @@ def test_the_pristine_open_and_ceiling_runs_verify(fresh):
 
 
 # -- invariant 3: a lane runs its draw to the end unless something ends it ---------------------
+
 
 def test_a_lanes_last_household_dropped_from_the_records_fails_invariant_3(fresh):
     """A study team drops the last household of a lane (its decision, its
@@ -456,7 +559,8 @@ def test_a_lanes_last_household_dropped_from_the_records_fails_invariant_3(fresh
     assert report.failed() == {3}, report.to_table()
     assert messages(report, 3, "took no decision") == [
         f"lane {lane} took no decision on {last!r} (draw index {len(draw) - 1}): it was never refused, its last "
-        "household finished, and its model did not stop, nor the run, nor was the ceiling crossed"]
+        "household finished, and its model did not stop, nor the run, nor was the ceiling crossed"
+    ]
 
 
 def test_a_model_whose_lanes_never_took_a_household_fails_invariant_3(fresh):
@@ -472,9 +576,11 @@ def test_a_model_whose_lanes_never_took_a_household_fails_invariant_3(fresh):
 
 # -- invariant 7: the run's close status says how it ended ------------------------------------
 
+
 def set_status(run, status):
-    edit_log(run, "run.jsonl", lambda objs: [o.update(status=status) for o in objs if o.get("event") == "close"]
-             and None)
+    edit_log(
+        run, "run.jsonl", lambda objs: [o.update(status=status) for o in objs if o.get("event") == "close"] and None
+    )
 
 
 def test_a_run_with_a_model_stopped_closed_as_completed_fails_invariant_7(fresh):
@@ -509,17 +615,26 @@ def test_a_run_that_crossed_the_ceiling_closed_otherwise_fails_invariant_7(fresh
 
 # -- invariant 3: a lane-end line says what ended its lane ------------------------------------
 
+
 def set_lane_end(run, model, lane, reason):
-    edit_log(run, f"models/{model}/run.jsonl", lambda objs: [
-        o.update(reason=reason) for o in objs if o.get("event") == "lane-end" and o["lane"] == lane] and None)
+    edit_log(
+        run,
+        f"models/{model}/run.jsonl",
+        lambda objs: (
+            [o.update(reason=reason) for o in objs if o.get("event") == "lane-end" and o["lane"] == lane] and None
+        ),
+    )
 
 
-@pytest.mark.parametrize(("plan", "model", "lane", "reason", "why"), [
-    (PLAN, "alpha", 1, "done", "it did not run its draw to the end"),  # it was refused
-    (OPEN_PLAN, "alpha", 1, "refused", "it was never refused"),
-    (OPEN_PLAN, "alpha", 1, "stopped", "nothing stopped its model or the run"),
-    (OPEN_PLAN, "alpha", 1, "ceiling", "the ceiling was not crossed"),
-])
+@pytest.mark.parametrize(
+    ("plan", "model", "lane", "reason", "why"),
+    [
+        (PLAN, "alpha", 1, "done", "it did not run its draw to the end"),  # it was refused
+        (OPEN_PLAN, "alpha", 1, "refused", "it was never refused"),
+        (OPEN_PLAN, "alpha", 1, "stopped", "nothing stopped its model or the run"),
+        (OPEN_PLAN, "alpha", 1, "ceiling", "the ceiling was not crossed"),
+    ],
+)
 def test_a_lane_end_reason_that_is_not_what_ended_the_lane_fails_invariant_3(fresh, plan, model, lane, reason, why):
     """Before, a lane-end line's reason was only checked for being one of
     the four: a refused lane could say it was done, a done one stopped."""
@@ -546,6 +661,7 @@ def test_a_lane_end_line_missing_or_repeated_fails_invariant_3(fresh):
 
 # -- invariant 3: every model has the one draw ------------------------------------------------
 
+
 def test_a_model_whose_draw_left_out_households_fails_invariant_3(fresh, monkeypatch):
     # beta's draw and arm orders made again, by the study's seed, without two
     # of the households (as a team would to keep a model off them). Each draw
@@ -563,16 +679,23 @@ def test_a_model_whose_draw_left_out_households_fails_invariant_3(fresh, monkeyp
     arms = sorted(next(iter(mf["arm_orders"].values())))
     mf["arm_orders"] = arm_orders(mf["seed"], "beta", mf["draw"], arms)
     from confirmatory.records.chain import dumps
+
     path.write_bytes(dumps(mf) + b"\n")
     reseal(run)
     report = verify_run(run, workers=1)
     shared = [(v.file, v.message) for v in report.result(3).first if "shares the one draw" in v.message]
-    assert shared == [("models/beta/manifest.json", "draw is not alpha's (2 of alpha's households missing, 0 not "
-                       "in it): every model shares the one draw")], report.to_table()
+    assert shared == [
+        (
+            "models/beta/manifest.json",
+            "draw is not alpha's (2 of alpha's households missing, 0 not in it): every model shares the one draw",
+        )
+    ], report.to_table()
 
 
 def test_the_models_of_a_generated_run_share_their_draw(fresh):
     run = fresh(PLAN)
-    draws = {m: json.loads((run / f"models/{m}/manifest.json").read_bytes())["draw"] for m in ("alpha", "beta", "gamma")}
+    draws = {
+        m: json.loads((run / f"models/{m}/manifest.json").read_bytes())["draw"] for m in ("alpha", "beta", "gamma")
+    }
     assert draws["alpha"] == draws["beta"] == draws["gamma"]
     assert verify_run(run, workers=1).ok

@@ -121,7 +121,7 @@ def tamper(run: Path, rel: str, how: str) -> int | None:
         return None
     i = len(log) // 2
     if how == "removed line":  # every later line's seq and prev recomputed
-        write_lines(path, relink(log[:i] + log[i + 1:], seed_of(run, rel), i))
+        write_lines(path, relink(log[:i] + log[i + 1 :], seed_of(run, rel), i))
         return i
     assert how == "re-chained log"  # a line edited, every later prev recomputed
     log[i] = edit(log[i])
@@ -134,7 +134,7 @@ def test_every_anchor_of_a_run_carries_the_root_of_each_logs_tree_and_verify_che
         log = merkle.leaf_hashes(lines_of(run / rel))
         for raw in lines_of(run / "anchors.jsonl")[1:]:
             entry = json.loads(raw)["logs"][rel]
-            assert entry["root"] == merkle.root(log[:entry["lines"]]).hex()
+            assert entry["root"] == merkle.root(log[: entry["lines"]]).hex()
     for workers in (1, 2):  # host.jsonl in one pass, and in spans joined
         report = verify_run(run, workers=workers)
         assert report.ok, messages(report)
@@ -189,13 +189,15 @@ def test_an_anchor_whose_root_was_changed_fails_the_root_check_and_both_consiste
         found = messages(verify_run(run, workers=workers))
         assert [m for m in found if "root at line count" in m] == [
             f"anchor line {k}: {rel}: root at line count {counts[k]} differs from the Merkle tree of the log's "
-            "first lines (a line was changed, removed or inserted, or the root)"]
+            "first lines (a line was changed, removed or inserted, or the root)"
+        ]
         consistency = [m for m in found if "consistency proof" in m]
         assert consistency == [
             f"anchor line {k}: {rel}: its tree ({counts[k]} lines) does not extend anchor line {k - 1}'s "
             f"({counts[k - 1]} lines): their roots fail the RFC 9162 consistency proof",
             f"anchor line {k + 1}: {rel}: its tree ({counts[k + 1]} lines) does not extend anchor line {k}'s "
-            f"({counts[k]} lines): their roots fail the RFC 9162 consistency proof"], found
+            f"({counts[k]} lines): their roots fail the RFC 9162 consistency proof",
+        ], found
 
 
 def test_a_root_that_is_not_a_sha256_in_hex_is_a_violation(run):

@@ -49,8 +49,10 @@ def _past_last_anchor(run_dir: Path) -> bool:
         last = json.loads(_lines(run_dir / "anchors.jsonl")[-1])["logs"]
     except (IndexError, ValueError, KeyError):
         return False
-    return any(len(_lines(p)) >= last.get(p.relative_to(run_dir).as_posix(), {}).get("lines", 0) + 2
-               for p in _model_logs(run_dir, "run.jsonl"))
+    return any(
+        len(_lines(p)) >= last.get(p.relative_to(run_dir).as_posix(), {}).get("lines", 0) + 2
+        for p in _model_logs(run_dir, "run.jsonl")
+    )
 
 
 # Points in a run's life, each a predicate on what is on disk.
@@ -61,29 +63,37 @@ POINTS = {
     "first decision": lambda d: any(len(_lines(p)) >= 2 for p in _model_logs(d, "admission.jsonl")),
     "first record": lambda d: any((d / "models").glob("*/records/*/*/*.json")),
     "first attempt line": lambda d: any(b'"event":"attempt"' in p.read_bytes() for p in _model_logs(d, "run.jsonl")),
-    "first household ended": lambda d: any(b'"event":"household"' in p.read_bytes()
-                                           for p in _model_logs(d, "run.jsonl")),
+    "first household ended": lambda d: any(
+        b'"event":"household"' in p.read_bytes() for p in _model_logs(d, "run.jsonl")
+    ),
     "first anchor": lambda d: len(_lines(d / "anchors.jsonl")) >= 2,
     "first anchor pushed": lambda d: len(_lines(d / "anchor-pushes.jsonl")) >= 2,
-    "a third of the households ended": lambda d: sum(p.read_bytes().count(b'"event":"household"')
-                                                     for p in _model_logs(d, "run.jsonl")) >= 10,
+    "a third of the households ended": lambda d: (
+        sum(p.read_bytes().count(b'"event":"household"') for p in _model_logs(d, "run.jsonl")) >= 10
+    ),
     "a lane ended": lambda d: any(b'"event":"lane-end"' in p.read_bytes() for p in _model_logs(d, "run.jsonl")),
-    "a third ended, lines past the second anchor": lambda d: POINTS["a third of the households ended"](d)
-    and len(_lines(d / "anchors.jsonl")) >= 3 and _past_last_anchor(d),
-    "final anchor": lambda d: b'"final":true' in (d / "anchors.jsonl").read_bytes()
-    if (d / "anchors.jsonl").exists() else False,
-    "close line": lambda d: b'"event":"close"' in (d / "run.jsonl").read_bytes() if (d / "run.jsonl").exists()
-    else False,
+    "a third ended, lines past the second anchor": lambda d: (
+        POINTS["a third of the households ended"](d) and len(_lines(d / "anchors.jsonl")) >= 3 and _past_last_anchor(d)
+    ),
+    "final anchor": lambda d: (
+        b'"final":true' in (d / "anchors.jsonl").read_bytes() if (d / "anchors.jsonl").exists() else False
+    ),
+    "close line": lambda d: (
+        b'"event":"close"' in (d / "run.jsonl").read_bytes() if (d / "run.jsonl").exists() else False
+    ),
 }
 
 
 def start(tmp_path: Path, households: int = 30, latency_s: float = 0.02) -> tuple[subprocess.Popen, Path]:
     hh = [{"id": f"hh-{i:03d}", "latency_s": latency_s} for i in range(households)]
-    design = write_design(tmp_path / "design", households=hh, models=2,
-                          anchors={"interval_s": 0.3}, **FAST)
+    design = write_design(tmp_path / "design", households=hh, models=2, anchors={"interval_s": 0.3}, **FAST)
     run_dir = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, str(SCRIPT), "run", str(design), "--out", str(run_dir), "--quiet"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(SCRIPT), "run", str(design), "--out", str(run_dir), "--quiet"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     return proc, run_dir
 
 
@@ -107,14 +117,19 @@ def kill_at(tmp_path: Path, point: str) -> tuple[Path, bool]:
 
 
 def verify_cli(run_dir: Path, *extra: str) -> tuple[int, dict]:
-    done = subprocess.run([sys.executable, str(SCRIPT), "verify", str(run_dir), "--json", *extra],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "verify", str(run_dir), "--json", *extra],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     return done.returncode, json.loads(done.stdout)
 
 
 def violations(report: dict) -> list[str]:
-    return [f"{v['invariant']} {v['file']}:{v['line']}: {v['message']}"
-            for r in report["invariants"] for v in r["first"]]
+    return [
+        f"{v['invariant']} {v['file']}:{v['line']}: {v['message']}" for r in report["invariants"] for v in r["first"]
+    ]
 
 
 @pytest.mark.slow
@@ -129,8 +144,16 @@ def test_a_run_killed_at_any_point_verifies_as_crashed_with_no_violation(tmp_pat
         return
     assert (rc, report["state"]) == (3, "crashed"), report
     crash = report["crash"]
-    assert set(crash) == {"stage", "manifest", "final_anchor", "last_durable_t", "under_way", "torn_tails", "unanchored_tail",
-                          "explained"}
+    assert set(crash) == {
+        "stage",
+        "manifest",
+        "final_anchor",
+        "last_durable_t",
+        "under_way",
+        "torn_tails",
+        "unanchored_tail",
+        "explained",
+    }
     if point == "run directory made" and not (run_dir / "manifest.json").exists():
         assert crash["manifest"] is False
         return
@@ -142,8 +165,9 @@ def test_a_run_killed_at_any_point_verifies_as_crashed_with_no_violation(tmp_pat
     else:
         assert crash["stage"] == "under way"
         assert any(e["message"].startswith("no close line") for e in crash["explained"])
-    table = subprocess.run([sys.executable, str(SCRIPT), "verify", str(run_dir)], capture_output=True, text=True,
-                           timeout=120).stdout
+    table = subprocess.run(
+        [sys.executable, str(SCRIPT), "verify", str(run_dir)], capture_output=True, text=True, timeout=120
+    ).stdout
     assert table.splitlines()[0].startswith("state: crashed")
     assert "NO VIOLATION, BUT THE RUN IS NOT COMPLETE (crashed)" in table
 
@@ -159,11 +183,13 @@ def test_a_run_killed_after_its_close_line_is_finished_by_push_anchor(tmp_path):
     else:
         pytest.skip("each kill came after the final push (the run was complete)")
     assert rc == 3 and report["crash"]["stage"] == "closed" and report["crash"]["final_anchor"] is True
-    table = subprocess.run([sys.executable, str(SCRIPT), "verify", str(run_dir)], capture_output=True,
-                           text=True, timeout=120).stdout
+    table = subprocess.run(
+        [sys.executable, str(SCRIPT), "verify", str(run_dir)], capture_output=True, text=True, timeout=120
+    ).stdout
     assert f"carry it on with: confirmatory push-anchor {run_dir}" in table.splitlines()[0]
-    pushed = subprocess.run([sys.executable, str(SCRIPT), "push-anchor", str(run_dir)], capture_output=True,
-                            text=True, timeout=120)
+    pushed = subprocess.run(
+        [sys.executable, str(SCRIPT), "push-anchor", str(run_dir)], capture_output=True, text=True, timeout=120
+    )
     assert pushed.returncode == 0, pushed.stderr
     rc, report = verify_cli(run_dir)
     assert (rc, report["state"], report["crash"]) == (0, "complete", None)
@@ -214,11 +240,16 @@ def test_the_json_report_has_exactly_one_of_the_three_states(crashed, tmp_path):
     assert report["state"] == "crashed" and report["under_way"] is None
     assert report["crash"]["under_way"], "the run was killed with households under way"
     for model, households in report["crash"]["under_way"].items():
-        ended = {json.loads(line).get("household") for line in _lines(crashed / "models" / model / "run.jsonl")
-                 if b'"event":"household"' in line}
-        admitted = {json.loads(line).get("household") for line in _lines(crashed / "models" / model /
-                                                                          "admission.jsonl")
-                    if b'"admit":true' in line}
+        ended = {
+            json.loads(line).get("household")
+            for line in _lines(crashed / "models" / model / "run.jsonl")
+            if b'"event":"household"' in line
+        }
+        admitted = {
+            json.loads(line).get("household")
+            for line in _lines(crashed / "models" / model / "admission.jsonl")
+            if b'"admit":true' in line
+        }
         # under way: admitted, and no household line
         assert households and set(households) <= admitted - ended, (model, households)
 
@@ -234,9 +265,15 @@ def test_a_torn_last_line_is_the_crashs_with_its_offset_length_and_hash(crashed,
     rc_report = verify_run(run_dir)
     assert rc_report.ok, rc_report.to_table()
     assert rc_report.exit_status() == 3
-    assert rc_report.crash["torn_tails"] == [{"log": rel, "offset": start, "length": cut - start,
-                                               "sha256": sha256_hex(data[start:cut]),
-                                               "reason": rc_report.crash["torn_tails"][0]["reason"]}]
+    assert rc_report.crash["torn_tails"] == [
+        {
+            "log": rel,
+            "offset": start,
+            "length": cut - start,
+            "sha256": sha256_hex(data[start:cut]),
+            "reason": rc_report.crash["torn_tails"][0]["reason"],
+        }
+    ]
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -253,8 +290,19 @@ def test_a_log_cut_at_any_byte_of_its_last_line_verifies_as_crashed(crashed, tmp
     assert report.ok, report.to_table()
     assert report.state == "crashed"
     torn = report.crash["torn_tails"]
-    assert torn == ([] if cut == start else [{"log": rel, "offset": start, "length": cut - start,
-                                              "sha256": sha256_hex(whole[start:cut]), "reason": torn[0]["reason"]}])
+    assert torn == (
+        []
+        if cut == start
+        else [
+            {
+                "log": rel,
+                "offset": start,
+                "length": cut - start,
+                "sha256": sha256_hex(whole[start:cut]),
+                "reason": torn[0]["reason"],
+            }
+        ]
+    )
 
 
 def test_a_log_cut_shorter_than_its_last_anchor_counted_is_a_violation(crashed, tmp_path):
@@ -262,7 +310,7 @@ def test_a_log_cut_shorter_than_its_last_anchor_counted_is_a_violation(crashed, 
     anchors = [json.loads(line) for line in _lines(run_dir / "anchors.jsonl")[1:]]
     rel = next(r for r, e in anchors[-1]["logs"].items() if e["lines"] >= 3 and r.startswith("models/"))
     lines = _lines(run_dir / rel)
-    (run_dir / rel).write_bytes(b"".join(lines[:anchors[-1]["logs"][rel]["lines"] - 1]))
+    (run_dir / rel).write_bytes(b"".join(lines[: anchors[-1]["logs"][rel]["lines"] - 1]))
     report = verify_run(run_dir)
     assert not report.ok and 8 in report.failed()
     assert report.exit_status() == 1

@@ -24,7 +24,8 @@ from confirmatory.verify import Status, verify_run
 
 PLAN = Plan(households=16, anchor_every_s=120, cap_usd=0.3)
 LOGS = ["run.jsonl", "host.jsonl", "resume.jsonl", "anchors.jsonl", "anchor-pushes.jsonl"] + [
-    f"models/{m}/{n}" for m in PLAN.models for n in ("run.jsonl", "admission.jsonl")]
+    f"models/{m}/{n}" for m in PLAN.models for n in ("run.jsonl", "admission.jsonl")
+]
 OPS = ["flip", "delete", "duplicate", "swap", "truncate", "rewrite"]
 SAMPLE = 10
 # anchor-pushes.jsonl reports what the anchor command said; nothing in the run
@@ -258,8 +259,18 @@ def anchor_edits():
     def endless_file_as_manifest(o, root):
         o["manifests"]["/dev/zero"] = "0" * 64
 
-    return [count, head, manifest, drop_log, not_final, head_in_capitals, head_not_a_string, count_past_64_bits,
-            other_file_as_manifest, endless_file_as_manifest]
+    return [
+        count,
+        head,
+        manifest,
+        drop_log,
+        not_final,
+        head_in_capitals,
+        head_not_a_string,
+        count_past_64_bits,
+        other_file_as_manifest,
+        endless_file_as_manifest,
+    ]
 
 
 @pytest.mark.parametrize("edit", anchor_edits(), ids=lambda e: e.__name__)

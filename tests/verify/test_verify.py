@@ -45,14 +45,19 @@ def test_the_command_prints_a_table_and_exits_zero_only_when_all_hold(run, capsy
     assert "ALL INVARIANTS HOLD" in out and "spend conserved" in out
     assert verify_command(run, as_json=True) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["ok"] is True and len(data["invariants"]) == 11
+    assert data["ok"] is True and len(data["invariants"]) == 12
 
 
 def test_without_a_witness_the_report_says_it_was_not_checked(run):
     report = verify_run(run)
     assert report.ok and report.witness is None
     assert "witness: not checked (verify --witness CLONE" in report.to_table()
-    assert json.loads(report.to_json())["witness"] == {"checked": False, "clone": None, "problems": None, "unchecked": []}
+    assert json.loads(report.to_json())["witness"] == {
+        "checked": False,
+        "clone": None,
+        "problems": None,
+        "unchecked": [],
+    }
 
 
 def test_the_report_says_how_the_records_say_the_run_ended(run, tmp_path):
@@ -62,8 +67,9 @@ def test_the_report_says_how_the_records_say_the_run_ended(run, tmp_path):
     report = verify_run(run)
     assert report.to_table().splitlines()[2] == f"the records say: {report.outcome}"
     assert report.outcome.startswith("stopped; alpha: "), report.outcome
-    assert re.search(r"; gamma: \d+ of 24 households ended \(\d+ unfinished\), stopped \(harness\)$",
-                     report.outcome), report.outcome
+    assert re.search(r"; gamma: \d+ of 24 households ended \(\d+ unfinished\), stopped \(harness\)$", report.outcome), (
+        report.outcome
+    )
     clean = verify_run(generate_run(tmp_path / "clean", Plan(households=6, harness=None)))
     assert clean.ok and re.fullmatch(r"completed(; \w+: 6 of 6 households ended){3}", clean.outcome), clean.outcome
 
@@ -84,9 +90,10 @@ def test_a_chain_break_is_shown_first_as_where_to_start(run, tmp_path):
     assert (root.file, root.line, root.invariant) == ("models/alpha/run.jsonl", 6, 8)
     assert root.message.startswith("chain: ") and "line 5 was changed" in root.message
     table = report.to_table().splitlines()
-    start = table.index("START HERE (checks read each log only up to its first break; violations below "
-                        "may follow from these):")
-    assert table[start + 1].startswith("  models/alpha/run.jsonl:6: chain: ")
+    start = table.index(
+        "START HERE (checks read each log only up to its first break; violations below may follow from these):"
+    )
+    assert table[start + 1].startswith("  models/alpha/run.jsonl:7: chain: ")
     assert start < next(i for i, line in enumerate(table) if line.lstrip().startswith("#  invariant"))
     assert json.loads(report.to_json())["start_here"][0]["line"] == 6
     assert verify_run(run).start_here == ()
@@ -113,8 +120,14 @@ def test_host_index_gives_the_verdict_of_the_whole_log():
     t = 0.0
     for k in range(200):
         t += 10 + (k % 7) * 9  # some gaps exceed max_gap_s
-        lines.append({"event": "sample", "t": t, "mem_pressure": 50.0 if k % 13 == 0 else 1.0,
-                      "clock_back_max_s": 2.5 if k == 40 else 0.0})
+        lines.append(
+            {
+                "event": "sample",
+                "t": t,
+                "mem_pressure": 50.0 if k % 13 == 0 else 1.0,
+                "clock_back_max_s": 2.5 if k == 40 else 0.0,
+            }
+        )
         if k % 17 == 0:
             lines.append({"event": "evidence", "t": t + 1, "since": t - (k % 5) * 8, "source": "guard", "line": "x"})
     index = HostIndex(lines)
@@ -124,11 +137,14 @@ def test_host_index_gives_the_verdict_of_the_whole_log():
             assert index.verdict(s, s + d, max_gap_s=45, pressure_threshold=10) == full, (s, d)
 
 
+@pytest.mark.slow
 def test_verify_imports_neither_the_runner_nor_litellm_nor_psutil():
-    code = ("import sys, confirmatory.verify; "
-            "bad = [m for m in sys.modules if m.split('.')[0] in ('litellm', 'psutil') "
-            "or m in ('confirmatory.engine.run', 'confirmatory.engine.lanes', 'confirmatory.anchors.anchorer', 'confirmatory.host.sampler')]; "
-            "print(bad)")
+    code = (
+        "import sys, confirmatory.verify; "
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('litellm', 'psutil') "
+        "or m in ('confirmatory.engine.run', 'confirmatory.engine.lanes', 'confirmatory.anchors.anchorer', 'confirmatory.host.sampler')]; "
+        "print(bad)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -144,7 +160,12 @@ def test_a_witness_that_holds_every_anchor_passes_and_one_that_diverges_fails(ru
     honest = verify_run(run, witness=clone)
     assert honest.ok
     assert honest.witness_line() == f"witness: {clone} holds every anchor of the run, unchanged"
-    assert json.loads(honest.to_json())["witness"] == {"checked": True, "clone": str(clone), "problems": 0, "unchecked": []}
+    assert json.loads(honest.to_json())["witness"] == {
+        "checked": True,
+        "clone": str(clone),
+        "problems": 0,
+        "unchecked": [],
+    }
     # a forger re-chains anchors.jsonl after changing its open line: nothing in the
     # run can tell, the witness can
     import shutil
@@ -186,8 +207,12 @@ def _random_host_log(rng, n=300):
         elif kind < 0.12:
             lines.append({"event": "sample-failed", "t": t, "error": "x"})
         else:
-            line = {"event": "sample", "t": t, "mem_pressure": rng.choice([None, 0.5, 9.9, 10.0, 55.0]),
-                    "clock_back_max_s": rng.choice([0.0] * 12 + [0.3, 2.5, 7.0])}
+            line = {
+                "event": "sample",
+                "t": t,
+                "mem_pressure": rng.choice([None, 0.5, 9.9, 10.0, 55.0]),
+                "clock_back_max_s": rng.choice([0.0] * 12 + [0.3, 2.5, 7.0]),
+            }
             # when the step began reading its sources: after the previous sample, by this one
             frac = rng.choice([None, 0.0, 0.5, 0.99, 1.0])
             if frac is not None:
@@ -215,8 +240,9 @@ def test_the_host_summary_gives_the_verdict_of_the_log_or_its_prefix(block):
             s = rng.uniform(-20, end_t + 60)
             e = s + rng.choice([0.0, 0.05, 3.0, 40.0, 200.0])
             for limit in (None, rng.randrange(0, len(lines) + 3), -rng.randrange(1, 5)):
-                expected = attempt_host_verdict(lines if limit is None else lines[:limit], s, e,
-                                                max_gap_s=45, pressure_threshold=10)
+                expected = attempt_host_verdict(
+                    lines if limit is None else lines[:limit], s, e, max_gap_s=45, pressure_threshold=10
+                )
                 assert summary.verdict(s, e, limit=limit) == expected, (s, e, limit)
                 assert summary.is_host(s, e, limit) == bool(expected.reasons), (s, e, limit)
 
@@ -224,10 +250,16 @@ def test_the_host_summary_gives_the_verdict_of_the_log_or_its_prefix(block):
 _END = st.sampled_from([0.0, 1.0, 2.0, 3.0, 5.0, float("nan")])
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
-@given(st.lists(st.tuples(_END, _END), max_size=40),
-       st.lists(st.tuples(st.sampled_from([0.0, 1.0, 2.5, 3.0, 5.0]), st.sampled_from([0.0, 1.0, 3.0, 5.0])),
-                min_size=1, max_size=6))
+@given(
+    st.lists(st.tuples(_END, _END), max_size=40),
+    st.lists(
+        st.tuples(st.sampled_from([0.0, 1.0, 2.5, 3.0, 5.0]), st.sampled_from([0.0, 1.0, 3.0, 5.0])),
+        min_size=1,
+        max_size=6,
+    ),
+)
 def test_the_overlap_index_yields_every_interval_touching_the_window_in_order_of_end(intervals, windows):
     """The index an edited host log's marks and gaps are looked up in: what
     a scan of every interval finds (an interval with a NaN touches nothing;
@@ -241,15 +273,25 @@ def test_the_overlap_index_yields_every_interval_touching_the_window_in_order_of
     index = _Overlaps(starts, ends)
     for lo, hi in windows:
         got = list(index.touching(lo, hi))
-        want = [j for j in range(len(intervals)) if ends[j] >= lo and starts[j] <= hi
-                and not math.isnan(starts[j]) and not math.isnan(ends[j])]
+        want = [
+            j
+            for j in range(len(intervals))
+            if ends[j] >= lo and starts[j] <= hi and not math.isnan(starts[j]) and not math.isnan(ends[j])
+        ]
         assert sorted(got) == want and len(got) == len(set(got))
         assert [ends[j] for j in got] == sorted(ends[j] for j in got)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.one_of(st.tuples(st.just("add"), _END),
-                          st.tuples(st.integers(0, 40), st.sampled_from([0.0, 1.0, 2.5, 3.0, 5.0]))), max_size=80))
+@given(
+    st.lists(
+        st.one_of(
+            st.tuples(st.just("add"), _END), st.tuples(st.integers(0, 40), st.sampled_from([0.0, 1.0, 2.5, 3.0, 5.0]))
+        ),
+        max_size=80,
+    )
+)
 def test_the_least_tree_yields_every_position_at_most_a_value_as_it_grows(steps):
     """The tree a host summary keeps its marks' ``since`` in, appended to as
     the runner's monitor does between its questions: every position from k
@@ -296,6 +338,7 @@ def _edited_host_log(rng, lines, poison):
     return lines
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("block", [None, 2])
 @pytest.mark.parametrize("poison", [False, True])
 def test_the_host_summary_gives_the_verdict_of_an_edited_log_or_none_where_the_rule_may_fail(block, poison):
@@ -340,8 +383,12 @@ def test_the_host_summary_gives_the_verdict_of_an_edited_log_or_none_where_the_r
 def test_a_host_log_whose_times_go_back_is_said_so_and_its_lines_still_judged():
     from confirmatory.records.hostindex import HostSummary
 
-    lines = [{"event": "open", "t": 0.0}, {"event": "sample", "t": 20.0},
-             {"event": "sample", "t": 10.0, "mem_pressure": 50.0}, {"event": "sample", "t": 40.0}]
+    lines = [
+        {"event": "open", "t": 0.0},
+        {"event": "sample", "t": 20.0},
+        {"event": "sample", "t": 10.0, "mem_pressure": 50.0},
+        {"event": "sample", "t": 40.0},
+    ]
     summary = HostSummary(max_gap_s=45, pressure_threshold=10)
     for obj in lines:
         summary.add(obj)
@@ -349,7 +396,8 @@ def test_a_host_log_whose_times_go_back_is_said_so_and_its_lines_still_judged():
     # completed by the sample at 40: the back-dated pressure sample is in its prefix
     assert summary.verdict(5.0, 25.0).reasons == ("pressure 50 > 10 at 10.000",)
     assert attempt_host_verdict(lines, 5.0, 25.0, max_gap_s=45, pressure_threshold=10).reasons == (
-        "pressure 50 > 10 at 10.000",)
+        "pressure 50 > 10 at 10.000",
+    )
     summary.add({"event": "sample", "t": "late"})
     assert summary.poison == [4]
     assert summary.is_host(5.0, 25.0) is True  # completed before the line the rule cannot read
@@ -366,8 +414,12 @@ def test_the_one_pass_reader_agrees_with_check_chain_and_iter_lines(tmp_path, ru
     seed = {s.relpath: s.seed for s in load_layout(run).logs()}["models/alpha/run.jsonl"]
     data = (run / "models/alpha/run.jsonl").read_bytes()
     lines = data.split(b"\n")[:-1]
-    cases = {"whole": data, "flipped": b"\n".join(lines[:7] + [lines[7].replace(b'"', b"'", 1)] + lines[8:]) + b"\n",
-             "torn": data + b'{"event":', "empty": b""}
+    cases = {
+        "whole": data,
+        "flipped": b"\n".join(lines[:7] + [lines[7].replace(b'"', b"'", 1)] + lines[8:]) + b"\n",
+        "torn": data + b'{"event":',
+        "empty": b"",
+    }
     for name, content in cases.items():
         path = tmp_path / f"{name}.jsonl"
         path.write_bytes(content)
@@ -404,6 +456,7 @@ def test_worker_processes_give_the_same_report_as_one_process(run, tmp_path):
     assert _report_key(many) == _report_key(one)
 
 
+@pytest.mark.slow
 def test_host_sample_columns_in_small_blocks_give_the_same_reports(run, tmp_path, monkeypatch):
     """With blocks of 2 samples, the host summary's sample times and keys
     live in files: the span workers write them through the parent's
@@ -427,8 +480,9 @@ def test_host_sample_columns_in_small_blocks_give_the_same_reports(run, tmp_path
         if objs[k].get("event") == "sample":
             objs[k]["mem_pressure"] = 99.0
     seed = log_seed(sha256_hex((pressed / "manifest.json").read_bytes()), "host.jsonl")
-    (pressed / "host.jsonl").write_bytes(_chained([{k: v for k, v in o.items() if k not in ("seq", "prev")}
-                                                   for o in objs], seed))
+    (pressed / "host.jsonl").write_bytes(
+        _chained([{k: v for k, v in o.items() if k not in ("seq", "prev")} for o in objs], seed)
+    )
     runs = (run, broken, pressed)
     default = [[_report_key(verify_run(r, workers=w)) for w in (1, 3)] for r in runs]
     monkeypatch.setattr(column, "BLOCK", 2)  # read when a summary is made; the forked workers inherit it
@@ -495,14 +549,22 @@ def test_the_anchors_of_a_model_whose_manifest_is_unreadable_are_not_passed_over
 # ints beyond 64 bits, exponents, -0.0, escapes, non-ASCII, nesting, duplicate
 # keys, whitespace, NaN, a lone surrogate, an upper-case escape.
 _TRICKY = [
-    {"n": 123456789012345678901234567890}, {"n": -9223372036854775809}, {"n": 18446744073709551615},
+    {"n": 123456789012345678901234567890},
+    {"n": -9223372036854775809},
+    {"n": 18446744073709551615},
     {"x": 1e16, "y": 1e-05, "z": 5e-324, "w": 1.7976931348623157e308, "v": -0.0, "u": 0.1},
-    {"s": "tab\there \"quoted\" back\\slash \u2028 \x7f \x01 é 🙂"},
+    {"s": 'tab\there "quoted" back\\slash \u2028 \x7f \x01 é 🙂'},
     {"nested": {"b": [1, 2.5, {"c": None}], "a": True}, "list": [False, "x"]},
 ]
-_RAW_TRICKY = [b'{"dup":1,"dup":2,"prev":"%s","seq":%d}', b' {"prev":"%s","seq":%d}', b'{"n":NaN,"prev":"%s","seq":%d}',
-               b'{"prev":"%s","s":"\\ud800","seq":%d}', b'{"prev":"%s","s":"\\u001F","seq":%d}',
-               b'{"n":1.50,"prev":"%s","seq":%d}', b'{"n":1E+16,"prev":"%s","seq":%d}']
+_RAW_TRICKY = [
+    b'{"dup":1,"dup":2,"prev":"%s","seq":%d}',
+    b' {"prev":"%s","seq":%d}',
+    b'{"n":NaN,"prev":"%s","seq":%d}',
+    b'{"prev":"%s","s":"\\ud800","seq":%d}',
+    b'{"prev":"%s","s":"\\u001F","seq":%d}',
+    b'{"n":1.50,"prev":"%s","seq":%d}',
+    b'{"n":1E+16,"prev":"%s","seq":%d}',
+]
 
 
 def _chained(objs: list[dict], seed: str) -> bytes:
@@ -542,13 +604,14 @@ def test_the_fast_parser_changes_nothing_the_readers_accept_or_yield(tmp_path, m
         assert got_fast == got_slow, name  # values and their types (repr tells 1 from 1.0)
         assert fast.result == slow.result and fast.heads == slow.heads, name
         assert slow.fast_overruled == 0
-        assert [o for _, _, o in got_fast] == objs_slow[:fast.result.lines], name
+        assert [o for _, _, o in got_fast] == objs_slow[: fast.result.lines], name
     # the long ints are read otherwise by the fast parser: overruled, and said so
     overruled = reader.ChainReader(tmp_path / "whole.jsonl", seed)
     list(overruled)
     assert overruled.result.ok and overruled.fast_overruled >= 2
 
 
+@pytest.mark.slow
 def test_a_host_log_the_fast_parser_reads_otherwise_gives_the_same_report(run, tmp_path):
     import shutil
 
@@ -609,21 +672,22 @@ def test_host_spans_joined_give_the_same_report_as_one_pass(run, tmp_path):
         return out
 
     def flip(ls, i):
-        return ls[:i] + [ls[i].replace(b'"t":', b'"t" :', 1)] + ls[i + 1:]
+        return ls[:i] + [ls[i].replace(b'"t":', b'"t" :', 1)] + ls[i + 1 :]
 
     cases = {"intact": lines}
     for i in (1, at - 1, at, at + 1, len(lines) - 1):
         cases[f"flip{i}"] = flip(lines, i)
-        cases[f"delete{i}"] = lines[:i] + lines[i + 1:]
-        cases[f"duplicate{i}"] = lines[:i + 1] + lines[i:]
+        cases[f"delete{i}"] = lines[:i] + lines[i + 1 :]
+        cases[f"duplicate{i}"] = lines[: i + 1] + lines[i:]
         cases[f"truncate{i}"] = lines[:i]
         if i + 1 < len(lines):
-            cases[f"swap{i}"] = lines[:i] + [lines[i + 1], lines[i]] + lines[i + 2:]
+            cases[f"swap{i}"] = lines[:i] + [lines[i + 1], lines[i]] + lines[i + 2 :]
     # chain-valid rewrites (the anchors, not the chain, catch these)
-    cases[f"rechained-without{at}"] = rechained(lines[:at] + lines[at + 1:])
+    cases[f"rechained-without{at}"] = rechained(lines[:at] + lines[at + 1 :])
     cases["rechained-without-open"] = rechained(lines[1:])  # line 0 is then not an open line
-    cases[f"rechained-edit{at}"] = rechained(lines[:at] + [lines[at].replace(b'"load1":', b'"load1":1', 1)]
-                                             + lines[at + 1:])
+    cases[f"rechained-edit{at}"] = rechained(
+        lines[:at] + [lines[at].replace(b'"load1":', b'"load1":1', 1)] + lines[at + 1 :]
+    )
     assert cases[f"rechained-edit{at}"][at] != lines[at]
     assert all(len(c) > at for k, c in cases.items() if not k.startswith("truncate"))
     for name, content in cases.items():
@@ -633,8 +697,12 @@ def test_host_spans_joined_give_the_same_report_as_one_pass(run, tmp_path):
         one, many = verify_run(bad, workers=1), verify_run(bad, workers=3)
         assert _report_key(many) == _report_key(one), name
         assert one.ok == (name == "intact"), name  # every damage is found, in both modes
-    for name, content in (("torn", data + b'{"event":"sam'), ("empty", b""), ("missing", None),
-                          ("one-long-line", b"x" * 300_000 + b"\n" + data)):
+    for name, content in (
+        ("torn", data + b'{"event":"sam'),
+        ("empty", b""),
+        ("missing", None),
+        ("one-long-line", b"x" * 300_000 + b"\n" + data),
+    ):
         bad = tmp_path / name
         shutil.copytree(run, bad)
         if content is None:
@@ -645,6 +713,7 @@ def test_host_spans_joined_give_the_same_report_as_one_pass(run, tmp_path):
         assert not one.ok and _report_key(verify_run(bad, workers=3)) == _report_key(one), name
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("block", [None, 2])
 def test_host_summaries_of_spans_join_into_the_summary_of_the_whole_log(block):
     """HostSummary.join, cut at every line of random logs (pressure, clock
@@ -686,8 +755,15 @@ def _full_samples(rng, lines):
         if obj.get("event") == "sample":
             offset += rng.choice([0.0] * 8 + [0.002, -3.0, 40.0])
             mono = obj["t"] - 1.8e9 + 1000.0 if type(obj["t"]) is float else 1000.0
-            obj = {**obj, "wall": mono + offset, "mono": mono, "load1": 0.7, "mem_available": 8 << 30,
-                   "swap_used": 0, "mem_pressure": obj["mem_pressure"] if obj["mem_pressure"] is not None else 0.5}
+            obj = {
+                **obj,
+                "wall": mono + offset,
+                "mono": mono,
+                "load1": 0.7,
+                "mem_available": 8 << 30,
+                "swap_used": 0,
+                "mem_pressure": obj["mem_pressure"] if obj["mem_pressure"] is not None else 0.5,
+            }
         out.append(obj)
     return out
 
@@ -757,8 +833,9 @@ def test_the_checked_pass_over_host_lines_gives_what_adding_and_checking_every_l
         if trial % 4:
             lines = _edited_host_log(rng, lines, poison=False)  # values the rule cannot read: below
         lines = [parsed(obj) for obj in _oddly_typed(rng, lines, rng.choice([0.0, 0.03, 0.3]))]
-        params = rng.choice([{"max_gap_s": 45, "pressure_threshold": 10},
-                             {"max_gap_s": 45.5, "pressure_threshold": 9.9}])
+        params = rng.choice(
+            [{"max_gap_s": 45, "pressure_threshold": 10}, {"max_gap_s": 45.5, "pressure_threshold": 9.9}]
+        )
         summary, found, drift = HostSummary(**params, block=block), Findings(), ClockDrift()
         pairs = list(enumerate(lines))
         cut = rng.randrange(len(pairs) + 1)
@@ -784,8 +861,10 @@ def test_the_checked_pass_over_host_lines_gives_what_adding_and_checking_every_l
 
 
 @pytest.mark.parametrize("at", [0, 3])
-@pytest.mark.parametrize("name", ["t", "wall", "mono", "mem_pressure", "load1", "clock_back_max_s",
-                                  "mem_available", "swap_used", "reads_began"])
+@pytest.mark.parametrize(
+    "name",
+    ["t", "wall", "mono", "mem_pressure", "load1", "clock_back_max_s", "mem_available", "swap_used", "reads_began"],
+)
 def test_a_sample_field_of_any_other_kind_is_reported_by_the_checked_pass(name, at):
     """Each field of a host sample, of every kind but its own or missing (a
     number: a float or an integer; a byte count: an integer; `reads_began` a
@@ -798,9 +877,18 @@ def test_a_sample_field_of_any_other_kind_is_reported_by_the_checked_pass(name, 
     from confirmatory.verify.report import Findings
 
     def sample(k):
-        return {"event": "sample", "t": 100.0 + k, "wall": 100.0 + k, "mono": 5.0 + k, "mem_pressure": 0.5,
-                "load1": 0.7, "clock_back_max_s": 0.0, "mem_available": 1 << 33, "swap_used": 0,
-                "reads_began": 99.5 + k}
+        return {
+            "event": "sample",
+            "t": 100.0 + k,
+            "wall": 100.0 + k,
+            "mono": 5.0 + k,
+            "mem_pressure": 0.5,
+            "load1": 0.7,
+            "clock_back_max_s": 0.0,
+            "mem_available": 1 << 33,
+            "swap_used": 0,
+            "reads_began": 99.5 + k,
+        }
 
     integer = name in SAMPLE_INTEGERS
     odd = ["x", None, [1.0], {"a": 1}, True, False] + ([1.5, float("nan")] if integer else [])
@@ -823,6 +911,7 @@ def test_a_sample_field_of_any_other_kind_is_reported_by_the_checked_pass(name, 
         assert found.checked[2] == 6
 
 
+@pytest.mark.slow
 def test_the_report_is_the_same_without_orjson(run, tmp_path, monkeypatch):
     """orjson only speeds verify up: with the standard library alone the
     report is identical, on an intact run and on damaged ones."""
@@ -913,6 +1002,7 @@ def test_the_span_workers_sample_files_are_removed_whatever_the_host_log_holds(r
 _END = st.one_of(st.sampled_from([0.0, 1.0, 2.0, 2.0, 3.5, 7.0]), st.just(float("nan")), st.integers(0, 8))
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from("abcdef"), _END), min_size=1, max_size=25), st.data())
 def test_the_inconclusive_counts_are_the_sets_of_the_rule(attempts, data):

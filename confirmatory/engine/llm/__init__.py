@@ -33,6 +33,7 @@ from confirmatory.engine.llm.boundary import (
     provider_of,
     route_problem,
     serve_as_simulator,
+    serve_in_process,
     supported_params,
 )
 from confirmatory.engine.llm.chat import chat
@@ -59,7 +60,26 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "PRICED_FROM_RESPONSE", "SIM_API_KEY", "AdHocModel", "ModelLike", "Reply", "UnpricedCall", "call_cost_usd", "call_limits", "chat",
-    "is_loopback", "missing_keys", "prepare", "price_entry", "price_problem", "price_record", "provider_of",
-    "register_prices", "responses", "route_problem", "serve_as_simulator", "supported_params",
+    "PRICED_FROM_RESPONSE",
+    "SIM_API_KEY",
+    "AdHocModel",
+    "ModelLike",
+    "Reply",
+    "UnpricedCall",
+    "call_cost_usd",
+    "call_limits",
+    "chat",
+    "is_loopback",
+    "missing_keys",
+    "prepare",
+    "price_entry",
+    "price_problem",
+    "price_record",
+    "provider_of",
+    "register_prices",
+    "responses",
+    "route_problem",
+    "serve_as_simulator",
+    "serve_in_process",
+    "supported_params",
 ]

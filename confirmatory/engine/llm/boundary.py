@@ -99,8 +99,10 @@ def route_problem(litellm_model: str, api_base: str | None) -> str | None:
         lib.get_llm_provider(model=litellm_model, api_base=api_base)
     except Exception as exc:  # noqa: BLE001 - litellm raises BadRequestError, and others on odd input
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        return (f"litellm cannot route {litellm_model!r} to a provider ({first[:160]}); "
-                "write it as provider/model, e.g. openai/<name> for an OpenAI-compatible server")
+        return (
+            f"litellm cannot route {litellm_model!r} to a provider ({first[:160]}); "
+            "write it as provider/model, e.g. openai/<name> for an OpenAI-compatible server"
+        )
     return None
 
 
@@ -124,6 +126,66 @@ def serve_as_simulator(api_base: str, serving: bool = True) -> None:
     """Mark ``api_base`` as the simulated provider's (``SimProvider`` does,
     while it serves): calls to it carry SIM_API_KEY, never a real key."""
     (_sim_bases.add if serving else _sim_bases.discard)(api_base.rstrip("/"))
+
+
+# api_base -> an httpx transport that answers its calls in this process
+# (``confirmatory.testing.fakeprovider``): litellm is handed a client on it.
+_in_process: dict[str, Any] = {}
+_clients: dict[tuple[str, str, float], Any] = {}
+_clients_lock = threading.Lock()
+
+
+def serve_in_process(api_base: str, transport: Any, serving: bool = True) -> None:
+    """Answer every call to ``api_base`` with ``transport`` (an
+    ``httpx.BaseTransport``), in this process and without a socket: litellm
+    is handed a client on it (``client=``), so it builds each request and
+    reads each reply exactly as it does over HTTP. The base is the simulated
+    provider's too (``serve_as_simulator``): its calls carry SIM_API_KEY."""
+    base = api_base.rstrip("/")
+    with _clients_lock:
+        if serving:
+            _in_process[base] = transport
+        else:
+            _in_process.pop(base, None)
+        for key in [k for k in _clients if k[0] == base]:
+            del _clients[key]
+    serve_as_simulator(api_base, serving)
+
+
+def _in_process_client(api_base: str, litellm_model: str, kind: str, timeout_s: float) -> Any | None:
+    """The client litellm is to call ``api_base`` through, when a transport
+    answers it in this process (``serve_in_process``), else None. litellm
+    sends an OpenAI chat call through the ``openai`` SDK's client and every
+    other (Responses, Anthropic, Gemini) through its own ``HTTPHandler``;
+    the Gemini path gives no timeout of its own per request, so the client
+    carries the model's, as the one litellm makes for it does (measured,
+    docs/LITELLM.md "In-process clients")."""
+    base = api_base.rstrip("/")
+    with _clients_lock:
+        transport = _in_process.get(base)
+        if transport is None:
+            return None
+        sdk = kind == "chat" and provider_of(litellm_model) == "openai"
+        key = (base, "openai" if sdk else "litellm", float(timeout_s))
+        if key not in _clients:
+            import httpx  # noqa: PLC0415 - litellm's own dependency, imported with it
+
+            client = httpx.Client(transport=transport, timeout=float(timeout_s))
+            if sdk:
+                import openai  # noqa: PLC0415
+
+                # An httpx client, as litellm's own (it hands the SDK one: llms/openai/common_utils.py)
+                _clients[key] = openai.OpenAI(
+                    api_key=SIM_API_KEY,
+                    base_url=base,
+                    http_client=client,  # type: ignore[arg-type]  # the SDK's stubs name its vendored httpx
+                    max_retries=0,
+                )
+            else:
+                from litellm.llms.custom_httpx.http_handler import HTTPHandler  # noqa: PLC0415
+
+                _clients[key] = HTTPHandler(timeout=float(timeout_s), client=client)
+        return _clients[key]
 
 
 def _loopback_key(model: Any, api_base: str) -> str | None:
@@ -187,7 +249,7 @@ def is_loopback(api_base: str | None) -> TypeGuard[str]:
 _is_loopback = is_loopback
 
 
-def _route(model: ModelLike) -> dict[str, Any]:
+def _route(model: ModelLike, kind: str = "chat") -> dict[str, Any]:
     api_base = getattr(model, "api_base", None)
     if api_base == "simulator":
         # The runner replaces this marker with the running simulator's URL.
@@ -205,6 +267,9 @@ def _route(model: ModelLike) -> dict[str, Any]:
         api_key = _loopback_key(model, api_base)
         if api_key is not None:
             kwargs["api_key"] = api_key
+        client = _in_process_client(api_base, model.litellm_model, kind, model.timeout_s)
+        if client is not None:
+            kwargs["client"] = client
     return kwargs
 
 
@@ -236,8 +301,9 @@ def _unpriced_class() -> type[Exception]:
                 are its times, like any failed call's."""
 
                 # Defaults, so that the class rebuilds from its args alone (pickle, copy).
-                def __init__(self, message: str = "", *, reply: Reply | None = None,
-                             litellm_model: str | None = None) -> None:
+                def __init__(
+                    self, message: str = "", *, reply: Reply | None = None, litellm_model: str | None = None
+                ) -> None:
                     super().__init__(message)
                     self.reply = reply
                     self.usage = dict(reply.usage) if reply is not None else {}

@@ -11,6 +11,8 @@ import time
 from collections.abc import Mapping
 from typing import Any, cast
 
+from confirmatory.core import billing
+from confirmatory.engine.llm import cost
 from confirmatory.engine.llm.boundary import (
     ModelLike,
     _cost,
@@ -19,7 +21,28 @@ from confirmatory.engine.llm.boundary import (
     _unpriced_class,
     provider_of,
 )
+from confirmatory.engine.llm.cost import bill
 from confirmatory.engine.reply import Reply
+
+
+def _costed(model: ModelLike, kind: str, usage: Any, litellm_cost: float | None) -> dict[str, Any]:
+    """A reply's cost fields: the runner's own cost (``cost.bill``: the usage
+    the provider sent, by kind, times the model's frozen table) is the one
+    counted; litellm's is kept beside it. Only a model the runner holds no
+    table for (an Azure deployment litellm prices by the reply's model) is
+    counted at litellm's cost, and its record says so."""
+    b = bill(model, kind, usage, litellm_cost)
+    fields = b.fields()
+    cost_usd = b.runner_usd
+    if cost_usd is None and litellm_cost is not None:
+        cost_usd = litellm_cost
+        fields["cost_disagreement"] = {
+            "runner_nusd": None,
+            "litellm_nusd": b.litellm_nusd,
+            "reason": "the runner has no price table for the model: counted at litellm's cost",
+        }
+    nusd = b.runner_nusd if b.runner_nusd is not None else b.litellm_nusd
+    return {"cost_usd": cost_usd, "cost_nusd": nusd, "litellm_cost_usd": litellm_cost, "billing": fields}
 
 
 def _priced(model: ModelLike, reply: Reply) -> Reply:
@@ -56,20 +79,48 @@ def _tokens(usage: Any, name: str) -> int:
         return 0
 
 
-def _usage_cost(model: ModelLike, tokens: Mapping[str, int]) -> float | None:
+def _usage_cost(model: ModelLike, tokens: Mapping[str, int], kinds: Mapping[str, int] | None = None) -> float | None:
     """What litellm's cost lookup (the one behind ``response_cost``) charges
-    for these tokens of ``model``, or None when it cannot price them."""
+    for these tokens of ``model``, or None when it cannot price them.
+    ``kinds`` (the tokens by the price table's kinds, where the provider's
+    usage told them) is given to it as litellm's own usage object, so that
+    its cache reads, cache writes and reasoning are priced as on a reply."""
+    lib = _lib()
+    extra: dict[str, Any] = {}
+    if kinds is not None:
+        from litellm.types.utils import (  # noqa: PLC0415 - litellm, lazily
+            CompletionTokensDetailsWrapper,
+            PromptTokensDetailsWrapper,
+            Usage,
+        )
+
+        extra = {
+            "usage_object": Usage(
+                prompt_tokens=tokens["input_tokens"],
+                completion_tokens=tokens["output_tokens"],
+                prompt_tokens_details=PromptTokensDetailsWrapper(cached_tokens=kinds.get("cached_input", 0)),
+                completion_tokens_details=CompletionTokensDetailsWrapper(reasoning_tokens=kinds.get("reasoning", 0)),
+                cache_creation_input_tokens=kinds.get("cache_write", 0),
+                cache_read_input_tokens=kinds.get("cached_input", 0),
+            ),
+            "cache_creation_input_tokens": kinds.get("cache_write", 0),
+            "cache_read_input_tokens": kinds.get("cached_input", 0),
+        }
     try:
-        prompt_usd, completion_usd = _lib().cost_per_token(
-            model=model.litellm_model, prompt_tokens=tokens["input_tokens"],
-            completion_tokens=tokens["output_tokens"])
+        prompt_usd, completion_usd = lib.cost_per_token(
+            model=model.litellm_model,
+            prompt_tokens=tokens["input_tokens"],
+            completion_tokens=tokens["output_tokens"],
+            **extra,
+        )
     except Exception:  # noqa: BLE001 - unpriced
         return None
     return float(prompt_usd) + float(completion_usd)
 
 
-def _empty_reply(model: ModelLike, kind: str, field_name: str, response: Any, tokens: dict[str, int],
-                 start: float, end: float) -> BaseException:
+def _empty_reply(
+    model: ModelLike, kind: str, field_name: str, response: Any, tokens: dict[str, int], start: float, end: float
+) -> BaseException:
     """The exception for an HTTP 200 reply with nothing in ``choices`` (chat)
     or ``output`` (Responses): a provider failure (litellm's ``APIError``,
     status 200, as litellm itself raises for a 200 whose body it cannot read
@@ -83,17 +134,29 @@ def _empty_reply(model: ModelLike, kind: str, field_name: str, response: Any, to
     (docs/HARNESS.md). ``call_start``/``call_end`` are its times. When
     litellm put no cost on the reply, the cost is asked of its cost lookup
     for the reply's tokens (None if it cannot price them)."""
-    cost = _cost(response)
-    if cost is None and (tokens["input_tokens"] or tokens["output_tokens"]):
-        cost = _usage_cost(model, tokens)
-    reply = Reply(kind=kind, content=None, tool_calls=(), finish_reason=None, cost_usd=cost,
-                  usage=dict(tokens), start=start, end=end)
+    theirs = _cost(response)
+    if theirs is None and (tokens["input_tokens"] or tokens["output_tokens"]):
+        theirs = _usage_cost(model, tokens, bill(model, kind, getattr(response, "usage", None), None).tokens)
+    costed = _costed(model, kind, getattr(response, "usage", None), theirs)
+    cost = costed["cost_usd"]
+    reply = Reply(
+        kind=kind,
+        content=None,
+        tool_calls=(),
+        finish_reason=None,
+        usage=dict(tokens),
+        start=start,
+        end=end,
+        **costed,
+    )
     _note_reply(reply)
     exc: BaseException = _lib().exceptions.APIError(
         status_code=200,
-        message=(f"the provider replied without {field_name}: HTTP 200 with no {field_name} in its {kind} reply "
-                 f"for {model.litellm_model} ({tokens['input_tokens']} input and {tokens['output_tokens']} "
-                 "output tokens billed)"),
+        message=(
+            f"the provider replied without {field_name}: HTTP 200 with no {field_name} in its {kind} reply "
+            f"for {model.litellm_model} ({tokens['input_tokens']} input and {tokens['output_tokens']} "
+            "output tokens billed)"
+        ),
         llm_provider=provider_of(model.litellm_model),
         model=model.litellm_model,
     )
@@ -113,8 +176,6 @@ def _stamp(exc: BaseException, start: float, end: float) -> None:
         pass
 
 
-
-
 def _timed(call: Any, **kwargs: Any) -> tuple[Any, float, float]:
     """``call(**kwargs)`` with its raw start and end times; a raised exception
     carries them too (``call_start``/``call_end``), and propagates unchanged."""
@@ -131,39 +192,28 @@ def _timed(call: Any, **kwargs: Any) -> tuple[Any, float, float]:
     return response, start, time.time()
 
 
-
-# A reply's usage fields, by API: (input, output, total).
-_USAGE_FIELDS = {
-    "chat": ("prompt_tokens", "completion_tokens", "total_tokens"),
-    "responses": ("input_tokens", "output_tokens", "total_tokens"),
-}
-
-
-def _billed_usage(kind: str) -> dict[str, int] | None:
-    """The tokens the raw replies to this thread's last call billed, or None.
+def _billed_usage(model: ModelLike, kind: str) -> tuple[dict[str, int], dict[str, int]] | None:
+    """The tokens the raw reply to this thread's last call billed, or None:
+    input and output (``input_tokens``: every prompt token, cached and
+    written included; ``output_tokens``: reasoning included) and by kind.
 
     litellm reports the provider's raw body to its post-call hook before it
     reads it; when it then fails to read it (``"choices"`` null or missing,
     a body it cannot map), the exception it raises carries no usage, though
-    the reply was billed. Only a body that is a JSON object with a usage
-    counts."""
-    import json  # noqa: PLC0415 - only on a failed call
-
-    names = _USAGE_FIELDS[kind]
-    tokens = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
-    for raw in getattr(_ours, "bodies", None) or ():
-        try:
-            body = json.loads(raw)
-        except (TypeError, ValueError):
-            continue
-        usage = body.get("usage") if isinstance(body, dict) else None
-        if not isinstance(usage, dict):
-            continue
-        for key, name in zip(tokens, names):
-            value = usage.get(name, usage.get(key))
-            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-                tokens[key] += value
-    return tokens if tokens["input_tokens"] or tokens["output_tokens"] else None
+    the reply was billed. The body is read in its own API's field names
+    (``cost.raw_usage``: OpenAI's ``usage``, Anthropic's ``usage`` with its
+    three input counts, Gemini's ``usageMetadata``); only a JSON object with
+    a usage counts."""
+    shape = cost.shape_of(model.litellm_model, kind)
+    usage = cost.raw_usage(shape)
+    if usage is None:
+        return None
+    kinds = billing.tokens_by_kind(shape, usage)
+    prompt = kinds["input"] + kinds["cached_input"] + kinds["cache_write"]
+    completion = kinds["output"] + kinds["reasoning"]
+    if not (prompt or completion):
+        return None
+    return {"input_tokens": prompt, "output_tokens": completion, "total_tokens": prompt + completion}, kinds
 
 
 def _carry_billed_usage(model: ModelLike, kind: str, exc: BaseException) -> None:
@@ -173,15 +223,22 @@ def _carry_billed_usage(model: ModelLike, kind: str, exc: BaseException) -> None
     The exception and its class stay litellm's."""
     if getattr(exc, "reply", None) is not None:
         return
-    tokens = _billed_usage(kind)
-    if tokens is None:
+    billed = _billed_usage(model, kind)
+    if billed is None:
         return
+    tokens, kinds = billed
     start = getattr(exc, "call_start", None)
     end = getattr(exc, "call_end", None)
-    reply = Reply(kind=kind, content=None, tool_calls=(), finish_reason=None,
-                  cost_usd=_usage_cost(model, tokens), usage=dict(tokens),
-                  start=start if start is not None else time.time(),
-                  end=end if end is not None else time.time())
+    reply = Reply(
+        kind=kind,
+        content=None,
+        tool_calls=(),
+        finish_reason=None,
+        **_costed(model, kind, None, _usage_cost(model, tokens, kinds)),
+        usage=dict(tokens),
+        start=start if start is not None else time.time(),
+        end=end if end is not None else time.time(),
+    )
     try:
         exc.reply = reply  # type: ignore[attr-defined]
         exc.cost_usd = reply.cost_usd  # type: ignore[attr-defined]
@@ -197,5 +254,7 @@ def _note_reply(reply: Reply) -> None:
     from confirmatory.engine.spend import bound_attempt
 
     attempt = bound_attempt()
+    if attempt is not None:
+        attempt.note_reply(reply)
     if attempt is not None and reply.cost_usd is not None:
         attempt.note_llm_cost(reply.cost_usd)

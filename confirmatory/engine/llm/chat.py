@@ -1,13 +1,14 @@
-"""One chat-completions call through litellm (``chat``).
-"""
+"""One chat-completions call through litellm (``chat``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from confirmatory.engine.llm import cost
 from confirmatory.engine.llm.boundary import ModelLike, _cost, _lib, _route
 from confirmatory.engine.llm.calls import (
     _carry_billed_usage,
+    _costed,
     _empty_reply,
     _priced,
     _timed,
@@ -59,19 +60,40 @@ def chat(
         # litellm returns a 200 with "choices": [] as a response (it raises
         # InternalServerError only for choices missing or not a list).
         raise _empty_reply(model, "chat", "choices", response, tokens, start, end)
+    if _empty_anthropic_content(model):
+        # Anthropic's 200 with "content": [] comes back from litellm as a
+        # choice with no content and finish_reason "stop": nothing of the
+        # model's turn reached the runner, as with "choices": [] elsewhere.
+        raise _empty_reply(model, "chat", "content", response, tokens, start, end)
     choice = choices[0]
     message = choice.message
     calls = tuple(
         {"id": str(tc.id), "name": str(tc.function.name), "arguments": str(tc.function.arguments or "")}
         for tc in (getattr(message, "tool_calls", None) or [])
     )
-    return _priced(model, Reply(
-        kind="chat",
-        content=message.content,
-        tool_calls=calls,
-        finish_reason=choice.finish_reason,
-        cost_usd=_cost(response),
-        usage=tokens,
-        start=start,
-        end=end,
-    ))
+    return _priced(
+        model,
+        Reply(
+            kind="chat",
+            content=message.content,
+            tool_calls=calls,
+            finish_reason=choice.finish_reason,
+            **_costed(model, "chat", usage, _cost(response)),
+            usage=tokens,
+            start=start,
+            end=end,
+        ),
+    )
+
+
+def _empty_anthropic_content(model: ModelLike) -> bool:
+    """Whether the Anthropic body litellm read for this call held ``"content": []``
+    and was neither cut at its limit nor a refusal (both the model's own, kept)."""
+    if cost.api_family(model.litellm_model) != "anthropic":
+        return False
+    body = cost.raw_body()
+    return (
+        body is not None
+        and body.get("content") == []
+        and body.get("stop_reason") not in ("max_tokens", "refusal", "pause_turn")
+    )

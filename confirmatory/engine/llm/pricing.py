@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from confirmatory.core.billing import PriceTable, sim_table
+from confirmatory.engine.llm import cost
 from confirmatory.engine.llm.boundary import ModelLike, _lib, provider_of
 
 if TYPE_CHECKING:
@@ -44,20 +47,22 @@ def price_problem(litellm_model: str) -> str | None:
     except lib.exceptions.ModelNotMappedError:
         return f"litellm has no price for {litellm_model}; the spend ceiling cannot be enforced"
     except Exception as exc:  # e.g. BadRequestError: no provider in the model string
-        return (f"litellm cannot price {litellm_model} ({type(exc).__name__}: {str(exc)[:200]}); "
-                "the spend ceiling cannot be enforced")
+        return (
+            f"litellm cannot price {litellm_model} ({type(exc).__name__}: {str(exc)[:200]}); "
+            "the spend ceiling cannot be enforced"
+        )
     if not (prompt_usd > 0 or completion_usd > 0):
-        return (f"litellm prices {litellm_model} at $0 per token; every call would count as free "
-                "and the spend ceiling cannot be enforced")
+        return (
+            f"litellm prices {litellm_model} at $0 per token; every call would count as free "
+            "and the spend ceiling cannot be enforced"
+        )
     return None
 
 
 _LITELLM_LOGGERS = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy")
 
 
-def prepare(
-    models: Sequence[ModelLike], sim_prices: Mapping[str, tuple[float, float]] | None = None
-) -> None:
+def prepare(models: Sequence[ModelLike], sim_prices: Mapping[str, tuple[float, float]] | None = None) -> None:
     """Set litellm's process-wide state once, before any lane thread starts.
 
     Imports litellm (offline), silences its banners, stops its loggers from
@@ -89,12 +94,17 @@ def price_entry(
     design_price: Price | None = getattr(model, "price_usd_per_mtok", None)
     if design_price is not None:
         return design_price.per_token()
-    prices = _sim_prices_for(model, sim_prices)
-    if prices is None:
+    table = _sim_table_for(model, sim_prices)
+    if table is None:
         return None
-    in_cost, out_cost = (float(p) for p in prices)
-    return {"input_cost_per_token": in_cost, "output_cost_per_token": out_cost,
-            "cache_read_input_token_cost": in_cost, "cache_creation_input_token_cost": in_cost}
+    # litellm told the simulator's whole table, so that its response_cost
+    # agrees with the runner's (cache reads and writes at their own prices).
+    return {
+        "input_cost_per_token": table.input / 1e6,
+        "output_cost_per_token": table.output / 1e6,
+        "cache_read_input_token_cost": (table.cached_input or table.input) / 1e6,
+        "cache_creation_input_token_cost": (table.cache_write or table.input) / 1e6,
+    }
 
 
 def _register(litellm_model: str, entry: Mapping[str, float]) -> None:
@@ -137,8 +147,10 @@ def _readback_problem(litellm_model: str, entry: Mapping[str, float]) -> str | N
     if got is None:
         return f"the price given for {litellm_model} does not reach litellm's cost lookup"
     if not _same(got, want):
-        return (f"litellm prices {litellm_model} at {got[0]:g} / {got[1]:g} USD per million input / output "
-                f"tokens, not the {want[0]:g} / {want[1]:g} registered; calls would be counted wrong")
+        return (
+            f"litellm prices {litellm_model} at {got[0]:g} / {got[1]:g} USD per million input / output "
+            f"tokens, not the {want[0]:g} / {want[1]:g} registered; calls would be counted wrong"
+        )
     return None
 
 
@@ -155,6 +167,13 @@ def register_prices(
     each model with a price of its own must read back at that price, and
     each model priced by litellm's table at the price it had before."""
     entries = [price_entry(m, sim_prices) for m in models]
+    # The runner's own tables, frozen now (cost.frozen_table): a design's
+    # price is the model's own; the simulator's catalogue; else litellm's map.
+    for m in models:
+        if getattr(m, "price_usd_per_mtok", None) is not None:
+            continue
+        sim = _sim_table_for(m, sim_prices)
+        cost.freeze(m.litellm_model, sim, "litellm" if sim is None else "simulator")
     before = {i: _lookup(m.litellm_model) for i, (m, e) in enumerate(zip(models, entries)) if e is None}
     problems: list[str] = []
     first: dict[str, tuple[int, tuple[float, float]]] = {}
@@ -162,22 +181,26 @@ def register_prices(
         if e is None:
             continue
         if m.litellm_model in first and not _same(first[m.litellm_model][1], _wanted(e)):
-            problems.append(f"models[{i}].price_usd_per_mtok: models[{first[m.litellm_model][0]}] names the same "
-                            f"litellm_model {m.litellm_model!r} at another price; litellm keeps one price per "
-                            "model string, so one of them would be counted at the other's price")
+            problems.append(
+                f"models[{i}].price_usd_per_mtok: models[{first[m.litellm_model][0]}] names the same "
+                f"litellm_model {m.litellm_model!r} at another price; litellm keeps one price per "
+                "model string, so one of them would be counted at the other's price"
+            )
         first.setdefault(m.litellm_model, (i, _wanted(e)))
         _register(m.litellm_model, e)
     for i, (m, e) in enumerate(zip(models, entries)):
         if e is not None:
             problem = _readback_problem(m.litellm_model, e)
             if problem and not any(p.startswith(f"models[{i}].") for p in problems):
-                problems.append(f"models[{i}].price_usd_per_mtok: {problem} (another model's price shares "
-                                "litellm's entry for it?)")
+                problems.append(
+                    f"models[{i}].price_usd_per_mtok: {problem} (another model's price shares litellm's entry for it?)"
+                )
         elif not _same(now := _lookup(m.litellm_model), was := before[i]):
             problems.append(
                 f"models[{i}].litellm_model: registering the other models' prices changed litellm's price for "
                 f"{m.litellm_model} (from {was} to {now} USD per million input / output tokens: they share a "
-                "price entry); give it a price_usd_per_mtok of its own, the same as the other's, or name it apart")
+                "price entry); give it a price_usd_per_mtok of its own, the same as the other's, or name it apart"
+            )
     return problems
 
 
@@ -198,7 +221,36 @@ def price_record(model: ModelLike) -> dict[str, Any]:
     else:
         source = "litellm"
     prices = _lookup(model.litellm_model) or (None, None)
-    return {"source": source, "input_usd_per_mtok": prices[0], "output_usd_per_mtok": prices[1]}
+    record: dict[str, Any] = {"source": source, "input_usd_per_mtok": prices[0], "output_usd_per_mtok": prices[1]}
+    frozen = cost.frozen_table(model)
+    record["table"] = None if frozen is None else frozen[0].as_dict()
+    if source == "litellm":
+        from importlib import metadata  # noqa: PLC0415 - only for config.json
+
+        try:
+            record["litellm_version"] = metadata.version("litellm")
+        except metadata.PackageNotFoundError:
+            record["litellm_version"] = None
+        record["price_map_source"] = price_map_source()
+    return record
+
+
+def price_map_source() -> str:
+    """Where litellm's price map came from in this process."""
+    lib = _lib()
+    if os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP", "").lower() == "true" or os.environ.get(
+        "LITELLM_OFFLINE_MODE", ""
+    ).lower() in ("1", "true"):
+        return "litellm's bundled model_prices_and_context_window_backup.json (offline mode)"
+    return f"litellm's remote map {getattr(lib, 'model_cost_map_url', '?')}, else its bundled backup"
+
+
+def _sim_table_for(model: ModelLike, sim_prices: Mapping[str, tuple[float, float]] | None) -> PriceTable | None:
+    """The simulator's table for ``model`` (its catalogue's, for a model it serves at its own prices)."""
+    prices = _sim_prices_for(model, sim_prices)
+    if prices is None:
+        return None
+    return sim_table(prices, model.litellm_model.rsplit("/", 1)[-1])
 
 
 def _sim_prices_for(
@@ -234,8 +286,9 @@ def call_cost_usd(litellm_model: str, prompt_tokens: int, completion_tokens: int
     """What litellm's cost lookup charges for one call of that many tokens
     (tiered prices included), or None when it cannot price the model."""
     try:
-        got = _lib().cost_per_token(model=litellm_model, prompt_tokens=prompt_tokens,
-                                    completion_tokens=completion_tokens)
+        got = _lib().cost_per_token(
+            model=litellm_model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
+        )
     except Exception:  # noqa: BLE001 - unpriced
         return None
     return float(got[0]) + float(got[1])

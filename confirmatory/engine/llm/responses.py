@@ -1,5 +1,4 @@
-"""One Responses-API call through litellm (``responses``).
-"""
+"""One Responses-API call through litellm (``responses``)."""
 
 from __future__ import annotations
 
@@ -8,6 +7,7 @@ from typing import Any
 from confirmatory.engine.llm.boundary import ModelLike, _cost, _lib, _route
 from confirmatory.engine.llm.calls import (
     _carry_billed_usage,
+    _costed,
     _empty_reply,
     _priced,
     _timed,
@@ -31,7 +31,7 @@ def responses(
     reply without output that is not ``incomplete`` raises litellm's
     ``APIError`` carrying its cost (see ``_empty_reply``)."""
     lib = _lib()
-    kwargs = _route(model)
+    kwargs = _route(model, "responses")
     params = dict(model.params or {})
     # The Responses API takes no seed (it answers 400 "Unknown parameter");
     # litellm 1.110.2 leaves it out too, but that is not its promise. The
@@ -85,13 +85,16 @@ def responses(
         finish = "tool_calls"
     else:
         finish = "stop" if status == "completed" else status
-    return _priced(model, Reply(
-        kind="responses",
-        content="".join(texts) if texts else None,
-        tool_calls=tuple(calls),
-        finish_reason=finish,
-        cost_usd=_cost(response),
-        usage=tokens,
-        start=start,
-        end=end,
-    ))
+    return _priced(
+        model,
+        Reply(
+            kind="responses",
+            content="".join(texts) if texts else None,
+            tool_calls=tuple(calls),
+            finish_reason=finish,
+            **_costed(model, "responses", usage, _cost(response)),
+            usage=tokens,
+            start=start,
+            end=end,
+        ),
+    )

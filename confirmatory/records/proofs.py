@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any, cast
 
-from confirmatory.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from confirmatory.core import merkle
+from confirmatory.core.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from confirmatory.records.chain import open_regular
 from confirmatory.records.reader import _batches
 
@@ -60,18 +60,24 @@ def _entry(anchors: list[dict[str, Any]], seq: int | None, log: str, where: Path
     else:
         anchor = next((a for a in anchors if a.get("seq") == seq), None)
         if anchor is None:
-            raise ProofError(f"{where}: no anchor line with seq {seq} (anchors: "
-                             f"{', '.join(str(a.get('seq')) for a in anchors)})")
+            raise ProofError(
+                f"{where}: no anchor line with seq {seq} (anchors: {', '.join(str(a.get('seq')) for a in anchors)})"
+            )
     entry = anchor["logs"].get(log)
     if not isinstance(entry, dict):
-        raise ProofError(f"{where}: anchor {anchor.get('seq')} does not anchor {log} "
-                         f"(it anchors {', '.join(sorted(anchor['logs']))})")
+        raise ProofError(
+            f"{where}: anchor {anchor.get('seq')} does not anchor {log} "
+            f"(it anchors {', '.join(sorted(anchor['logs']))})"
+        )
     n, root = entry.get("lines"), entry.get("root")
     if type(n) is not int or n < 0:
         raise ProofError(f"{where}: anchor {anchor.get('seq')}: {log} has no line count")
     if root is None:
-        raise ProofError(f"{where}: anchor {anchor.get('seq')} gives {log} no Merkle root (it was written "
-                         "before anchors had roots): there is no root to prove against", EXIT_FAILED)
+        raise ProofError(
+            f"{where}: anchor {anchor.get('seq')} gives {log} no Merkle root (it was written "
+            "before anchors had roots): there is no root to prove against",
+            EXIT_FAILED,
+        )
     if type(root) is not str or len(root) != 64:
         raise ProofError(f"{where}: anchor {anchor.get('seq')}: {log}'s root is not a sha256 in hex")
     return cast(int, anchor.get("seq")), n, root
@@ -91,12 +97,12 @@ def _ranges(path: Path, cuts: list[int], keep: int | None = None) -> tuple[list[
                     break
                 if keep is not None and at <= keep < at + len(parts):
                     kept = parts[keep - at]
-                leaves = merkle.leaf_hashes(parts[:cuts[-1] - at])
+                leaves = merkle.leaf_hashes(parts[: cuts[-1] - at])
                 at += len(parts)
                 done = 0
                 while cut is not None and ranges[-1].end + len(leaves) - done >= cut:
                     take = cut - ranges[-1].end
-                    ranges[-1].extend(leaves[done:done + take])
+                    ranges[-1].extend(leaves[done : done + take])
                     done += take
                     cut = next(bounds, None)
                     if cut is not None:
@@ -107,8 +113,11 @@ def _ranges(path: Path, cuts: list[int], keep: int | None = None) -> tuple[list[
         raise ProofError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     if cut is not None:
         got = ranges[-1].end
-        raise ProofError(f"{path}: {got} complete lines, but the anchor counts {cuts[-1]}: the log was cut "
-                         "after it was anchored (verify says where)", EXIT_FAILED)
+        raise ProofError(
+            f"{path}: {got} complete lines, but the anchor counts {cuts[-1]}: the log was cut "
+            "after it was anchored (verify says where)",
+            EXIT_FAILED,
+        )
     return ranges, kept
 
 
@@ -122,8 +131,11 @@ def _joined(*ranges: merkle.Range) -> merkle.Range:
 def _same_root(tree: merkle.Range, root: str, log: str, seq: int) -> None:
     got = tree.root().hex()
     if got != root:
-        raise ProofError(f"{log}: its first {tree.end} lines give the Merkle root {got}, anchor {seq} fixes "
-                         f"{root}: the log changed after it was anchored (verify says where)", EXIT_FAILED)
+        raise ProofError(
+            f"{log}: its first {tree.end} lines give the Merkle root {got}, anchor {seq} fixes "
+            f"{root}: the log changed after it was anchored (verify says where)",
+            EXIT_FAILED,
+        )
 
 
 def _safe_log(run_dir: Path, log: str) -> Path:
@@ -144,8 +156,26 @@ def make_inclusion(run_dir: Path, log: str, index: int, anchor: int | None) -> d
     except UnicodeDecodeError:
         raise ProofError(f"{log}: line {index} is not UTF-8 (verify says more)", EXIT_FAILED) from None
     path = merkle.inclusion_between(before, leaf, after)
-    return {"log": log, "leaf_index": index, "tree_size": n, "root": root, "leaf": text,
-            "path": [h.hex() for h in path], "anchor": seq}
+    return {
+        "log": log,
+        "leaf_index": index,
+        "tree_size": n,
+        "root": root,
+        "leaf": text,
+        "path": [h.hex() for h in path],
+        "anchor": seq,
+        **_bound(run_dir, [seq]),
+    }
+
+
+def _bound(run_dir: Path, seqs: list[int]) -> dict[str, Any]:
+    """The anchor lines and the signed checkpoint that fix the proof's size and root ({} when the run has none)."""
+    from confirmatory.records.binding import BindingError, bind
+
+    try:
+        return bind(run_dir, seqs) or {}
+    except BindingError as exc:
+        raise ProofError(str(exc), exc.status) from None
 
 
 def make_consistency(run_dir: Path, log: str, first: int, second: int) -> dict[str, Any]:
@@ -153,21 +183,36 @@ def make_consistency(run_dir: Path, log: str, first: int, second: int) -> dict[s
     seq1, m, root1 = _entry(anchors, first, log, run_dir / "anchors.jsonl")
     seq2, n, root2 = _entry(anchors, second, log, run_dir / "anchors.jsonl")
     if m > n:
-        raise ProofError(f"--consistency {first} {second}: anchor {seq1} counts {m} lines of {log}, more than "
-                         f"anchor {seq2}'s {n}: give the earlier anchor first")
+        raise ProofError(
+            f"--consistency {first} {second}: anchor {seq1} counts {m} lines of {log}, more than "
+            f"anchor {seq2}'s {n}: give the earlier anchor first"
+        )
     if m == 0:
-        raise ProofError(f"anchor {seq1} counts no line of {log}: every tree extends the empty one, and RFC 9162 "
-                         "has no proof from it", EXIT_FAILED)
+        raise ProofError(
+            f"anchor {seq1} counts no line of {log}: every tree extends the empty one, and RFC 9162 "
+            "has no proof from it",
+            EXIT_FAILED,
+        )
     (first_tree, since), _ = _ranges(_safe_log(run_dir, log), [m, n])
     _same_root(first_tree, root1, log, seq1)
     _same_root(_joined(first_tree, since), root2, log, seq2)
     path = merkle.consistency_between(first_tree, since)
-    return {"log": log, "first_size": m, "second_size": n, "first_root": root1, "second_root": root2,
-            "path": [h.hex() for h in path], "first_anchor": seq1, "second_anchor": seq2}
+    return {
+        "log": log,
+        "first_size": m,
+        "second_size": n,
+        "first_root": root1,
+        "second_root": root2,
+        "path": [h.hex() for h in path],
+        "first_anchor": seq1,
+        "second_anchor": seq2,
+        **_bound(run_dir, [seq1, seq2]),
+    }
 
 
-def prove_command(run_dir: Path, log: str, index: int | None, anchor: int | None,
-                  consistency: tuple[int, int] | None, as_json: bool) -> int:
+def prove_command(
+    run_dir: Path, log: str, index: int | None, anchor: int | None, consistency: tuple[int, int] | None, as_json: bool
+) -> int:
     try:
         if consistency is not None:
             if index is not None or anchor is not None:
@@ -180,19 +225,30 @@ def prove_command(run_dir: Path, log: str, index: int | None, anchor: int | None
     except ProofError as exc:
         print(f"prove: {exc}", file=sys.stderr)
         return exc.status
+    bound = (
+        f"\nIts size and root are fixed by anchor {proof['checkpoint']['anchor']}'s signed checkpoint "
+        "(in the proof's JSON: check-proof checks it)."
+        if "checkpoint" in proof
+        else "\nThe run has no signed checkpoint at or after it: the size and the root are the anchors' word "
+        "(check them against the witness with check-proof --anchors)."
+    )
     if as_json:
         print(json.dumps(proof, indent=1, ensure_ascii=False))
     elif "leaf" in proof:
-        print(f"{log} line {proof['leaf_index']} is in anchor {proof['anchor']}'s tree of {proof['tree_size']:,} "
-              f"lines, root {proof['root']}.\nThe line: {_short(proof['leaf'])}\n"
-              f"The proof: {len(proof['path'])} hashes, leaf upward (RFC 9162 section 2.1.3). "
-              "Save it with --json and check it with `confirmatory check-proof` (or docs/ANCHORS.md's "
-              "few lines of Python).")
+        print(
+            f"{log} line {proof['leaf_index']} is in anchor {proof['anchor']}'s tree of {proof['tree_size']:,} "
+            f"lines, root {proof['root']}.\nThe line: {_short(proof['leaf'])}\n"
+            f"The proof: {len(proof['path'])} hashes, leaf upward (RFC 9162 section 2.1.3). "
+            "Save it with --json and check it with `confirmatory check-proof` (or docs/ANCHORS.md's "
+            "few lines of Python)." + bound
+        )
     else:
-        print(f"{log}: anchor {proof['second_anchor']}'s tree ({proof['second_size']:,} lines, root "
-              f"{proof['second_root']}) extends anchor {proof['first_anchor']}'s ({proof['first_size']:,} lines, root "
-              f"{proof['first_root']}).\nThe proof: {len(proof['path'])} hashes (RFC 9162 section 2.1.4). "
-              "Save it with --json and check it with `confirmatory check-proof`.")
+        print(
+            f"{log}: anchor {proof['second_anchor']}'s tree ({proof['second_size']:,} lines, root "
+            f"{proof['second_root']}) extends anchor {proof['first_anchor']}'s ({proof['first_size']:,} lines, root "
+            f"{proof['first_root']}).\nThe proof: {len(proof['path'])} hashes (RFC 9162 section 2.1.4). "
+            "Save it with --json and check it with `confirmatory check-proof`." + bound
+        )
     return EXIT_OK
 
 
@@ -220,8 +276,12 @@ def _size(proof: dict[str, Any], key: str, where: Path) -> int:
     return value
 
 
-def check_proof(path: Path, anchors_file: Path | None) -> str:
-    """What the proof proves, one line; ProofError (EXIT_FAILED) if it does not verify."""
+def check_proof(path: Path, anchors_file: Path | None, *, key: str | None = None, run_dir: Path | None = None) -> str:
+    """What the proof proves, one line; ProofError (EXIT_FAILED) if it does not verify.
+
+    A proof with a ``checkpoint`` (records.binding) is checked against it:
+    the study's verifier key is ``key``, else the one ``run_dir``'s manifest
+    pins, else the one the proof names (and the line says whose it is)."""
     try:
         proof = json.loads(open_regular(path).readall())
     except OSError as exc:
@@ -240,40 +300,83 @@ def check_proof(path: Path, anchors_file: Path | None) -> str:
         root = _hex32(proof, "root", path)
         if type(proof.get("leaf")) is not str:
             raise ProofError(f"{path}: leaf must be the line's text")
-        if not merkle.verify_inclusion(merkle.leaf_hash(proof["leaf"].encode()), index, size, steps, root):
-            raise ProofError(f"{path}: the proof does not verify: line {index} of {log} is not shown to be in "
-                             f"the tree of {size} lines with root {root.hex()}", EXIT_FAILED)
-        said = f"line {index} of {log} is in the tree of its first {size:,} lines, root {root.hex()}"
+        try:
+            leaf = proof["leaf"].encode()
+        except UnicodeEncodeError as exc:  # a lone surrogate ("\ud800" is valid JSON): no UTF-8 line holds it
+            raise ProofError(
+                f"{path}: leaf is no line a log can hold: character {exc.start} is "
+                f"{proof['leaf'][exc.start : exc.end]!r}, a lone surrogate (a log line is UTF-8)"
+            ) from None
+        if not merkle.verify_inclusion(merkle.leaf_hash(leaf), index, size, steps, root):
+            raise ProofError(
+                f"{path}: the proof does not verify: line {index} of {log} is not shown to be in "
+                f"the tree of {size} lines with root {root.hex()}",
+                EXIT_FAILED,
+            )
+        said = f"line {index} of {log} is in the tree of {size:,} lines with root {root.hex()}"
         fixed = [(size, root, proof.get("anchor"))]
     elif "first_size" in proof:
         m, n = _size(proof, "first_size", path), _size(proof, "second_size", path)
         r1, r2 = _hex32(proof, "first_root", path), _hex32(proof, "second_root", path)
         if not merkle.verify_consistency(m, n, steps, r1, r2):
-            raise ProofError(f"{path}: the proof does not verify: {log}'s tree of {n} lines (root {r2.hex()}) is "
-                             f"not shown to extend its tree of {m} lines (root {r1.hex()})", EXIT_FAILED)
+            raise ProofError(
+                f"{path}: the proof does not verify: {log}'s tree of {n} lines (root {r2.hex()}) is "
+                f"not shown to extend its tree of {m} lines (root {r1.hex()})",
+                EXIT_FAILED,
+            )
         said = f"{log}'s tree of {n:,} lines (root {r2.hex()}) extends its tree of {m:,} lines (root {r1.hex()})"
         fixed = [(m, r1, proof.get("first_anchor")), (n, r2, proof.get("second_anchor"))]
     else:
         raise ProofError(f"{path}: neither an inclusion proof (leaf_index) nor a consistency proof (first_size)")
-    if anchors_file is None:
-        return f"OK: {said} (checked against the proof's own root; give --anchors to check the root too)"
+    clauses = []
+    if "checkpoint" in proof or "anchor_lines" in proof:
+        from confirmatory.records.binding import BindingError, check_binding
+
+        try:
+            clauses.append(check_binding(proof, [(s, r) for s, r, _ in fixed], log, path, key=key, run_dir=run_dir))
+        except BindingError as exc:
+            raise ProofError(str(exc), exc.status) from None
+    elif key is not None or run_dir is not None:
+        raise ProofError(f"{path}: the proof holds no checkpoint for --key or --run to check", EXIT_FAILED)
+    if anchors_file is not None:
+        clauses.append(_by_anchors(fixed, anchors_file, log))
+    if not clauses:
+        return (
+            f"OK: {said}, as the proof states them: the size and the root are the proof's own word (an RFC 9162 "
+            "root does not commit to its tree's size); give --anchors, or prove from a run with signed "
+            "checkpoints, to check them"
+        )
+    return f"OK: {said}; " + "; ".join(clauses)
+
+
+def _by_anchors(fixed: list[tuple[int, bytes, Any]], anchors_file: Path, log: str) -> str:
     anchors = _anchors(anchors_file)
     found = []
     for size, root, named in fixed:
-        seqs = [a.get("seq") for a in anchors if isinstance(a["logs"].get(log), dict)
-                and a["logs"][log].get("lines") == size and a["logs"][log].get("root") == root.hex()]
+        seqs = [
+            a.get("seq")
+            for a in anchors
+            if isinstance(a["logs"].get(log), dict)
+            and a["logs"][log].get("lines") == size
+            and a["logs"][log].get("root") == root.hex()
+        ]
         if not seqs:
-            raise ProofError(f"{anchors_file}: no anchor fixes {log} at {size} lines with the root "
-                             f"{root.hex()}: the proof verifies, but not against these anchors", EXIT_FAILED)
+            raise ProofError(
+                f"{anchors_file}: no anchor fixes {log} at {size} lines with the root "
+                f"{root.hex()}: the proof verifies, but not against these anchors",
+                EXIT_FAILED,
+            )
         found.append(str(named if named in seqs else seqs[0]))  # the anchor the proof names, if it is one
     if len(found) == 1:
-        return f"OK: {said}; anchor {found[0]} of {anchors_file} fixes that root"
-    return f"OK: {said}; anchors {' and '.join(found)} of {anchors_file} fix those roots"
+        return f"anchor {found[0]} of {anchors_file} fixes {log} at that size with that root"
+    return f"anchors {' and '.join(found)} of {anchors_file} fix {log} at those sizes with those roots"
 
 
-def check_proof_command(path: Path, anchors_file: Path | None) -> int:
+def check_proof_command(
+    path: Path, anchors_file: Path | None, *, key: str | None = None, run_dir: Path | None = None
+) -> int:
     try:
-        print(check_proof(path, anchors_file))
+        print(check_proof(path, anchors_file, key=key, run_dir=run_dir))
     except ProofError as exc:
         print(f"check-proof: {exc}", file=sys.stderr)
         return exc.status

@@ -18,7 +18,7 @@ from confirmatory.anchors.check import filed_run_id
 from confirmatory.anchors.command import run_anchor_command
 from confirmatory.anchors.git import is_slug, problem_line
 from confirmatory.anchors.witness import default_run_id, witness_args
-from confirmatory.cli.exits import EXIT_WITNESS
+from confirmatory.core.exits import EXIT_WITNESS
 from confirmatory.records.chain import ChainError, log_seed, sha256_hex
 from confirmatory.records.reader import check_chain, iter_lines
 from confirmatory.records.writer import ChainWriter
@@ -61,16 +61,20 @@ def push_anchor_command(run_dir: Path, run_id: str | None = None) -> int:
     config: Any = manifest.get("anchors") if isinstance(manifest, dict) else None
     command = config.get("command") if isinstance(config, dict) else None
     if not command or not isinstance(command, list) or not all(isinstance(a, str) for a in command):
-        return fail(f"{manifest_path} records no anchor command (key anchors.command); "
-                    "this run was not configured to push its anchors to a witness")
+        return fail(
+            f"{manifest_path} records no anchor command (key anchors.command); "
+            "this run was not configured to push its anchors to a witness"
+        )
     cwd = run_dir / config.get("cwd", ".")
     if not cwd.is_dir():
         return fail(f"the anchor command's working directory {cwd} does not exist (anchors.cwd)")
     ours = witness_args(command) is not None
     if run_id is not None:
         if not ours:
-            return fail("--run-id applies only to confirmatory's witness script "
-                        f"(confirmatory_anchor.py); the recorded anchor command is {command!r}")
+            return fail(
+                "--run-id applies only to confirmatory's witness script "
+                f"(confirmatory_anchor.py); the recorded anchor command is {command!r}"
+            )
         if not is_slug(run_id):
             return fail(f"--run-id {run_id!r} is not a slug ([A-Za-z0-9._-]+)")
     elif ours:
@@ -80,9 +84,12 @@ def push_anchor_command(run_dir: Path, run_id: str | None = None) -> int:
         if run_id is not None and not given and run_id == default_run_id(run_dir / "anchors.jsonl"):
             run_id = None  # the command's own default: nothing to pass, nothing to record
         if run_id is not None:
-            why = ("as the last push-anchor --run-id did" if given else
-                   "the id the run's earlier pushes filed its anchors under (the run directory's name "
-                   "has changed since)")
+            why = (
+                "as the last push-anchor --run-id did"
+                if given
+                else "the id the run's earlier pushes filed its anchors under (the run directory's name "
+                "has changed since)"
+            )
             print(f"confirmatory push-anchor: using run id {run_id!r}, {why}", file=sys.stderr)
 
     lock_file = runlock.lock_path(run_dir)
@@ -90,9 +97,11 @@ def push_anchor_command(run_dir: Path, run_id: str | None = None) -> int:
     try:
         lock.acquire(timeout=0)
     except Timeout:
-        return fail(f"{run_dir} is still running: its runner (or another push-anchor) holds {lock_file}. "
-                    "The runner pushes its own anchors, and a second writer would fork "
-                    "anchor-pushes.jsonl's chain; run push-anchor after the run has ended")
+        return fail(
+            f"{run_dir} is still running: its runner (or another push-anchor) holds {lock_file}. "
+            "The runner pushes its own anchors, and a second writer would fork "
+            "anchor-pushes.jsonl's chain; run push-anchor after the run has ended"
+        )
     except OSError as exc:
         return fail(f"cannot take the run's lock {lock_file}: {exc}")
     try:
@@ -113,8 +122,9 @@ def _last_anchor(path: Path) -> dict[str, Any] | None:
     return last
 
 
-def _push_anchor_locked(run_dir: Path, raw: bytes, command: list[str], cwd: Path, run_id: str | None,
-                        fail: Callable[[str], int]) -> int:
+def _push_anchor_locked(
+    run_dir: Path, raw: bytes, command: list[str], cwd: Path, run_id: str | None, fail: Callable[[str], int]
+) -> int:
     msha = sha256_hex(raw)
     anchors_path = run_dir / "anchors.jsonl"
     check = check_chain(anchors_path, log_seed(msha, "anchors.jsonl"))
@@ -136,18 +146,33 @@ def _push_anchor_locked(run_dir: Path, raw: bytes, command: list[str], cwd: Path
     with pushes:
         rc, output = run_anchor_command(command, anchors_path.resolve(), cwd, timeout=PUSH_ANCHOR_TIMEOUT_S)
         # A fresh Clock: the run's clock is gone; this line comes after all of its lines anyway.
-        pushes.append({"event": "push", "t": Clock().now(), "anchor_seq": check.lines - 1,
-                       "rc": rc, "output": output, "by": "push-anchor", **extra})
+        pushes.append(
+            {
+                "event": "push",
+                "t": Clock().now(),
+                "anchor_seq": check.lines - 1,
+                "rc": rc,
+                "output": output,
+                "by": "push-anchor",
+                **extra,
+            }
+        )
     if not ended:
-        print(f"confirmatory push-anchor: note: the run never ended: anchors.jsonl has no final anchor "
-              f"(its runner was killed or crashed?). The last anchor it wrote (line {check.lines - 1}) is "
-              "what this push sends; verify will still fail the run (invariant 8).", file=sys.stderr)
+        print(
+            f"confirmatory push-anchor: note: the run never ended: anchors.jsonl has no final anchor "
+            f"(its runner was killed or crashed?). The last anchor it wrote (line {check.lines - 1}) is "
+            "what this push sends; verify will still fail the run (invariant 8).",
+            file=sys.stderr,
+        )
     if rc == 0:
         what = "the final anchor" if ended else "the last anchor (not final: the run never ended)"
         print(f"anchor {check.lines - 1} pushed ({what}); logged in anchor-pushes.jsonl")
         return 0
     print(f"confirmatory push-anchor: the anchor command returned {rc}: {problem_line(output)}", file=sys.stderr)
     if "pass --run-id" in output and witness_args(command) is not None:
-        print("  the witness holds another run's anchors under this id; file this run under a new one: "
-              f"confirmatory push-anchor --run-id NEW_ID {shlex.quote(str(run_dir))}", file=sys.stderr)
+        print(
+            "  the witness holds another run's anchors under this id; file this run under a new one: "
+            f"confirmatory push-anchor --run-id NEW_ID {shlex.quote(str(run_dir))}",
+            file=sys.stderr,
+        )
     return EXIT_WITNESS

@@ -45,8 +45,9 @@ PROBE_PARAMS = {"temperature": 0.0, "seed": PROBE_SEED, "max_tokens": 128}
 
 
 def _probe_model(model: str, api_base: str | None) -> AdHocModel:
-    return AdHocModel(name=model, litellm_model=model, api_base=api_base, timeout_s=PROBE_TIMEOUT_S,
-                      params=dict(PROBE_PARAMS))
+    return AdHocModel(
+        name=model, litellm_model=model, api_base=api_base, timeout_s=PROBE_TIMEOUT_S, params=dict(PROBE_PARAMS)
+    )
 
 
 @dataclass(frozen=True)

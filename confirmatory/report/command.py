@@ -13,24 +13,35 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from confirmatory.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from confirmatory.core.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
 RUN_FILES = ("manifest.json", "run.jsonl", "anchors.jsonl")
 
 
-def report_command(run_dir: Path, out: Path | None = None, *, witness: Path | None = None,
-                   households: Path | None = None, quiet: bool = False) -> int:
+def report_command(
+    run_dir: Path,
+    out: Path | None = None,
+    *,
+    witness: Path | None = None,
+    households: Path | None = None,
+    quiet: bool = False,
+) -> int:
     from confirmatory.report.page import default_out, inside, write_report  # noqa: PLC0415
 
     run_dir = Path(run_dir)
     if not run_dir.is_dir() or not any((run_dir / rel).exists() for rel in RUN_FILES):
-        print(f"report: {run_dir} is not a run directory (it has no manifest.json, run.jsonl or anchors.jsonl)",
-              file=sys.stderr)
+        print(
+            f"report: {run_dir} is not a run directory (it has no manifest.json, run.jsonl or anchors.jsonl)",
+            file=sys.stderr,
+        )
         return EXIT_FAILED
     target = Path(out) if out is not None else default_out(run_dir)
     if inside(target, run_dir):
-        print(f"report: --out {target} is inside the run directory {run_dir}: the run directory stays exactly "
-              "what the runner wrote; write the page beside it", file=sys.stderr)
+        print(
+            f"report: --out {target} is inside the run directory {run_dir}: the run directory stays exactly "
+            "what the runner wrote; write the page beside it",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     if target.is_dir():
         print(f"report: --out {target} is a directory; name the page's file", file=sys.stderr)
@@ -47,6 +58,8 @@ def report_command(run_dir: Path, out: Path | None = None, *, witness: Path | No
         return EXIT_FAILED
     if not quiet:
         took = times["verify_s"] + times["read_s"] + times["render_s"]
-        print(f"report: {written} ({times['bytes'] / 1e6:.2f} MB, built in {took:.1f} s; open it in a browser, "
-              "it fetches nothing)")
+        print(
+            f"report: {written} ({times['bytes'] / 1e6:.2f} MB, built in {took:.1f} s; open it in a browser, "
+            "it fetches nothing)"
+        )
     return EXIT_OK

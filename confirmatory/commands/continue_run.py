@@ -14,9 +14,12 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from confirmatory.cli.exits import EXIT_REFUSED
+from confirmatory.core.exits import EXIT_REFUSED
+
+if TYPE_CHECKING:
+    from confirmatory.commands.run import DisplayFactory, SummaryShower
 
 
 def find_design(run_dir: Path, given: Path | None) -> tuple[Path | None, str]:
@@ -42,8 +45,10 @@ def find_design(run_dir: Path, given: Path | None) -> tuple[Path | None, str]:
                 return path, ""
         except OSError:
             continue
-    return None, (f"no design file in {where} hashes as the run's design ({want}): it changed or moved; "
-                  "give it with --design PATH")
+    return None, (
+        f"no design file in {where} hashes as the run's design ({want}): it changed or moved; "
+        "give it with --design PATH"
+    )
 
 
 def refusals(run_dir: Path, report: Any) -> list[str]:
@@ -51,26 +56,43 @@ def refusals(run_dir: Path, report: Any) -> list[str]:
     from confirmatory.verify.report import COMPLETE, RUNNING
 
     if report.state == COMPLETE:
-        return [f"{run_dir}: the run is complete (a close line and a pushed final anchor): there is nothing "
-                "to carry on"]
+        return [
+            f"{run_dir}: the run is complete (a close line and a pushed final anchor): there is nothing to carry on"
+        ]
     if report.state == RUNNING:
         return [f"{run_dir}: a runner holds the run's lock: it is running, not crashed"]
     if not report.ok:
         found = [v for r in report.results for v in r.first]
         shown = [f"invariant {v.invariant}: {v.where()}: {v.message}" for v in (*report.start_here, *found)][:3]
         count = sum(r.violations for r in report.results)
-        return [f"{run_dir}: verify finds {count} violation(s); a continuation would build on records that "
-                "break the procedure (confirmatory verify lists them all):", *shown]
+        return [
+            f"{run_dir}: verify finds {count} violation(s); a continuation would build on records that "
+            "break the procedure (confirmatory verify lists them all):",
+            *shown,
+        ]
     crash = report.crash or {}
     if not crash.get("manifest", True):
-        return [f"{run_dir}: the run crashed before its run manifest was written: nothing was started and "
-                "nothing was spent; start the run anew in another directory"]
+        return [
+            f"{run_dir}: the run crashed before its run manifest was written: nothing was started and "
+            "nothing was spent; start the run anew in another directory"
+        ]
     return []
 
 
-def continue_command(run_dir: Path, *, reason: str, design: Path | None = None, workers: int | None = None,
-                     quiet: bool = False) -> int:
-    from confirmatory.cli.run import (
+def continue_command(
+    run_dir: Path,
+    *,
+    reason: str,
+    design: Path | None = None,
+    workers: int | None = None,
+    quiet: bool = False,
+    display: DisplayFactory | None = None,
+    show_summary: SummaryShower | None = None,
+) -> int:
+    """``confirmatory continue RUN_DIR --reason TEXT``: the refusals (nothing
+    written) or the run carried on in its directory; the exit status as
+    ``run``'s. ``display``, ``show_summary``: as ``run_command``'s."""
+    from confirmatory.commands.run import (
         EarlyInterrupt,
         early_interrupt_status,
         take_early_interrupts,
@@ -79,7 +101,15 @@ def continue_command(run_dir: Path, *, reason: str, design: Path | None = None, 
 
     take_early_interrupts()
     try:
-        return _continue(Path(run_dir), reason=reason, design=design, workers=workers, quiet=quiet)
+        return _continue(
+            Path(run_dir),
+            reason=reason,
+            design=design,
+            workers=workers,
+            quiet=quiet,
+            display=display,
+            show_summary=show_summary,
+        )
     except EarlyInterrupt as exc:
         return early_interrupt_status(exc, Path(run_dir))
     finally:
@@ -93,10 +123,19 @@ def _refuse(problems: list[str]) -> int:
     return EXIT_REFUSED
 
 
-def _continue(run_dir: Path, *, reason: str, design: Path | None, workers: int | None, quiet: bool) -> int:
+def _continue(
+    run_dir: Path,
+    *,
+    reason: str,
+    design: Path | None,
+    workers: int | None,
+    quiet: bool,
+    display: DisplayFactory | None,
+    show_summary: SummaryShower | None = None,
+) -> int:
     from filelock import FileLock, Timeout
 
-    from confirmatory.cli.run import _execute
+    from confirmatory.commands.run import _execute
     from confirmatory.design.load import load_design
     from confirmatory.design.model import DesignError
     from confirmatory.engine.preflight import (
@@ -104,6 +143,7 @@ def _continue(run_dir: Path, *, reason: str, design: Path | None, workers: int |
         evidence_problems,
         model_problems,
         registry_problems,
+        signer_problems,
     )
     from confirmatory.records import lock as runlock
     from confirmatory.verify import verify_run
@@ -137,6 +177,7 @@ def _continue(run_dir: Path, *, reason: str, design: Path | None, workers: int |
         problems.extend(registry_problems(path))
         problems.extend(model_problems(loaded, keys=True))
         problems.extend(evidence_problems(loaded))
+        problems.extend(signer_problems(loaded))
         problems.extend(witness_problems(run_dir, manifest, loaded.base_dir))
         if problems:
             return _refuse(problems)
@@ -145,7 +186,16 @@ def _continue(run_dir: Path, *, reason: str, design: Path | None, workers: int |
                 return push_final(run_dir, manifest)
             return finish_close(run_dir, manifest, loaded, report, quiet=quiet)
         continuation = prepare(run_dir, loaded, report, reason)
-        return _execute(loaded, path, run_dir, quiet=quiet, exiting=True, continuation=continuation)
+        return _execute(
+            loaded,
+            path,
+            run_dir,
+            quiet=quiet,
+            exiting=True,
+            continuation=continuation,
+            display=display,
+            show_summary=show_summary,
+        )
     finally:
         lock.release()
 
@@ -154,8 +204,11 @@ def pin_problems(loaded: Any, manifest: dict[str, Any]) -> list[str]:
     """The design's pins as verified now against those the run started with."""
     was = (manifest.get("harness") or {}).get("pins") or {}
     now = dict(loaded.pins)
-    return [f"harness.pins: {p}: was {was.get(p)} at the run's start, is {now.get(p)} now"
-            for p in sorted(set(was) | set(now)) if was.get(p) != now.get(p)]
+    return [
+        f"harness.pins: {p}: was {was.get(p)} at the run's start, is {now.get(p)} now"
+        for p in sorted(set(was) | set(now))
+        if was.get(p) != now.get(p)
+    ]
 
 
 def witness_problems(run_dir: Path, manifest: dict[str, Any], base_dir: Path, *, catch_up: bool = True) -> list[str]:
@@ -169,8 +222,10 @@ def witness_problems(run_dir: Path, manifest: dict[str, Any], base_dir: Path, *,
         return []
     args = witness_args(command)
     if args is None or "--clone" not in args:
-        return [f"anchors.command: {command!r} is not the bundled witness script, so whether its witness "
-                "holds every anchor cannot be checked here; a continuation needs that"]
+        return [
+            f"anchors.command: {command!r} is not the bundled witness script, so whether its witness "
+            "holds every anchor cannot be checked here; a continuation needs that"
+        ]
     anchors = run_dir / "anchors.jsonl"
     if not anchors.exists() or b'"event":"anchor"' not in anchors.read_bytes():
         return []  # the directory holds no anchor yet: nothing the witness must hold
@@ -188,8 +243,7 @@ def witness_problems(run_dir: Path, manifest: dict[str, Any], base_dir: Path, *,
             from confirmatory.anchors.witness import publish
 
             try:
-                publish(clone, run_dir / "anchors.jsonl", run_id_from_pushes(run_dir)
-                        or _manifest_run_id(manifest))
+                publish(clone, run_dir / "anchors.jsonl", run_id_from_pushes(run_dir) or _manifest_run_id(manifest))
             except WitnessError as exc:
                 return [f"witness: {clone}: it lacks anchors the directory holds, and filing them failed: {exc}"]
             found = check_witness(clone, run_dir)
@@ -212,8 +266,11 @@ def prepare(run_dir: Path, loaded: Any, report: Any, reason: str) -> dict[str, A
 
     crash = report.crash or {}
     # (read before run.jsonl's own torn tail is moved aside: complete lines only)
-    k = 1 + sum(1 for obj in (iter_objects(run_dir / "run.jsonl") if (run_dir / "run.jsonl").exists() else ())
-                if obj.get("event") == "continuation")
+    k = 1 + sum(
+        1
+        for obj in (iter_objects(run_dir / "run.jsonl") if (run_dir / "run.jsonl").exists() else ())
+        if obj.get("event") == "continuation"
+    )
     tails = list(crash.get("torn_tails", ()))
     from confirmatory.records.layout import load_layout
 
@@ -227,20 +284,26 @@ def prepare(run_dir: Path, loaded: Any, report: Any, reason: str) -> dict[str, A
 
     made = complete_run_dir(loaded, run_dir, time.time())
     r = loaded.design.rules
-    host = HostSummary(max_gap_s=float(loaded.design.host.max_gap_s),
-                       pressure_threshold=float(loaded.design.host.pressure_threshold))
+    host = HostSummary(
+        max_gap_s=float(loaded.design.host.max_gap_s), pressure_threshold=float(loaded.design.host.pressure_threshold)
+    )
     for line in iter_lines(run_dir / "host.jsonl"):
         host.add(dict(line.obj))
-    position = read_position(run_dir, precedence=r.precedence, class_lists=rules.CLASS_LISTS,
-                             max_reruns=r.max_reruns_per_arm, inconclusive_limit=r.inconclusive_household_limit,
-                             host_summary=host)
+    position = read_position(
+        run_dir,
+        precedence=r.precedence,
+        class_lists=rules.CLASS_LISTS,
+        max_reruns=r.max_reruns_per_arm,
+        inconclusive_limit=r.inconclusive_household_limit,
+        host_summary=host,
+    )
     return {"position": position, "reason": reason, "torn": torn, "made": made}
 
 
 def push_final(run_dir: Path, manifest: dict[str, Any]) -> int:
     """A run killed after its final anchor, before the witness took it:
     push it, as `push-anchor` does (the run's lock is held)."""
-    from confirmatory.cli.push_anchor import _push_anchor_locked
+    from confirmatory.anchors.push import _push_anchor_locked
 
     def fail(message: str) -> int:
         print(f"confirmatory continue: {message}", file=sys.stderr)
@@ -248,8 +311,9 @@ def push_final(run_dir: Path, manifest: dict[str, Any]) -> int:
 
     anchors = manifest.get("anchors") or {}
     raw = (run_dir / "manifest.json").read_bytes()
-    return _push_anchor_locked(run_dir, raw, list(anchors.get("command") or []), run_dir / anchors.get("cwd", "."),
-                               None, fail)
+    return _push_anchor_locked(
+        run_dir, raw, list(anchors.get("command") or []), run_dir / anchors.get("cwd", "."), None, fail
+    )
 
 
 def finish_close(run_dir: Path, manifest: dict[str, Any], loaded: Any, report: Any, *, quiet: bool) -> int:
@@ -258,8 +322,9 @@ def finish_close(run_dir: Path, manifest: dict[str, Any], loaded: Any, report: A
     anchor (every log as it stands, dated above every time recorded), and
     push it. Exit 0 when the witness took it, 6 when not."""
     from confirmatory.anchors.anchorer import FINAL_PUSH_TIMEOUT_S, Anchorer
-    from confirmatory.cli.exits import EXIT_WITNESS
+    from confirmatory.core.exits import EXIT_WITNESS
     from confirmatory.engine.continuation import move_torn_tail
+    from confirmatory.engine.evidence import study_attester
     from confirmatory.records.chain import log_seed, sha256_hex
     from confirmatory.records.layout import load_layout
     from confirmatory.records.reader import iter_objects
@@ -272,25 +337,40 @@ def finish_close(run_dir: Path, manifest: dict[str, Any], loaded: Any, report: A
     torn = [move_torn_tail(run_dir, t["log"], int(t["offset"]), k) for t in (report.crash or {}).get("torn_tails", ())]
     layout = load_layout(run_dir)
     msha = sha256_hex((run_dir / "manifest.json").read_bytes())
-    external = {spec.relpath: spec.seed for spec in layout.logs()
-                if spec.relpath not in ("anchors.jsonl", "anchor-pushes.jsonl")}
+    external = {
+        spec.relpath: spec.seed
+        for spec in layout.logs()
+        if spec.relpath not in ("anchors.jsonl", "anchor-pushes.jsonl")
+    }
     clock = Clock()
     clock.start_above(float((report.crash or {}).get("last_durable_t") or 0.0))
     cmd = (manifest.get("anchors") or {}).get("command")
     anchors = ChainWriter(run_dir / "anchors.jsonl", log_seed(msha, "anchors.jsonl"))
     pushes = ChainWriter(run_dir / "anchor-pushes.jsonl", log_seed(msha, "anchor-pushes.jsonl"))
     try:
-        anchorer = Anchorer(run_dir, clock, logs={}, external_logs=external,
-                            manifests=["manifest.json", *(f"models/{m}/manifest.json" for m in layout.models)],
-                            anchors=anchors, pushes=pushes, interval_s=float(loaded.design.anchors.interval_s),
-                            command=list(cmd) if cmd else None, cwd=loaded.base_dir)
+        anchorer = Anchorer(
+            run_dir,
+            clock,
+            logs={},
+            external_logs=external,
+            manifests=["manifest.json", *(f"models/{m}/manifest.json" for m in layout.models)],
+            anchors=anchors,
+            pushes=pushes,
+            interval_s=float(loaded.design.anchors.interval_s),
+            command=list(cmd) if cmd else None,
+            cwd=loaded.base_dir,
+            evidence=study_attester(run_dir, clock, manifest, loaded, pushes, anchors.path),
+        )
         rc = anchorer.finish(push_timeout=FINAL_PUSH_TIMEOUT_S, extra={"torn_tails": torn} if torn else None)
     finally:
         anchors.close()
         pushes.close()
     if rc not in (None, 0):
-        print(f"confirmatory continue: the run's final anchor is written, but the witness did not take it "
-              f"(rc {rc}); retry with: confirmatory push-anchor {run_dir}", file=sys.stderr)
+        print(
+            f"confirmatory continue: the run's final anchor is written, but the witness did not take it "
+            f"(rc {rc}); retry with: confirmatory push-anchor {run_dir}",
+            file=sys.stderr,
+        )
         return EXIT_WITNESS
     if not quiet:
         print(f"the run had closed when its runner died: its final anchor is written and pushed: {run_dir}")

@@ -17,16 +17,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from confirmatory.core.exits import EXIT_OK, EXIT_REFUSED
 from confirmatory.core.money import NUSD_PER_USD, format_usd, usd_to_nusd
 from confirmatory.design.load import load_design
 from confirmatory.design.model import DesignError, LoadedDesign, ModelSpec
 
-EXIT_OK = 0
-EXIT_REFUSED = 3  # the cli's "refused to start"
 
-
-def check_command(design_path: Path | str, workers: int | None = None, *, run_dir: Path | None = None,
-                  out: TextIO | None = None, err: TextIO | None = None) -> int:
+def check_command(
+    design_path: Path | str,
+    workers: int | None = None,
+    *,
+    run_dir: Path | None = None,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
     """Print the plan and return 0, or print every problem and return 3.
 
     With ``run_dir`` (``check --out``) also what `run --out RUN_DIR` would
@@ -47,12 +51,18 @@ def check_command(design_path: Path | str, workers: int | None = None, *, run_di
         model_problems,
         registry_problems,
         run_dir_problems,
+        signer_problems,
         witness_problems,
     )
 
     notes: list[str] = []
-    problems = (entry_problems(loaded) + registry_problems(Path(design_path))
-                + model_problems(loaded, keys=False, notes=notes) + evidence_problems(loaded, notes))
+    problems = (
+        entry_problems(loaded)
+        + registry_problems(Path(design_path))
+        + model_problems(loaded, keys=False, notes=notes)
+        + evidence_problems(loaded, notes)
+        + signer_problems(loaded)
+    )
     if run_dir is not None:
         problems += run_dir_problems(Path(run_dir)) + witness_problems(loaded, Path(run_dir))
     if problems:
@@ -65,13 +75,17 @@ def check_command(design_path: Path | str, workers: int | None = None, *, run_di
 
     unpinned = unpinned_local_modules(loaded)
     if unpinned:
-        out.write(f"note: not pinned, though the harness or engine imports them from beside the design: "
-                  f"{', '.join(unpinned)} (pin them in [harness] pins; config.json will list them as not pinned down)\n")
+        out.write(
+            f"note: not pinned, though the harness or engine imports them from beside the design: "
+            f"{', '.join(unpinned)} (pin them in [harness] pins; config.json will list them as not pinned down)\n"
+        )
     for note in notes:
         out.write(f"note: {note}\n")
     if run_dir is None and loaded.design.anchors.command:
-        out.write("witness: not checked (check --out RUN_DIR checks the run directory and the witness "
-                  "clone as run --out RUN_DIR will)\n")
+        out.write(
+            "witness: not checked (check --out RUN_DIR checks the run directory and the witness "
+            "clone as run --out RUN_DIR will)\n"
+        )
     return EXIT_OK
 
 
@@ -84,6 +98,27 @@ def households_covered(cap_nusd: int, reserve_nusd: int, households: int) -> int
     if reserve_nusd == 0:
         return households
     return min(households, cap_nusd // reserve_nusd)
+
+
+def price_line(m: ModelSpec) -> str:
+    """The price table ``m``'s calls are counted at, USD per million tokens by kind."""
+    from confirmatory.engine.llm import cost  # noqa: PLC0415 - litellm, lazily
+
+    if m.price_usd_per_mtok is not None:
+        table, source = m.price_usd_per_mtok.table(), "the design's table"
+    elif m.simulated:
+        from confirmatory.core.billing import sim_table  # noqa: PLC0415
+        from confirmatory.core.simulated import SIM_PRICES  # noqa: PLC0415
+
+        table, source = sim_table(SIM_PRICES[m.served_name], m.served_name), "the simulator's table"
+    else:
+        got = cost.litellm_table(m.litellm_model)
+        if got is None:
+            return "price: none (litellm cannot price it)"
+        table, source = got, "litellm's map now" + (' (price = "litellm")' if m.price == "litellm" else "")
+    kinds = cost.billed_kinds(m.litellm_model)
+    parts = [f"{k} {'-' if table.price(k) is None else format(table.price(k), 'g')}" for k in kinds]
+    return f"price (USD per million tokens, {source}): " + ", ".join(parts)
 
 
 def render_plan(loaded: LoadedDesign) -> str:
@@ -111,13 +146,13 @@ def render_plan(loaded: LoadedDesign) -> str:
         where = "simulated provider" if m.simulated else (m.api_base or "provider default endpoint")
         lines.append(
             f"  {m.name}: {m.litellm_model} via {where}; cap {format_usd(cap)}, reserve {format_usd(reserve)}, "
-            f"lanes {m.lanes}"
-            + (f"; matched with {m.matched_with}" if m.matched_with else "")
-            + (f"; priced by the design at ${m.price_usd_per_mtok.input:g} / ${m.price_usd_per_mtok.output:g}"
-               " per million input / output tokens" if m.price_usd_per_mtok is not None else "")
+            f"lanes {m.lanes}" + (f"; matched with {m.matched_with}" if m.matched_with else "")
         )
-        lines += [f"    {text}" for text in model_worst_case(m.name, cap, reserve, m.lanes, covered, n_households,
-                                                             calls[m.name], bound)]
+        lines.append(f"    {price_line(m)}")
+        lines += [
+            f"    {text}"
+            for text in model_worst_case(m.name, cap, reserve, m.lanes, covered, n_households, calls[m.name], bound)
+        ]
     per_pass = n_models * n_households * n_arms
     most_attempts = per_pass * (1 + d.rules.max_reruns_per_arm)
     lines += [
@@ -131,19 +166,25 @@ def render_plan(loaded: LoadedDesign) -> str:
     ]
     lines += run_worst_case(ceiling, before, [(m.name, m.lanes, calls[m.name]) for m in d.models], bound)
     if caps + before > ceiling:
-        lines.append("note: the model caps and the earlier spend add up to more than the ceiling;"
-                     " crossing the ceiling would end the run before every model reaches its cap")
+        lines.append(
+            "note: the model caps and the earlier spend add up to more than the ceiling;"
+            " crossing the ceiling would end the run before every model reaches its cap"
+        )
     room = ceiling - before  # > 0: the loader refuses a design with no room at all
     for m in d.models:
         if usd_to_nusd(m.reserve_usd) > room:
-            lines.append(f"note: {m.name}'s reserve {format_usd(usd_to_nusd(m.reserve_usd))} is more than the room"
-                         f" left under the ceiling ({format_usd(room)}); its first household may cross the ceiling,"
-                         " which ends the run")
+            lines.append(
+                f"note: {m.name}'s reserve {format_usd(usd_to_nusd(m.reserve_usd))} is more than the room"
+                f" left under the ceiling ({format_usd(room)}); its first household may cross the ceiling,"
+                " which ends the run"
+            )
     deadline = d.rules.attempt_deadline_s
     for m in d.models:
         if m.timeout_s >= deadline:
-            lines.append(f"note: {m.name}'s call timeout {m.timeout_s:g} s is not below the attempt deadline"
-                         f" {deadline:g} s; one slow call can reach the deadline, which stops the model")
+            lines.append(
+                f"note: {m.name}'s call timeout {m.timeout_s:g} s is not below the attempt deadline"
+                f" {deadline:g} s; one slow call can reach the deadline, which stops the model"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -166,8 +207,11 @@ def engine_line(e: Any) -> str:
     if e.backend == "processes":
         return f"{e.target} in {e.workers_per_model} process(es) per model"
     cpus = 1.0 if e.num_cpus is None else e.num_cpus
-    return (f"{e.target} in {e.workers_per_model} Ray actor(s) per model, {cpus:g} CPU each, "
-            f"on the cluster at {e.address!r} (check does not contact it)")
+    return (
+        f"{e.target} in {e.workers_per_model} Ray actor(s) per model, {cpus:g} CPU each, "
+        f"on the cluster at {e.address!r} (check does not contact it)"
+    )
+
 
 # -- the worst case ----------------------------------------------------------------
 # What admission and the ceiling let a run spend at most (docs/DESIGN-FILE.md
@@ -197,12 +241,21 @@ def _output_tokens(m: ModelSpec, provider_max: int | None) -> tuple[int | None, 
     if isinstance(asked, int):
         # the bundled harness repeats a truncated turn once with twice the limit
         tokens = 2 * asked if provider_max is None else min(2 * asked, provider_max)
-        return tokens, (f"{tokens:,} output tokens (twice its max_tokens {asked:,}: a truncated turn may be "
-                        "asked again with twice the limit, as the bundled harness does"
-                        + (f"; the model gives at most {provider_max:,}" if provider_max is not None
-                           and provider_max < 2 * asked else "") + ")")
+        return tokens, (
+            f"{tokens:,} output tokens (twice its max_tokens {asked:,}: a truncated turn may be "
+            "asked again with twice the limit, as the bundled harness does"
+            + (
+                f"; the model gives at most {provider_max:,}"
+                if provider_max is not None and provider_max < 2 * asked
+                else ""
+            )
+            + ")"
+        )
     if provider_max is not None:
-        return provider_max, f"{provider_max:,} output tokens (the model's own output limit; the design sets no max_tokens)"
+        return (
+            provider_max,
+            f"{provider_max:,} output tokens (the model's own output limit; the design sets no max_tokens)",
+        )
     return None, "no output limit known (set max_tokens in its params)"
 
 
@@ -226,18 +279,30 @@ def costliest_call(m: ModelSpec) -> CallBound:
     out_tokens, out_why = _output_tokens(m, max_out)
     if max_in is None or out_tokens is None:
         missing = "its context window" if max_in is None else out_why
-        return CallBound(None, f"not bounded by the design: litellm knows no {missing} for {m.litellm_model}"
-                         if max_in is None else f"not bounded by the design: {missing}")
+        return CallBound(
+            None,
+            f"not bounded by the design: litellm knows no {missing} for {m.litellm_model}"
+            if max_in is None
+            else f"not bounded by the design: {missing}",
+        )
     in_why = f"a prompt of {max_in:,} tokens (the model's context window)"
     if m.price_usd_per_mtok is not None:
         p = m.price_usd_per_mtok
-        in_price = max(p.input, p.cache_write if p.cache_write is not None else p.input)
-        usd = (in_price * max_in + p.output * out_tokens) / 1e6
-        price = f"the design's price, ${in_price:g} / ${p.output:g} per million input / output tokens"
+        t = p.table()
+        in_price = max(x for x in (t.input, t.cached_input, t.cache_write) if x is not None)
+        out_price = max(t.output, t.price("reasoning") or 0.0)
+        usd = (in_price * max_in + out_price * out_tokens) / 1e6
+        price = f"the design's price, ${in_price:g} / ${out_price:g} per million input / output tokens"
     elif m.simulated and m.served_name in SIM_PRICES:
-        pin, pout = SIM_PRICES[m.served_name]
-        usd = pin * max_in + pout * out_tokens
-        price = f"the simulator's price, ${pin * 1e6:g} / ${pout * 1e6:g} per million input / output tokens"
+        from confirmatory.core.billing import sim_table  # noqa: PLC0415
+
+        # the dearest kind of each side: an Anthropic prompt written to its
+        # cache costs more than one read as plain input
+        t = sim_table(SIM_PRICES[m.served_name], m.served_name)
+        in_price = max(x for x in (t.input, t.cached_input, t.cache_write) if x is not None)
+        out_price = max(t.output, t.price("reasoning") or 0.0)
+        usd = (in_price * max_in + out_price * out_tokens) / 1e6
+        price = f"the simulator's price, ${in_price:g} / ${out_price:g} per million input / output tokens"
     else:
         from confirmatory.engine import llm
 
@@ -257,11 +322,15 @@ def run_bound(ceiling_nusd: int, lanes_calls: list[tuple[int, int | None]]) -> i
     return ceiling_nusd + sum(lanes * c for lanes, c in lanes_calls if c is not None)
 
 
-def model_worst_case(name: str, cap: int, reserve: int, lanes: int, covered: int, n_households: int,
-                     call: CallBound, bound: int | None) -> list[str]:
+def model_worst_case(
+    name: str, cap: int, reserve: int, lanes: int, covered: int, n_households: int, call: CallBound, bound: int | None
+) -> list[str]:
     """The plan's lines on what admission lets one model spend."""
-    run = (f"the run's worst case, {format_usd(bound)}," if bound is not None
-           else "the ceiling, and the calls in flight when it is crossed")
+    run = (
+        f"the run's worst case, {format_usd(bound)},"
+        if bound is not None
+        else "the ceiling, and the calls in flight when it is crossed"
+    )
     return [
         f"admission starts a household only while the model's spend so far plus {format_usd(reserve)} for each "
         f"household under way (the new one included) fits in its cap {format_usd(cap)}: at {format_usd(reserve)} "
@@ -274,19 +343,23 @@ def model_worst_case(name: str, cap: int, reserve: int, lanes: int, covered: int
     ]
 
 
-def run_worst_case(ceiling: int, before: int, models: list[tuple[str, int, CallBound]],
-                   bound: int | None) -> list[str]:
+def run_worst_case(ceiling: int, before: int, models: list[tuple[str, int, CallBound]], bound: int | None) -> list[str]:
     """The plan's lines on the most the whole run can spend."""
-    terms = " + ".join(f"{lanes} x {format_usd(c.nusd)} ({name})" for name, lanes, c in models
-                       if c.nusd is not None)
+    terms = " + ".join(f"{lanes} x {format_usd(c.nusd)} ({name})" for name, lanes, c in models if c.nusd is not None)
     lanes = sum(n for _, n, _ in models)
-    head = ("worst case for the run: the run stops at the first call that takes its spend past the ceiling "
-            f"{format_usd(ceiling)}; the calls then in flight, at most one on each of its {lanes} lanes, still "
-            "end and are paid for")
+    head = (
+        "worst case for the run: the run stops at the first call that takes its spend past the ceiling "
+        f"{format_usd(ceiling)}; the calls then in flight, at most one on each of its {lanes} lanes, still "
+        "end and are paid for"
+    )
     if bound is None:
         unbounded = ", ".join(name for name, _, c in models if c.nusd is None)
-        return [head + f"; how much they cost is not bounded ({unbounded}: see its costliest single call), so "
-                "the run's spend is not bounded by the design beyond the ceiling"]
-    return [head + f", so the run spends at most {format_usd(ceiling)} + {terms} = {format_usd(bound)} in all "
-            f"(spend before this stage, {format_usd(before)}, included). This assumes its harness asks "
-            "spend.checkpoint() before each call and makes one call at a time, as the bundled one does"]
+        return [
+            head + f"; how much they cost is not bounded ({unbounded}: see its costliest single call), so "
+            "the run's spend is not bounded by the design beyond the ceiling"
+        ]
+    return [
+        head + f", so the run spends at most {format_usd(ceiling)} + {terms} = {format_usd(bound)} in all "
+        f"(spend before this stage, {format_usd(before)}, included). This assumes its harness asks "
+        "spend.checkpoint() before each call and makes one call at a time, as the bundled one does"
+    ]
