@@ -1514,6 +1514,20 @@ MUTANTS = (
         "tests/verify/test_files.py::test_config_json_with_not_pinned_down_erased_is_a_named_violation",
     ),
     Mutant(
+        "fail a run closed before its first push had run",
+        "confirmatory/verify/logs.py",
+        "            if self.stage is not None:\n                # cut short before the first push",
+        "            if self.stage == UNDER_WAY:\n                # cut short before the first push",
+        "tests/verify/test_states.py::test_a_run_closed_and_cut_short_before_its_first_push_had_run_is_crashed_not_failed",
+    ),
+    Mutant(
+        "ask the final anchor for one stamp whatever the design asks",
+        "confirmatory/verify/evidence.py",
+        "            if len(stamped) < stamps_required:\n",
+        "            if len(stamped) < min(1, stamps_required):\n",
+        "tests/anchors/test_evidence_run.py::test_a_tsa_down_for_the_whole_run_fails_it_unless_the_design_needs_fewer_stamps",
+    ),
+    Mutant(
         "stamp imprint not checked",
         "confirmatory/core/timestamps.py",
         "    expected = hashlib.sha256(message).digest()\n",

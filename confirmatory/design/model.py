@@ -424,6 +424,8 @@ class Anchors(_Frozen):
     witnesses: tuple[WitnessSpec, ...] = ()
     # None: every witness must cosign the final checkpoint.
     cosignatures_required: StrictInt | None = Field(default=None, ge=0)
+    # None: every TSA must stamp the final checkpoint.
+    timestamps_required: StrictInt | None = Field(default=None, ge=0)
 
     _fin = field_validator("interval_s")(_finite)
     _o = field_validator("origin")(check_origin_value)
@@ -443,12 +445,14 @@ class Anchors(_Frozen):
                 raise ValueError("names a witness key twice (the cosignatures counted are of distinct witnesses)")
         return value
 
-    @field_validator("cosignatures_required")
+    @field_validator("cosignatures_required", "timestamps_required")
     @classmethod
-    def _within_witnesses(cls, value: int | None, info: Any) -> int | None:
-        witnesses = info.data.get("witnesses")
-        if value is not None and witnesses is not None and value > len(witnesses):
-            raise ValueError(f"must be <= the number of witnesses, {len(witnesses)} (got {value})")
+    def _within_sources(cls, value: int | None, info: Any) -> int | None:
+        kind = "witnesses" if info.field_name == "cosignatures_required" else "timestamps"
+        sources = info.data.get(kind)
+        if value is not None and sources is not None and value > len(sources):
+            what = "witnesses" if kind == "witnesses" else "time-stamping authorities"
+            raise ValueError(f"must be <= the number of {what}, {len(sources)} (got {value})")
         return value
 
     @property
@@ -459,6 +463,10 @@ class Anchors(_Frozen):
     @property
     def required_cosignatures(self) -> int:
         return len(self.witnesses) if self.cosignatures_required is None else self.cosignatures_required
+
+    @property
+    def required_timestamps(self) -> int:
+        return len(self.timestamps) if self.timestamps_required is None else self.timestamps_required
 
 
 class Fault(_Frozen):

@@ -20,7 +20,7 @@ from typing import Any, TextIO
 from confirmatory.core.exits import EXIT_OK, EXIT_REFUSED
 from confirmatory.core.money import NUSD_PER_USD, format_usd, usd_to_nusd
 from confirmatory.design.load import load_design
-from confirmatory.design.model import DesignError, LoadedDesign, ModelSpec
+from confirmatory.design.model import Anchors, DesignError, LoadedDesign, ModelSpec
 
 
 def check_command(
@@ -163,6 +163,7 @@ def render_plan(loaded: LoadedDesign) -> str:
         f"{format_usd(usd_to_nusd(d.ceiling.margin_usd))} = {format_usd(ceiling)}"
         f" (spent before this stage: {format_usd(before)})",
         f"sum of model caps: {format_usd(caps)}",
+        evidence_line(d.anchors),
     ]
     lines += run_worst_case(ceiling, before, [(m.name, m.lanes, calls[m.name]) for m in d.models], bound)
     if caps + before > ceiling:
@@ -186,6 +187,20 @@ def render_plan(loaded: LoadedDesign) -> str:
                 f" {deadline:g} s; one slow call can reach the deadline, which stops the model"
             )
     return "\n".join(lines) + "\n"
+
+
+def evidence_line(a: Anchors) -> str:
+    """The plan's line on what will prove each anchor besides its git push (docs/EVIDENCE.md)."""
+    if a.signer is None:
+        return "evidence: the git witness only (no [anchors.signer]: nothing signed, stamped or cosigned)"
+    name = a.signer.verifier_key.split("+", 1)[0]
+    origin = repr(a.origin) if a.origin else "made from the run id"
+    parts = [f"evidence: checkpoints signed by {name} (origin {origin})"]
+    if a.timestamps:
+        parts.append(f"{len(a.timestamps)} TSA(s), {a.required_timestamps} must stamp the final anchor")
+    if a.witnesses:
+        parts.append(f"{len(a.witnesses)} witness(es), {a.required_cosignatures} must cosign the final checkpoint")
+    return "; ".join(parts)
 
 
 def rerun_waits(base_s: float, max_reruns: int) -> str:

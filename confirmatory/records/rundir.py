@@ -126,6 +126,7 @@ def copy_evidence(loaded: Any, run_dir: Path, run_id: str, fixed: dict[str, str]
         "timestamps": timestamps,
         "witnesses": [{"url": redact_url(w.url), "verifier_key": w.verifier_key} for w in a.witnesses],
         "cosignatures_required": a.required_cosignatures,
+        "timestamps_required": a.required_timestamps,
     }
 
 

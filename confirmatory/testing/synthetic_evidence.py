@@ -37,6 +37,7 @@ class SyntheticEvidence:
     origin: str = "example.org/synthetic"
     refused: frozenset[tuple[int, int]] = frozenset()
     required: int | None = None  # cosignatures_required (default: every witness)
+    stamps_required: int | None = None  # timestamps_required (default: every TSA)
 
     def manifest(self, root: Path) -> tuple[dict[str, Any], dict[str, str]]:
         """The manifest's ``evidence`` and the ``files`` it adds (the TSA copies), copied into ``root``."""
@@ -61,6 +62,7 @@ class SyntheticEvidence:
                 {"url": f"http://127.0.0.1:9/{c.name}", "verifier_key": str(c.verifier)} for c in self.cosigners
             ],
             "cosignatures_required": len(self.cosigners) if self.required is None else self.required,
+            "timestamps_required": len(self.tsas) if self.stamps_required is None else self.stamps_required,
         }
         return evidence, files
 

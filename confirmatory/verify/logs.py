@@ -511,7 +511,9 @@ class LogPass:
                 f"push of anchor line {o.get('anchor_seq')}, which does not precede it in anchors.jsonl",
             )
         if last is None:
-            if self.stage == UNDER_WAY:
+            if self.stage is not None:
+                # cut short before the first push had run (a short run can
+                # close before its first periodic push ends)
                 self.final_missing = True
                 self.f.explain(8, PUSHES_LOG, None, "no anchor was pushed before the run was cut short")
                 return

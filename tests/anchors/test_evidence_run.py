@@ -35,8 +35,8 @@ class AheadClock(Clock):
         return super().now() + 600.0
 
 
-def _run(tmp: Path, ev, *, clock=None, name="run") -> Path:
-    design = write_design(tmp / f"design-{name}", households=4, anchors=ev.anchors())
+def _run(tmp: Path, ev, *, clock=None, name="run", **anchors) -> Path:
+    design = write_design(tmp / f"design-{name}", households=4, anchors=ev.anchors(**anchors))
     result = Run(load_design(design), tmp / name, clock=clock).execute()
     assert result.status == "completed"
     return tmp / name
@@ -100,6 +100,22 @@ def test_a_run_through_a_local_tsa_and_witness_verifies_and_lists_every_stamp_an
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert set(manifest["files"]) >= {"evidence/tsa-0.certificate.pem", "evidence/tsa-0.ca.pem"}
     assert manifest["evidence"]["origin"] == ORIGIN
+
+
+def test_a_tsa_down_for_the_whole_run_fails_it_unless_the_design_needs_fewer_stamps(tmp_path):
+    with local_evidence(tmp_path / "ev", origin=ORIGIN, tsas=2, witnesses=0) as ev:
+        ev.tsas[1].stop()  # nothing listens at its URL: every stamp it is asked for fails
+        lenient = _run(tmp_path, ev, name="lenient", timestamps_required=1)
+        strict = _run(tmp_path, ev, name="strict")
+    report = verify_run(lenient)
+    assert report.ok and report.complete, report.to_table(shown=10)
+    failed = [o for o in pushes(lenient) if o.get("event") == "stamp" and not o["ok"]]
+    assert failed and {o["tsa"] for o in failed} == {1}  # logged like a failed push; the run went on
+    assert {s["tsa"] for a in report.anchors for s in a["evidence"]["stamps"]} == {0}
+    report = verify_run(strict)
+    assert not report.ok
+    (message,) = failures(report)
+    assert "has valid stamps from 1 TSA(s), the manifest asks for 2: none from TSA 1 (http://127.0.0.1:" in message
 
 
 def test_a_stamp_of_another_checkpoint_fails_verify_naming_it(evidenced, tmp_path):

@@ -54,6 +54,7 @@ def test_a_good_design_prints_its_plan_and_exits_zero(tmp_path):
     assert "most it can spend: $0.500000, if no household costs more than its reserve $0.020000" in out
     assert "up to 2 (one per lane) can be under way when admission stops" in out
     assert "ceiling: overall cap $3.000000 + margin $0.500000 = $3.500000" in out
+    assert "evidence: the git witness only (no [anchors.signer]: nothing signed, stamped or cosigned)" in out
 
 
 def test_the_plan_counts_households_a_tight_cap_cannot_cover(tmp_path):

@@ -74,6 +74,10 @@ def test_a_bad_evidence_table_names_its_field(tmp_path):
             "signer": {"key_file": str(key), "verifier_key": vkey},
             "cosignatures_required": 1,
         },
+        "anchors.timestamps_required: must be <= the number of time-stamping authorities, 0 (got 2)": {
+            "signer": {"key_file": str(key), "verifier_key": vkey},
+            "timestamps_required": 2,
+        },
     }
     for expected, anchors in cases.items():
         design = write_design(tmp_path / "d", households=2, anchors={"command": ["true"], **anchors})
@@ -105,3 +109,39 @@ def test_a_tsa_certificate_that_drifted_from_its_pin_is_refused_naming_the_pin(t
         f"anchors.timestamps[0].certificate_sha256: {tmp_path / 'tsa.pem'} has drifted: expected sha256 {'0' * 64}, "
         f"actual {__import__('hashlib').sha256(b'certificate' + bytes([10])).hexdigest()}"
     ]
+
+
+def test_check_says_what_will_prove_each_anchor_and_how_many_must_at_the_end(tmp_path):
+    from hashlib import sha256
+
+    from confirmatory.engine.check import render_plan
+
+    key = tmp_path / "k.key"
+    vkey = make_key_file(key, "example.org/study")
+    wkeys = [make_key_file(tmp_path / f"w{i}.key", f"witness{i}.example", cosigner=True) for i in range(3)]
+    tsas = []
+    for i in range(2):
+        for name in ("tsa", "ca"):
+            (tmp_path / f"{name}{i}.pem").write_text(f"{name} {i}\n")
+        tsas.append(
+            {
+                "url": f"http://127.0.0.1:{9000 + i}/",
+                "certificate": str(tmp_path / f"tsa{i}.pem"),
+                "certificate_sha256": sha256(f"tsa {i}\n".encode()).hexdigest(),
+                "ca": str(tmp_path / f"ca{i}.pem"),
+                "ca_sha256": sha256(f"ca {i}\n".encode()).hexdigest(),
+            }
+        )
+    anchors = {
+        "command": ["true"],
+        "origin": "example.org/study/plan",
+        "signer": {"key_file": str(key), "verifier_key": vkey},
+        "timestamps": tsas,
+        "timestamps_required": 1,
+        "witnesses": [{"url": f"http://127.0.0.1:{9100 + i}", "verifier_key": w} for i, w in enumerate(wkeys)],
+    }
+    plan = render_plan(load_design(write_design(tmp_path / "d", households=2, anchors=anchors)))
+    assert (
+        "evidence: checkpoints signed by example.org/study (origin 'example.org/study/plan'); "
+        "2 TSA(s), 1 must stamp the final anchor; 3 witness(es), 3 must cosign the final checkpoint\n"
+    ) in plan

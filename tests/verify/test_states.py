@@ -195,6 +195,21 @@ def test_a_run_killed_after_its_close_line_is_finished_by_push_anchor(tmp_path):
     assert (rc, report["state"], report["crash"]) == (0, "complete", None)
 
 
+def test_a_run_closed_and_cut_short_before_its_first_push_had_run_is_crashed_not_failed(tmp_path):
+    # A short run can write its close line and final anchor before its first
+    # push returns (a loaded machine, a slow witness): killed then, its
+    # anchor-pushes.jsonl holds its open line only.
+    from confirmatory.testing.rungen import Plan, generate_run
+
+    run_dir = generate_run(tmp_path / "run", Plan(households=3))
+    pushes = run_dir / "anchor-pushes.jsonl"
+    pushes.write_bytes(_lines(pushes)[0])
+    report = verify_run(run_dir)
+    assert report.ok and report.state == "crashed", report.to_table()
+    assert report.crash["stage"] == "closed" and report.crash["final_anchor"] is True
+    assert "no anchor was pushed before the run was cut short" in report.to_table()
+
+
 @pytest.fixture(scope="module")
 def crashed(tmp_path_factory):
     """One run killed mid-run (households under way, lines past its last anchor)."""
