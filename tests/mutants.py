@@ -1528,6 +1528,13 @@ MUTANTS = (
         "tests/anchors/test_evidence_run.py::test_a_tsa_down_for_the_whole_run_fails_it_unless_the_design_needs_fewer_stamps",
     ),
     Mutant(
+        "take the manifest's evidence keys without the design's pins",
+        "confirmatory/verify/study.py",
+        "    check_evidence_pins(f, design, man)\n",
+        "    pass\n",
+        "tests/anchors/test_evidence_run.py::test_a_manifest_whose_evidence_is_not_the_designs_fails_invariant_11_naming_the_field",
+    ),
+    Mutant(
         "stamp imprint not checked",
         "confirmatory/core/timestamps.py",
         "    expected = hashlib.sha256(message).digest()\n",

@@ -10,11 +10,13 @@ is not: verify checks those otherwise or cannot.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from confirmatory.core import rules
 from confirmatory.core.billing import design_price
 from confirmatory.core.money import usd_to_nusd
+from confirmatory.records.layout import tsa_files
 
 
 def run_fields(d: Any) -> dict[str, Any]:
@@ -46,6 +48,40 @@ def run_fields(d: Any) -> dict[str, Any]:
     }
 
 
+def default_origin(run_id: str) -> str:
+    """The checkpoints' origin when the design names none: unique to the run (RECORDS.md)."""
+    return "confirmatory/" + re.sub(r"[\s+]", "-", run_id)
+
+
+def redact_url(url: str) -> str:
+    """``url`` without a user:password part."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+
+
+def evidence_fields(a: Any, run_id: str) -> dict[str, Any] | None:
+    """The run manifest's ``evidence`` for the design's ``[anchors]`` (an
+    ``Anchors``) and the run id (the default origin's): None when the design
+    signs nothing. The TSA copies' names are the layout's (``tsa_files``)."""
+    if a.signer is None:
+        return None
+    return {
+        "origin": a.origin or default_origin(run_id),
+        "verifier_key": a.signer.verifier_key,
+        "timestamps": [
+            {"url": redact_url(t.url), "certificate": tsa_files(i)[0], "ca": tsa_files(i)[1]}
+            for i, t in enumerate(a.timestamps)
+        ],
+        "witnesses": [{"url": redact_url(w.url), "verifier_key": w.verifier_key} for w in a.witnesses],
+        "cosignatures_required": a.required_cosignatures,
+        "timestamps_required": a.required_timestamps,
+    }
+
+
 def engine_fields(e: Any) -> dict[str, Any]:
     """The manifest's ``engine``: the design's ``factory`` (or ``target``) and
     ``workers_per_model``. What the runner adds at start (``backend``: where
@@ -59,6 +95,8 @@ def engine_fields(e: Any) -> dict[str, Any]:
 # rules.rerun_wait_s: a run made before the rule existed has none (verify
 # then checks no wait, as that runner waited none).
 RUN_OPTIONAL = frozenset({"study_id", "seed", "arms", "anchors", "rules.rerun_wait_s"})
+# A manifest made before a design could say timestamps_required asks every TSA.
+EVIDENCE_OPTIONAL = frozenset({"evidence.timestamps_required"})
 # A model manifest made before price tables existed has no price.
 MODEL_OPTIONAL = frozenset({"price"})
 

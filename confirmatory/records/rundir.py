@@ -8,7 +8,6 @@ with its ``open`` line, chained from the seed its manifest gives it
 
 from __future__ import annotations
 
-import re
 import secrets as _random
 import sys
 import time
@@ -101,43 +100,18 @@ def model_manifest(loaded: Any, spec: Any) -> dict[str, Any]:
     }
 
 
-def default_origin(run_id: str) -> str:
-    """The checkpoints' origin when the design names none: unique to the run (RECORDS.md)."""
-    return "confirmatory/" + re.sub(r"[\s+]", "-", run_id)
-
-
 def copy_evidence(loaded: Any, run_dir: Path, run_id: str, fixed: dict[str, str]) -> dict[str, Any] | None:
-    """The run manifest's ``evidence`` (None when the design signs nothing),
-    after copying each TSA's certificate and CA into ``run_dir`` durably and
-    adding their sha256 to ``fixed`` (the manifest's ``files``). The design
-    pinned them (design.load); the private key is never copied."""
+    """The run manifest's ``evidence`` (None when the design signs nothing;
+    ``manifests.evidence_fields``), after copying each TSA's certificate and
+    CA into ``run_dir`` durably and adding their sha256 to ``fixed`` (the
+    manifest's ``files``). The design pinned them (design.load); the private
+    key is never copied."""
     a = loaded.design.anchors
-    if a.signer is None:
-        return None
-    timestamps = []
-    for i, tsa in enumerate(a.timestamps):
+    for i, tsa in enumerate(a.timestamps if a.signer is not None else ()):
         cert_rel, ca_rel = tsa_files(i)
         for rel, src in ((cert_rel, tsa.certificate), (ca_rel, tsa.ca)):
             fixed[rel] = write_bytes_durable(run_dir / rel, (Path(loaded.base_dir) / src).read_bytes())
-        timestamps.append({"url": redact_url(tsa.url), "certificate": cert_rel, "ca": ca_rel})
-    return {
-        "origin": a.origin or default_origin(run_id),
-        "verifier_key": a.signer.verifier_key,
-        "timestamps": timestamps,
-        "witnesses": [{"url": redact_url(w.url), "verifier_key": w.verifier_key} for w in a.witnesses],
-        "cosignatures_required": a.required_cosignatures,
-        "timestamps_required": a.required_timestamps,
-    }
-
-
-def redact_url(url: str) -> str:
-    """``url`` without a user:password part."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+    return manifests.evidence_fields(a, run_id)
 
 
 def _open_log(run_dir: Path, rel: str, manifest_sha: str, t: float) -> ChainWriter:

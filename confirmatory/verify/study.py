@@ -20,10 +20,13 @@ from pydantic import ValidationError
 from confirmatory.design.load import validation_problems
 from confirmatory.design.model import Design, slug_problem
 from confirmatory.records.chain import open_regular
+from confirmatory.records.layout import tsa_files
 from confirmatory.records.manifests import (
+    EVIDENCE_OPTIONAL,
     MODEL_OPTIONAL,
     RUN_OPTIONAL,
     differences,
+    evidence_fields,
     model_fields,
     run_fields,
 )
@@ -152,6 +155,7 @@ def check_design(ctx: RunContext, man: dict[str, Any]) -> None:
     del expected["rules"]["class_lists"]
     for problem in differences(expected, man, optional=RUN_OPTIONAL):
         f.fail(11, "manifest.json", None, problem)
+    check_evidence_pins(f, design, man)
     for spec in design.models:
         mf = layout.models.get(spec.name)
         if mf is None or not isinstance(mf.obj, dict):
@@ -159,3 +163,39 @@ def check_design(ctx: RunContext, man: dict[str, Any]) -> None:
         f.check(11)
         for problem in differences(model_fields(design, spec), mf.obj, optional=MODEL_OPTIONAL):
             f.fail(11, f"models/{spec.name}/manifest.json", None, problem)
+
+
+def check_evidence_pins(f: Findings, design: Design, man: dict[str, Any]) -> None:
+    """Invariant 11 on the manifest's ``evidence``: the keys, URLs and counts
+    are design.toml's ``[anchors]`` (``manifests.evidence_fields``), and each
+    TSA certificate and CA copy the manifest's ``files`` fixes hashes as the
+    design pins it. Invariant 12 then checks every signature, stamp and
+    cosignature against these same keys and copies."""
+    expected = evidence_fields(design.anchors, str(man.get("run_id")))
+    actual = man.get("evidence")
+    f.check(11)
+    if expected is None or actual is None:
+        f.expect(
+            11,
+            expected is None and actual is None,
+            "manifest.json",
+            None,
+            "evidence is present, the design names no [anchors.signer]"
+            if expected is None
+            else "evidence is missing, the design names [anchors.signer]",
+        )
+        return
+    for problem in differences(expected, actual, "evidence", optional=EVIDENCE_OPTIONAL):
+        f.fail(11, "manifest.json", None, problem)
+    files = man.get("files") if isinstance(man.get("files"), dict) else {}
+    for i, tsa in enumerate(design.anchors.timestamps):
+        for rel, pin, key in zip(tsa_files(i), (tsa.certificate_sha256, tsa.ca_sha256), ("certificate", "ca")):
+            f.check(11)
+            got = files.get(rel)  # type: ignore[union-attr]
+            f.expect(
+                11,
+                got == pin,
+                "manifest.json",
+                None,
+                f"files[{rel!r}] is {got!r}, the design pins anchors.timestamps[{i}].{key}_sha256 = {pin}",
+            )

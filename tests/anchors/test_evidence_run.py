@@ -118,6 +118,33 @@ def test_a_tsa_down_for_the_whole_run_fails_it_unless_the_design_needs_fewer_sta
     assert "has valid stamps from 1 TSA(s), the manifest asks for 2: none from TSA 1 (http://127.0.0.1:" in message
 
 
+def test_a_manifest_whose_evidence_is_not_the_designs_fails_invariant_11_naming_the_field(evidenced, tmp_path):
+    # A forger who re-signs every checkpoint with a key of their own passes
+    # invariant 12 (it checks against the manifest's keys): the design's pins
+    # are what the pre-registration fixed.
+    _, _, run_dir = evidenced
+    forged_key = Cosigner.generate("witness.example/forged").verifier
+    cases = {
+        "evidence.verifier_key is": lambda m: m["evidence"].update(verifier_key="example.org/forged+00000000+AAAA"),
+        "evidence.witnesses[0].verifier_key is": lambda m: m["evidence"]["witnesses"][0].update(
+            verifier_key=str(forged_key)
+        ),
+        "evidence.origin is": lambda m: m["evidence"].update(origin="example.org/another"),
+        "evidence.timestamps_required is": lambda m: m["evidence"].update(timestamps_required=0),
+        "files['evidence/tsa-0.certificate.pem'] is": lambda m: m["files"].update(
+            {"evidence/tsa-0.certificate.pem": "0" * 64}
+        ),
+    }
+    for n, (expected, plant) in enumerate(cases.items()):
+        forged = tmp_path / f"forged-{n}"
+        shutil.copytree(run_dir, forged)
+        manifest = json.loads((forged / "manifest.json").read_bytes())
+        plant(manifest)
+        (forged / "manifest.json").write_text(json.dumps(manifest))
+        named = failures(verify_run(forged), 11)
+        assert any(m.startswith(expected) for m in named), (expected, named)
+
+
 def test_a_stamp_of_another_checkpoint_fails_verify_naming_it(evidenced, tmp_path):
     _, _, original = evidenced
     run_dir = tmp_path / "run"
