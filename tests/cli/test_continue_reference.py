@@ -78,12 +78,16 @@ def carried_on(run_dir: Path, **kill) -> None:
         ck.assert_kept(first, run_dir)
         ck.assert_complete(run_dir, 1)
         return
-    assert ck.crashed_ok(run_dir) == "crashed"
+    crash = ck.crashed_report(run_dir)["crash"]
+    assert crash is not None
     second = ck.snapshot(run_dir)
     assert ck.continue_killed(run_dir, "rebooted again") == 0
     ck.assert_kept(first, run_dir)
     ck.assert_kept(second, run_dir)
-    ck.assert_complete(run_dir, 2)
+    # killed after its close line (a late kill on a loaded machine), the
+    # continuation left only its final anchor or push: the second `continue`
+    # finishes those, as push-anchor would, and is no continuation of its own
+    ck.assert_complete(run_dir, 2 if crash["stage"] == "under way" else 1)
 
 
 @pytest.mark.slow

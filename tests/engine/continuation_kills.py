@@ -160,12 +160,17 @@ def assert_complete(run_dir: Path, continuations: int) -> dict:
     return report
 
 
-def crashed_ok(run_dir: Path) -> str:
-    """verify after a kill: crashed (3) or already complete (0), never a violation."""
+def crashed_report(run_dir: Path) -> dict:
+    """verify after a kill: crashed (3) or already complete (0), never a violation; its report."""
     rc, report = states.verify_cli(run_dir)
     assert states.violations(report) == [], states.violations(report)
     assert (rc, report["state"]) in ((3, "crashed"), (0, "complete")), (rc, report["state"])
-    return report["state"]
+    return report
+
+
+def crashed_ok(run_dir: Path) -> str:
+    """verify after a kill: crashed (3) or already complete (0), never a violation; the state."""
+    return crashed_report(run_dir)["state"]
 
 
 @dataclass
