@@ -10,6 +10,7 @@ import queue
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -113,16 +114,23 @@ def mutant_outcomes(request, tmp_path_factory):
         assert rc == 0, f"{CONTROL_TEST} failed with no fault planted (rc {rc}):\n{out.read_text()[-3000:]}"
         servers.put(server)
 
+    times: dict[str, float] = {}
+
     def run(mutant):
         server = servers.get()
+        started = time.monotonic()
         try:
             return _run_mutant(server, mutant)
         finally:
+            times[mutant.name] = time.monotonic() - started
             servers.put(server)
 
     try:
         with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
             futures = {m.name: pool.submit(run, m) for m in selected}
+        # each mutant's seconds, slowest first: where the suite's time goes
+        out = tmp_path_factory.getbasetemp() / "mutant-times.tsv"
+        out.write_text("".join(f"{t:.1f}\t{name}\n" for name, t in sorted(times.items(), key=lambda x: -x[1])))
         return {name: f.result() for name, f in futures.items()}
     finally:
         for server in started:

@@ -20,6 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import procserver
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))
@@ -49,7 +50,7 @@ def demo_killed_at(tmp_path: Path, seconds: float) -> Path:
     design = hang_design(tmp_path / "design")
     run_dir = tmp_path / "runs" / "run"
     run_dir.parent.mkdir()
-    proc = subprocess.Popen(
+    proc = procserver.popen(
         [sys.executable, str(ck.SCRIPT), "demo", "--design", str(design), "--out", str(run_dir)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

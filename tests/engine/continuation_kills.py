@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "verify"))
+import procserver  # noqa: E402 - runner processes forked with litellm imported
 import test_states as states  # noqa: E402 - the kill harness of a first run
 
 SCRIPT = states.SCRIPT
@@ -118,7 +119,7 @@ def continue_killed(
 ) -> int:
     """Run ``continue`` to its end or its kill; its exit status (-9 when killed)."""
     env = kill_env(after=after, at=at, count=count, trace=trace)
-    proc = subprocess.Popen(
+    proc = procserver.popen(
         continue_cmd(run_dir, reason), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
     )
     err = ended(proc, seconds, run_dir)
@@ -208,7 +209,7 @@ def run_killed(work: Path, *, seconds: float | None = None, **kill) -> tuple[Pat
     hh = [{"id": f"hh-{i:03d}", "latency_s": 0.02} for i in range(30)]
     design = write_design(work / "design", households=hh, models=2, anchors={"interval_s": 0.3}, **states.FAST)
     run_dir = work / "run"
-    proc = subprocess.Popen(
+    proc = procserver.popen(
         [sys.executable, str(SCRIPT), "run", str(design), "--out", str(run_dir), "--quiet"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

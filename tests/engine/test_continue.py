@@ -20,6 +20,7 @@ import sys
 import time
 from pathlib import Path
 
+import procserver
 import pytest
 
 from confirmatory.records.chain import sha256_hex
@@ -72,7 +73,7 @@ def snapshot(run_dir: Path) -> dict[str, bytes]:
 
 
 def continue_cli(run_dir: Path, reason: str = "the machine was rebooted") -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return procserver.run(
         [sys.executable, str(SCRIPT), "continue", str(run_dir), "--reason", reason, "--quiet"],
         capture_output=True,
         text=True,
@@ -149,7 +150,7 @@ def test_a_run_killed_at_any_point_is_continued_to_a_complete_run_that_verifies(
 def test_a_continuation_killed_in_its_turn_is_continued_again(tmp_path):
     run_dir, _ = states.kill_at(tmp_path, "a third of the households ended")
     first = snapshot(run_dir)
-    proc = subprocess.Popen(
+    proc = procserver.popen(
         [sys.executable, str(SCRIPT), "continue", str(run_dir), "--reason", "first", "--quiet"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -226,7 +227,7 @@ def _start(tmp_path: Path, households: list[dict], **design) -> tuple[subprocess
         **design,
     )
     run_dir = tmp_path / "run"
-    proc = subprocess.Popen(
+    proc = procserver.popen(
         [sys.executable, str(SCRIPT), "run", str(path), "--out", str(run_dir), "--quiet"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -305,7 +306,7 @@ def test_a_model_paused_at_the_kill_stays_paused_until_a_fresh_resume(tmp_path):
     log = run_dir / "models" / "m0" / "run.jsonl"
     _kill_when(proc, lambda: log.exists() and b'"event":"pause"' in log.read_bytes(), "the pause")
     pause_t = _events(log, "pause")[0]["t"]
-    cont = subprocess.Popen(
+    cont = procserver.popen(
         [sys.executable, str(SCRIPT), "continue", str(run_dir), "--reason", "reboot", "--quiet"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -331,7 +332,7 @@ def test_a_model_paused_at_the_kill_stays_paused_until_a_fresh_resume(tmp_path):
             state, since = model_state(run_dir, "m0")
             if state == "paused" and since not in resumed:
                 resumed.add(since)
-                done = subprocess.run(
+                done = procserver.run(
                     [sys.executable, str(SCRIPT), "resume", str(run_dir), "--model", "m0"],
                     capture_output=True,
                     text=True,

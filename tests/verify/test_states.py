@@ -19,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+import procserver
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -88,7 +89,7 @@ def start(tmp_path: Path, households: int = 30, latency_s: float = 0.02) -> tupl
     hh = [{"id": f"hh-{i:03d}", "latency_s": latency_s} for i in range(households)]
     design = write_design(tmp_path / "design", households=hh, models=2, anchors={"interval_s": 0.3}, **FAST)
     run_dir = tmp_path / "run"
-    proc = subprocess.Popen(
+    proc = procserver.popen(
         [sys.executable, str(SCRIPT), "run", str(design), "--out", str(run_dir), "--quiet"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -117,7 +118,7 @@ def kill_at(tmp_path: Path, point: str) -> tuple[Path, bool]:
 
 
 def verify_cli(run_dir: Path, *extra: str) -> tuple[int, dict]:
-    done = subprocess.run(
+    done = procserver.run(
         [sys.executable, str(SCRIPT), "verify", str(run_dir), "--json", *extra],
         capture_output=True,
         text=True,
@@ -165,7 +166,7 @@ def test_a_run_killed_at_any_point_verifies_as_crashed_with_no_violation(tmp_pat
     else:
         assert crash["stage"] == "under way"
         assert any(e["message"].startswith("no close line") for e in crash["explained"])
-    table = subprocess.run(
+    table = procserver.run(
         [sys.executable, str(SCRIPT), "verify", str(run_dir)], capture_output=True, text=True, timeout=120
     ).stdout
     assert table.splitlines()[0].startswith("state: crashed")
@@ -183,11 +184,11 @@ def test_a_run_killed_after_its_close_line_is_finished_by_push_anchor(tmp_path):
     else:
         pytest.skip("each kill came after the final push (the run was complete)")
     assert rc == 3 and report["crash"]["stage"] == "closed" and report["crash"]["final_anchor"] is True
-    table = subprocess.run(
+    table = procserver.run(
         [sys.executable, str(SCRIPT), "verify", str(run_dir)], capture_output=True, text=True, timeout=120
     ).stdout
     assert f"carry it on with: confirmatory push-anchor {run_dir}" in table.splitlines()[0]
-    pushed = subprocess.run(
+    pushed = procserver.run(
         [sys.executable, str(SCRIPT), "push-anchor", str(run_dir)], capture_output=True, text=True, timeout=120
     )
     assert pushed.returncode == 0, pushed.stderr
