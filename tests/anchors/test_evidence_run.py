@@ -7,6 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
+import procserver
 import pytest
 
 from confirmatory.core.cosignature import Cosigner
@@ -208,7 +209,7 @@ def _killed_and_continued(tmp_path: Path, ev) -> None:
         anchors=ev.anchors(interval_s=0.3),
     )
     run_dir = tmp_path / "run"
-    proc = subprocess.Popen(
+    proc = procserver.popen(
         [sys.executable, str(script), "run", str(design), "--out", str(run_dir), "--quiet"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -225,7 +226,7 @@ def _killed_and_continued(tmp_path: Path, ev) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    done = subprocess.run(
+    done = procserver.run(
         [sys.executable, str(script), "continue", str(run_dir), "--reason", "killed", "--quiet"],
         capture_output=True,
         text=True,

@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import procserver
 import pytest
 from moneycheck import money_agrees
 from runhelpers import in_background, make_run
@@ -128,7 +129,7 @@ def test_show_on_a_crashed_run_and_on_a_folder_of_runs(tmp_path, capsys):
     hh = [{"id": f"hh-{i:03d}", "latency_s": 0.02} for i in range(30)]
     design = write_design(tmp_path / "design", households=hh, models=2, anchors={"interval_s": 0.3}, **FAST)
     runs = tmp_path / "runs"
-    proc = subprocess.Popen(
+    proc = procserver.popen(
         [sys.executable, str(SCRIPT), "run", str(design), "--out", str(runs / "a"), "--quiet"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
