@@ -1535,6 +1535,13 @@ MUTANTS = (
         "tests/anchors/test_evidence_run.py::test_a_manifest_whose_evidence_is_not_the_designs_fails_invariant_11_naming_the_field",
     ),
     Mutant(
+        "judge no stamp line",
+        "confirmatory/verify/evidence.py",
+        '        for s in lines.get("stamp", []):\n            if s.get("ok") is not True:\n',
+        '        for s in lines.get("stamp", []):\n            if True:\n',
+        "tests/anchors/test_evidence_run.py::test_one_byte_flipped_in_any_file_of_an_evidenced_run_fails_verify",
+    ),
+    Mutant(
         "stamp imprint not checked",
         "confirmatory/core/timestamps.py",
         "    expected = hashlib.sha256(message).digest()\n",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import procserver
@@ -101,6 +102,17 @@ def test_a_run_through_a_local_tsa_and_witness_verifies_and_lists_every_stamp_an
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert set(manifest["files"]) >= {"evidence/tsa-0.certificate.pem", "evidence/tsa-0.ca.pem"}
     assert manifest["evidence"]["origin"] == ORIGIN
+
+
+def test_one_byte_flipped_in_any_file_of_an_evidenced_run_fails_verify(evidenced, tmp_path):
+    # every stamp reply, TSA certificate copy and checkpoint line among them
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "verify"))
+    from test_files import flip_each
+
+    _, _, run_dir = evidenced
+    files = flip_each(Path(shutil.copytree(run_dir, tmp_path / "run")), ("models/m0/", "models/m1/"))
+    assert {"evidence/tsa-0.certificate.pem", "evidence/tsa-0.ca.pem", "anchor-pushes.jsonl"} <= set(files)
+    assert any(rel.startswith("evidence/stamps/") and rel.endswith(".tsr") for rel in files)
 
 
 def test_a_tsa_down_for_the_whole_run_fails_it_unless_the_design_needs_fewer_stamps(tmp_path):
