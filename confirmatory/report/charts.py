@@ -300,7 +300,8 @@ def markers(
             "resume" if ok else "resume-refused",
             r["t"],
             "resumed" if ok else "stale resume",
-            f"resume request of {r.get('request_t')}: {'accepted' if ok else 'not accepted (written before the pause)'}",
+            f"resume request written at {_clock(r.get('request_t'), axis)}: "
+            f"{'accepted' if ok else 'not accepted (written before the pause)'}",
         )
     for o in mv.events("trigger"):
         if _num(o.get("t")) is not None:
@@ -326,6 +327,16 @@ def markers(
             f"<title>lane {esc(lane)} ended: {esc(o.get('reason'))}</title></g>"
         )
     return "".join(out)
+
+
+def _clock(t: object, axis: Axis) -> str:
+    """A run time as UTC to the second and its place on the chart's axis (never a raw epoch)."""
+    import datetime as _dt
+
+    if type(t) not in (int, float) or t != t:
+        return escape(str(t))
+    when = _dt.datetime.fromtimestamp(float(t), _dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")  # type: ignore[arg-type]
+    return f"{when} (+{float(t) - axis.t0:.1f} s)"  # type: ignore[arg-type]
 
 
 def _pause_title(p: dict[str, Any], end: float | None) -> str:

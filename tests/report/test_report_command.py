@@ -104,3 +104,17 @@ def test_a_large_model_is_drawn_in_time_bins_whose_counts_are_verifys(tmp_path):
     report = verify_run(run_dir)
     assert sum(bins.values()) > BAR_CAP and dict(bins) == report.tallies["alpha"]["attempts"]
     assert f"more than {BAR_CAP}" in dom.one("p", "aggregated").content()
+
+
+def test_no_raw_epoch_time_is_shown_on_the_page_of_a_run_with_pauses_and_resumes(tmp_path):
+    import re
+
+    run_dir = generate_run(tmp_path / "run", Plan(households=4))
+    assert any(o["event"] == "resume-request" for o in events(run_dir, log="resume.jsonl")), "the plan resumes"
+    page = tmp_path / "page.html"
+    write_report(run_dir, page)
+    html = page.read_text()
+    shown = re.sub(r"<[^>]+>", " ", re.sub(r"<(script|style)\b.*?</\1>", "", html, flags=re.S))
+    epochs = [shown[max(0, m.start() - 60) : m.end()] for m in re.finditer(r"\b1[0-9]{9}(\.[0-9]+)?\b", shown)]
+    assert epochs == [], epochs
+    assert "resume request written at 2027-" in shown  # the resume markers' labels, as UTC
