@@ -12,11 +12,12 @@ per test process) that imported the third-party libraries once, as
 ``sys.path`` (the script's folder, then ``PYTHONPATH``), so a mutated copy
 (tests/test_mutants.py) is what it runs.
 
-Protocol over a Unix socket pair: the client sends ``{"argv", "cwd", "env"}``
-with the child's three standard streams as file descriptors (SCM_RIGHTS);
-the server answers ``{"pid": N}`` and, when the child ends, ``{"exit": N,
-"code": C}`` (C as ``Popen.returncode``: ``-9`` for a SIGKILL). The server
-ends, killing its children, when the client's end closes.
+Protocol over a Unix socket pair, one request and its answer at a time:
+``{"argv", "cwd", "env"}`` with the child's three standard streams as file
+descriptors (SCM_RIGHTS), answered ``{"pid": N}``; ``{"status": N}``,
+answered ``{"code": C}``, C as ``Popen.returncode`` (``-9`` for a SIGKILL)
+once the child has ended (and is then reaped), else null. The server ends,
+killing its children, when the client's end closes.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from __future__ import annotations
 import atexit
 import json
 import os
-import select
 import signal
 import socket
 import subprocess
@@ -48,44 +48,38 @@ def _serve(fd: int) -> None:
     base_path = [p for p in sys.path if Path(p or ".").resolve() != _HERE.parent]
     sock = socket.socket(fileno=fd)
     children: set[int] = set()
-    reported: set[int] = set()
     pending: list[int] = []  # descriptors received, three per spawn request in order
     buf = b""
     try:
         while True:
-            ready, _, _ = select.select([sock], [], [], 0.02)
-            if ready:
-                data, fds, _, _ = socket.recv_fds(sock, 1 << 20, 3)
-                if not data:
-                    return
-                buf += data
-                pending += fds
-                while b"\n" in buf:
-                    line, buf = buf.split(b"\n", 1)
-                    request = json.loads(line)
-                    if "reap" in request:
-                        os.waitpid(request["reap"], 0)
-                        children.discard(request["reap"])
-                        continue
-                    pid = os.fork()
-                    if pid == 0:
-                        sock.close()
-                        _child(request, pending[:3], base_path)
-                    for f in pending[:3]:
-                        os.close(f)
-                    del pending[:3]
-                    children.add(pid)
-                    sock.sendall(json.dumps({"pid": pid}).encode() + b"\n")
-            for pid in list(children - reported):
-                # Not reaped (WNOWAIT) until the client has read the exit: as
-                # with a Popen child, a kill that lands after the process ended
-                # reaches its zombie, never a process that took its pid.
-                info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-                if info is not None:
-                    reported.add(pid)
-                    exited = info.si_code == os.CLD_EXITED
-                    code = info.si_status if exited else -info.si_status
-                    sock.sendall(json.dumps({"exit": pid, "code": code}).encode() + b"\n")
+            data, fds, _, _ = socket.recv_fds(sock, 1 << 16, 3)
+            if not data:
+                return
+            buf += data
+            pending += fds
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                request = json.loads(line)
+                if "status" in request:
+                    # Reaped only here, when the client asks and is told: as
+                    # with a Popen child, a kill before that reaches the
+                    # process or its zombie, never a process that took its pid.
+                    pid = request["status"]
+                    done, status = os.waitpid(pid, os.WNOHANG)
+                    code = os.waitstatus_to_exitcode(status) if done else None
+                    if done:
+                        children.discard(pid)
+                    sock.sendall(json.dumps({"code": code}).encode() + b"\n")
+                    continue
+                pid = os.fork()
+                if pid == 0:
+                    sock.close()
+                    _child(request, pending[:3], base_path)
+                for f in pending[:3]:
+                    os.close(f)
+                del pending[:3]
+                children.add(pid)
+                sock.sendall(json.dumps({"pid": pid}).encode() + b"\n")
     finally:
         for pid in children:
             try:
@@ -111,7 +105,11 @@ def _child(request: dict[str, Any], fds: list[int], base_path: list[str]) -> Non
         sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
         import runpy  # noqa: PLC0415
 
-        if argv[0] == "-m":
+        if argv[0] == "-c":
+            sys.argv = ["-c", *argv[2:]]
+            sys.path[:] = ["", *extra, *base_path]
+            exec(compile(argv[1], "<string>", "exec"), {"__name__": "__main__"})  # noqa: S102 - as python -c
+        elif argv[0] == "-m":
             sys.argv = [argv[1], *argv[2:]]
             sys.path[:] = [request["cwd"], *extra, *base_path]
             runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
@@ -150,44 +148,37 @@ class _Server:
         theirs.close()
         self.lock = threading.Lock()
         self.buf = b""
-        self.pids: list[int] = []
-        self.exits: dict[int, int] = {}
 
     def spawn(self, argv: list[str], cwd: str, env: dict[str, str], fds: list[int]) -> int:
         with self.lock:
             request = json.dumps({"argv": argv, "cwd": cwd, "env": env}).encode() + b"\n"
             socket.send_fds(self.sock, [request], fds)
-            while not self.pids:
-                self._read(None)
-            return self.pids.pop(0)
+            return int(self._reply()["pid"])
 
-    def _read(self, timeout: float | None) -> None:
-        ready, _, _ = select.select([self.sock], [], [], timeout)
-        if not ready:
-            return
-        data = self.sock.recv(1 << 16)
-        if not data:
-            raise RuntimeError(f"the process server ended (rc {self.proc.poll()})")
-        self.buf += data
-        while b"\n" in self.buf:
-            line, self.buf = self.buf.split(b"\n", 1)
-            msg = json.loads(line)
-            if "pid" in msg:
-                self.pids.append(msg["pid"])
-            else:
-                self.exits[msg["exit"]] = msg["code"]
+    def _reply(self) -> dict[str, Any]:
+        """The server's answer to the one request in flight (the lock held)."""
+        while b"\n" not in self.buf:
+            data = self.sock.recv(1 << 16)
+            if not data:
+                raise RuntimeError(f"the process server ended (rc {self.proc.poll()})")
+            self.buf += data
+        line, self.buf = self.buf.split(b"\n", 1)
+        reply: dict[str, Any] = json.loads(line)
+        return reply
 
     def exit_code(self, pid: int, timeout: float | None) -> int | None:
-        """The child's exit code once it has ended (then reaped), else None after ``timeout``."""
+        """The child's exit code once it has ended (the server then reaps
+        it), else None after ``timeout`` (0: asked once)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        with self.lock:
-            while pid not in self.exits:
-                left = 1.0 if deadline is None else max(0.0, deadline - time.monotonic())
-                self._read(left)
-                if pid not in self.exits and deadline is not None and time.monotonic() >= deadline:
-                    return None
-            self.sock.sendall(json.dumps({"reap": pid}).encode() + b"\n")
-            return self.exits.pop(pid)
+        while True:
+            with self.lock:
+                self.sock.sendall(json.dumps({"status": pid}).encode() + b"\n")
+                code = self._reply()["code"]
+            if code is not None:
+                return int(code)
+            if deadline is not None and time.monotonic() >= deadline:
+                return None
+            time.sleep(0.01 if deadline is None else max(0.0, min(0.01, deadline - time.monotonic())))
 
     def close(self) -> None:
         self.sock.close()
