@@ -1370,14 +1370,6 @@ MUTANTS = (
         "tests/cli/test_display_tty.py::test_at_80_columns_a_continued_run_never_counts_more_households_than_its_draw",
     ),
     Mutant(
-        "keep the end's wait for the final push in view after it is over",
-        "confirmatory/cli/progress.py",
-        "                self._not_kept.add(out[-1])  #",
-        "                pass  #",
-        "tests/cli/test_display_tty.py::"
-        "test_at_80_columns_the_demo_keeps_every_phrase_whole_the_time_left_in_every_frame_and_no_stale_wait",
-    ),
-    Mutant(
         "leave the time left out of the frames before the pace is known",
         "confirmatory/cli/progress.py",
         '        return left or "time left: not known yet (no household has ended since the start)"',

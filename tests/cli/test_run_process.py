@@ -353,7 +353,7 @@ def _signal_then_flood(proc: subprocess.Popen, signum: int) -> tuple[int, str, s
         proc.send_signal(signum)
         wait_delivered(proc.pid, signum)
         sent = flood(proc, time.monotonic() + 30)
-        out, err = proc.communicate(timeout=30)
+        out, err = proc.communicate(timeout=120)
     finally:
         proc.kill()
     return sent, out, err
@@ -375,7 +375,7 @@ def test_signals_that_arrive_together_before_the_run_starts_end_it_in_one_line(t
         for name in names:
             proc.send_signal(getattr(signal, name))
         proc.send_signal(signal.SIGCONT)
-        out, err = proc.communicate(timeout=30)
+        out, err = proc.communicate(timeout=120)
     finally:
         proc.kill()
     first = min(names, key=lambda n: getattr(signal, n))
